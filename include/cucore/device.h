@@ -1,0 +1,92 @@
+/* Devices, named by UUID.
+ *
+ * A device ordinal is an index into the devices *this process* sees, after
+ * CUDA_VISIBLE_DEVICES; two processes can give the same ordinal to different
+ * GPUs. The UUID is the GPU's identity everywhere, and the only identity
+ * cucore puts on the wire.
+ *
+ * cuc_device objects are process-wide singletons: cuc_device_get() returns
+ * the same pointer for an ordinal every time, from any thread, and they are
+ * never freed. Their getters cannot fail.
+ */
+#ifndef CUCORE_DEVICE_H
+#define CUCORE_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cucore/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cuc_device cuc_device;
+
+/* 16 raw bytes, as cuDeviceGetUuid returns them. */
+typedef struct cuc_uuid {
+    uint8_t bytes[16];
+} cuc_uuid;
+
+/* "GPU-" + 36 characters + NUL. */
+#define CUC_UUID_STRLEN 41
+
+/* Capabilities that matter for sharing across processes
+ * (cuc_device_caps()). */
+enum cuc_device_cap {
+    CUC_DEVICE_CAP_MEMORY_POOLS = 1u << 0,   /* stream-ordered pools */
+    CUC_DEVICE_CAP_POOL_POSIX_FD = 1u << 1,  /* pools export as POSIX fds */
+    CUC_DEVICE_CAP_VMM = 1u << 2,            /* virtual memory management */
+    CUC_DEVICE_CAP_VMM_POSIX_FD = 1u << 3,   /* VMM chunks export as fds */
+    CUC_DEVICE_CAP_IPC_EVENTS = 1u << 4,     /* cuIpcGetEventHandle works */
+    CUC_DEVICE_CAP_FABRIC = 1u << 5,         /* fabric handles advertised */
+    CUC_DEVICE_CAP_UNIFIED_ADDRESSING = 1u << 6
+};
+
+/* Number of devices this process sees (0 is never returned: no device is
+ * CUC_E_NO_DEVICE, with the driver's reason in cuc_errmsg()). */
+CUC_API int cuc_device_count(int *count);
+
+/* The device at a local ordinal. CUC_E_INVALID if ordinal is out of range
+ * (the message gives the count and CUDA_VISIBLE_DEVICES). */
+CUC_API int cuc_device_get(int ordinal, cuc_device **dev);
+
+/* The local device with this UUID, whatever its ordinal here. O(1) (a hash
+ * table built once). CUC_E_NOT_VISIBLE if this process cannot see it: the
+ * message names the UUID and lists the visible devices as ordinal=UUID. */
+CUC_API int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev);
+
+/* Makes the device's primary context current on the calling thread
+ * (retaining it on first use; cucore keeps it for the process lifetime). */
+CUC_API int cuc_device_set_current(cuc_device *dev);
+
+/* The device whose primary context is current on this thread, or
+ * CUC_E_NOT_FOUND if none is (or another context is current). */
+CUC_API int cuc_device_current(cuc_device **dev);
+
+CUC_API int cuc_device_ordinal(const cuc_device *dev);
+CUC_API const cuc_uuid *cuc_device_uuid(const cuc_device *dev);
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints it. */
+CUC_API const char *cuc_device_uuid_string(const cuc_device *dev);
+CUC_API const char *cuc_device_name(const cuc_device *dev);
+/* "00000000:19:00.0", as nvidia-smi --query-gpu=pci.bus_id prints it. */
+CUC_API const char *cuc_device_pci_bus_id(const cuc_device *dev);
+CUC_API void cuc_device_compute_capability(const cuc_device *dev, int *major, int *minor);
+CUC_API size_t cuc_device_total_memory(const cuc_device *dev);
+/* Bitwise OR of enum cuc_device_cap. */
+CUC_API unsigned cuc_device_caps(const cuc_device *dev);
+
+/* Parses "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", "MIG-..." or the same
+ * without prefix, in any case. Anything else (other lengths, misplaced or
+ * missing dashes, non-hex, trailing characters) is CUC_E_INVALID. */
+CUC_API int cuc_uuid_parse(const char *text, cuc_uuid *uuid);
+
+/* Writes the "GPU-..." form (CUC_UUID_STRLEN bytes with the NUL). */
+CUC_API void cuc_uuid_format(const cuc_uuid *uuid, char out[CUC_UUID_STRLEN]);
+
+CUC_API int cuc_uuid_equal(const cuc_uuid *a, const cuc_uuid *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,141 @@
+/* Devices: singletons, UUID lookup, errors that name what is wrong. */
+#include <ctype.h>
+#include <pthread.h>
+
+#include "cucore.h"
+#include "check.h"
+
+#define THREADS 4
+
+static cuc_device *seen[THREADS];
+
+static void *get_first(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    CHECK_OK(cuc_device_get(0, &seen[i]));
+    return NULL;
+}
+
+static int bus_id_well_formed(const char *s)
+{
+    static const char shape[] = "XXXXXXXX:XX:XX.0";
+    size_t i;
+
+    if (strlen(s) != strlen(shape))
+        return 0;
+    for (i = 0; shape[i]; i++) {
+        if (shape[i] == 'X' ? !isxdigit((unsigned char)s[i]) || islower((unsigned char)s[i])
+                            : s[i] != shape[i])
+            return 0;
+    }
+    return 1;
+}
+
+static void check_singletons(void)
+{
+    pthread_t t[THREADS];
+    int i;
+
+    for (i = 0; i < THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, get_first, (void *)(intptr_t)i) == 0);
+    for (i = 0; i < THREADS; i++)
+        CHECK(pthread_join(t[i], NULL) == 0);
+    for (i = 1; i < THREADS; i++)
+        CHECK(seen[i] == seen[0]);
+}
+
+static void check_each(int n)
+{
+    int i, j;
+
+    for (i = 0; i < n; i++) {
+        cuc_device *d, *again, *byu;
+        int maj = -1, min = -1;
+        CHECK_OK(cuc_device_get(i, &d));
+        CHECK_OK(cuc_device_get(i, &again));
+        CHECK(d == again);
+        CHECK(cuc_device_ordinal(d) == i);
+        CHECK_OK(cuc_device_get_by_uuid(cuc_device_uuid(d), &byu));
+        CHECK(byu == d);
+        CHECK(strncmp(cuc_device_uuid_string(d), "GPU-", 4) == 0);
+        CHECK(cuc_device_name(d)[0] != '\0');
+        CHECK(bus_id_well_formed(cuc_device_pci_bus_id(d)));
+        CHECK(cuc_device_total_memory(d) > ((size_t)1 << 30));
+        cuc_device_compute_capability(d, &maj, &min);
+        CHECK(maj >= 7 && min >= 0);
+        if (test_on_sim())
+            CHECK((cuc_device_caps(d) & (CUC_DEVICE_CAP_MEMORY_POOLS | CUC_DEVICE_CAP_POOL_POSIX_FD |
+                                         CUC_DEVICE_CAP_VMM | CUC_DEVICE_CAP_IPC_EVENTS)) ==
+                  (CUC_DEVICE_CAP_MEMORY_POOLS | CUC_DEVICE_CAP_POOL_POSIX_FD |
+                   CUC_DEVICE_CAP_VMM | CUC_DEVICE_CAP_IPC_EVENTS));
+        for (j = 0; j < i; j++) {
+            cuc_device *o;
+            CHECK_OK(cuc_device_get(j, &o));
+            CHECK(!cuc_uuid_equal(cuc_device_uuid(o), cuc_device_uuid(d)));
+            CHECK(strcmp(cuc_device_pci_bus_id(o), cuc_device_pci_bus_id(d)) != 0);
+        }
+        CHECK_OK(cuc_device_set_current(d));
+        CHECK_OK(cuc_device_current(&again));
+        CHECK(again == d);
+    }
+}
+
+static void check_errors(int n)
+{
+    cuc_device *d = (cuc_device *)0x1, *first;
+    cuc_uuid nobody;
+    char text[CUC_UUID_STRLEN];
+
+    CHECK_RC(cuc_device_get(-1, &d), CUC_E_INVALID);
+    CHECK_RC(cuc_device_get(n, &d), CUC_E_INVALID);
+    CHECK(strstr(cuc_errmsg(), "out of range") != NULL);
+    CHECK(d == (cuc_device *)0x1);
+    CHECK_RC(cuc_device_get(0, NULL), CUC_E_INVALID);
+    CHECK_RC(cuc_device_count(NULL), CUC_E_INVALID);
+
+    CHECK_OK(cuc_uuid_parse("GPU-00000000-dead-beef-0000-000000000000", &nobody));
+    CHECK_RC(cuc_device_get_by_uuid(&nobody, &d), CUC_E_NOT_VISIBLE);
+    CHECK(d == (cuc_device *)0x1);
+    cuc_uuid_format(&nobody, text);
+    CHECK(strstr(cuc_errmsg(), text) != NULL);
+    CHECK_OK(cuc_device_get(0, &first));
+    CHECK_RC(cuc_device_get_by_uuid(&nobody, &d), CUC_E_NOT_VISIBLE);
+    CHECK(strstr(cuc_errmsg(), cuc_device_uuid_string(first)) != NULL);
+    CHECK(strstr(cuc_errmsg(), "0=GPU-") != NULL);
+}
+
+/* In a child that sees no device, the not-visible error says so. */
+static int child_none(void)
+{
+    cuc_device *d;
+    cuc_uuid u;
+    int n;
+
+    CHECK_OK(cuc_uuid_parse("GPU-00000000-dead-beef-0000-000000000000", &u));
+    CHECK_RC(cuc_device_count(&n), CUC_E_NO_DEVICE);
+    CHECK(strstr(cuc_errmsg(), "CUDA_ERROR_NO_DEVICE") != NULL);
+    CHECK_RC(cuc_device_get_by_uuid(&u, &d), CUC_E_NOT_VISIBLE);
+    CHECK(strstr(cuc_errmsg(), "GPU-00000000-dead-beef-0000-000000000000") != NULL);
+    CHECK(strstr(cuc_errmsg(), "no device is visible") != NULL);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const none_env[] = {"CUDA_VISIBLE_DEVICES=", NULL};
+    int n = 0;
+
+    if (argc >= 3 && !strcmp(argv[1], "--child"))
+        return child_none();
+    CHECK_OK(cuc_device_count(&n));
+    FD_BASELINE(); /* after the driver opened what it keeps open */
+    CHECK(n >= 1);
+    if (test_on_sim())
+        CHECK(n == 4);
+    check_singletons();
+    check_each(n);
+    check_errors(n);
+    CHECK(wait_child(spawn_self("none", NULL, none_env, -1)) == 0);
+    FD_CHECK_NO_LEAK();
+    return 0;
+}

@@ -1,0 +1,21 @@
+/* Shared declarations of the `cucore` command's subcommands. */
+#ifndef CUC_CLI_H
+#define CUC_CLI_H
+
+#include <stdio.h>
+
+#include "cucore.h"
+
+/* Each subcommand gets argv after its own name; returns the exit code. */
+int cli_devices(int argc, char **argv);
+
+/* Prints "cucore: <what>: <cuc_errmsg()>" to stderr; returns exit code 1. */
+int cli_fail(const char *what, int status);
+
+/* JSON string output with escaping. */
+void json_str(FILE *f, const char *s);
+
+/* Says on stderr which driver is in use when it is the simulator. */
+void cli_note_driver(FILE *f);
+
+#endif
