@@ -8,6 +8,7 @@
 
 /* Each subcommand gets argv after its own name; returns the exit code. */
 int cli_devices(int argc, char **argv);
+int cli_demo(int argc, char **argv);
 
 /* Prints "cucore: <what>: <cuc_errmsg()>" to stderr; returns exit code 1. */
 int cli_fail(const char *what, int status);
