@@ -11,7 +11,7 @@ struct subcommand {
 
 static const struct subcommand commands[] = {
     {"devices", cli_devices, "list the devices this process sees [--json]"},
-    //{"demo", cli_demo, "producer and consumer with reversed GPU visibility share objects"},
+    {"demo", cli_demo, "producer and consumer with reversed GPU visibility share objects"},
 };
 
 static int usage(FILE *f)

@@ -1,0 +1,96 @@
+/* Device encode + decode, against the raw driver calls that do the same
+ * work: the sender asks the driver for the UUID (cuDeviceGetUuid), the
+ * receiver finds the local device with that UUID (cuDeviceGetCount, then
+ * cuDeviceGet + cuDeviceGetUuid per device until it matches).
+ *
+ *   CUCORE_DRIVER=sim build/bench/bench_device      (or unset on a GPU)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "wire.h"
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int raw_once(CUdevice dev, int n)
+{
+    CUuuid u, v;
+    CUdevice d;
+
+    if (CUC_DRV->cuDeviceGetUuid(&u, dev) != CUDA_SUCCESS)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (CUC_DRV->cuDeviceGet(&d, i) != CUDA_SUCCESS ||
+            CUC_DRV->cuDeviceGetUuid(&v, d) != CUDA_SUCCESS)
+            return -1;
+        if (memcmp(u.bytes, v.bytes, 16) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static int cucore_once(const cuc_device *dev, cuc_device **out)
+{
+    const int *fds;
+    size_t len, nfds;
+    uint8_t *bytes;
+    cuc_msg *m, *r;
+    int rc;
+
+    if (cuc_msg_create(&m))
+        return -1;
+    rc = cuc_msg_add_device(m, dev);
+    if (!rc)
+        rc = cuc__msg_encode(m, &bytes, &len, &fds, &nfds);
+    cuc_msg_destroy(m);
+    if (rc)
+        return rc;
+    rc = cuc__msg_decode(bytes, len, NULL, 0, &r);
+    free(bytes);
+    if (rc)
+        return rc;
+    rc = cuc_msg_get_device(r, 0, out);
+    cuc_msg_destroy(r);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    long iters = argc > 1 ? atol(argv[1]) : 1000000;
+    cuc_device *dev, *got = NULL;
+    double t0, raw_ns, cuc_ns;
+    int n, last = -1;
+
+    if (cuc_device_count(&n) || cuc_device_get(n - 1, &dev)) {
+        fprintf(stderr, "bench_device: %s\n", cuc_errmsg());
+        return 1;
+    }
+    for (long i = 0; i < iters / 10; i++) /* warm-up */
+        cucore_once(dev, &got);
+    t0 = now_ns();
+    for (long i = 0; i < iters; i++)
+        last = raw_once(dev->cu, n);
+    raw_ns = (now_ns() - t0) / (double)iters;
+    t0 = now_ns();
+    for (long i = 0; i < iters; i++)
+        if (cucore_once(dev, &got))
+            return 1;
+    cuc_ns = (now_ns() - t0) / (double)iters;
+    if (got != dev || last != n - 1) {
+        fprintf(stderr, "bench_device: wrong device resolved\n");
+        return 1;
+    }
+    printf("device encode+decode, last of %d devices, %ld iterations\n", n, iters);
+    printf("  raw driver (cuDeviceGetUuid + scan):  %8.1f ns\n", raw_ns);
+    printf("  cucore (message create, add, encode, decode, resolve, destroy): %8.1f ns\n",
+           cuc_ns);
+    return 0;
+}

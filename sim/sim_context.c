@@ -1,0 +1,127 @@
+/* Primary contexts (one per visible device, retain/release counted) and the
+ * thread-local current context. */
+#include "sim_internal.h"
+
+#define SIM_CTX_MAGIC 0x43545821u /* "CTX!" */
+
+static struct CUctx_st sim_ctx[SIM_MAX_GPUS];
+static _Thread_local struct CUctx_st *sim_tls_ctx;
+
+int sim_ctx_valid(CUcontext c)
+{
+    for (int i = 0; i < sim.nvis; i++)
+        if (c == &sim_ctx[i])
+            return 1;
+    return 0;
+}
+
+CUresult sim_ctx_current(struct CUctx_st **out)
+{
+    struct CUctx_st *c = sim_tls_ctx;
+
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (c->refcount <= 0)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx,
+                                                  CUdevice dev)
+{
+    CUresult rc = sim_check_init();
+    if (rc)
+        return rc;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_dev_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_lock();
+    sim_ctx[dev].magic = SIM_CTX_MAGIC;
+    sim_ctx[dev].dev = dev;
+    sim_ctx[dev].refcount++;
+    *pctx = &sim_ctx[dev];
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    CUresult rc = sim_check_init();
+    if (rc)
+        return rc;
+    if (!sim_dev_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_lock();
+    if (sim_ctx[dev].refcount <= 0) {
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--sim_ctx[dev].refcount == 0) {
+        /* The context goes inactive: its streams, events and functions
+         * die with it, as with the real driver. */
+        sim_streams_ctx_gone(&sim_ctx[dev]);
+        sim_events_ctx_gone(&sim_ctx[dev]);
+        sim_functions_ctx_gone(&sim_ctx[dev]);
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult rc = sim_check_init();
+    if (rc)
+        return rc;
+    if (ctx == NULL) {
+        sim_tls_ctx = NULL;
+        return CUDA_SUCCESS;
+    }
+    sim_lock();
+    if (!sim_ctx_valid(ctx) || ctx->magic != SIM_CTX_MAGIC)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else
+        sim_tls_ctx = ctx;
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    CUresult rc = sim_check_init();
+    if (rc)
+        return rc;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = sim_tls_ctx;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuCtxSynchronize(void)
+{
+    struct CUctx_st *c;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    rc = sim_ctx_current(&c);
+    sim_unlock();
+    return rc; /* all work is synchronous */
+}
+
+SIM_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!ctx)
+        return cuCtxSynchronize();
+    sim_lock();
+    if (!sim_ctx_valid(ctx) || ctx->magic != SIM_CTX_MAGIC)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else if (ctx->refcount <= 0)
+        rc = CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    sim_unlock();
+    return rc;
+}

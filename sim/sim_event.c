@@ -1,0 +1,287 @@
+/* Events and IPC event handles. Work is synchronous, so an event completes
+ * when it is recorded; timing events keep the CLOCK_MONOTONIC time of the
+ * record. An IPC handle names the event by (creator pid, per-process id,
+ * physical GPU); opening one in any process gives an always-complete
+ * event. The handle also carries the GPU's UUID: opening it where that GPU
+ * is not visible gives CUDA_ERROR_INVALID_DEVICE. */
+#include "sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SIM_EVENT_MAGIC 0x45564e54u /* "EVNT" */
+#define SIM_IPC_EVENT_MAGIC 0x43534556u /* "CSEV" */
+#define SIM_IPC_EVENT_VERSION 1
+
+struct CUevent_st {
+    uint32_t magic;
+    struct CUctx_st *ctx;
+    unsigned int flags;
+    int recorded;
+    struct timespec when;
+    CUipcEventHandle ipc; /* valid when flags has CU_EVENT_INTERPROCESS */
+    struct CUevent_st *next;
+};
+
+/* The 64-byte handle, little-endian host layout. */
+struct sim_ipc_event {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t phys;
+    uint32_t pid;
+    uint32_t flags;
+    uint64_t id;
+    CUuuid uuid; /* the GPU, matched by UUID in the opener */
+    unsigned char zero[24];
+};
+_Static_assert(sizeof(struct sim_ipc_event) == CU_IPC_HANDLE_SIZE,
+               "IPC event handle layout");
+
+static struct CUevent_st *sim_events;
+static uint64_t sim_event_ids;
+
+static struct CUevent_st *find_event(CUevent e)
+{
+    for (struct CUevent_st *p = sim_events; p; p = p->next)
+        if (p == e)
+            return p;
+    return NULL;
+}
+
+CUresult sim_event_check(CUevent e)
+{
+    return find_event(e) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+void sim_events_ctx_gone(struct CUctx_st *ctx)
+{
+    struct CUevent_st **pp = &sim_events;
+
+    while (*pp) {
+        struct CUevent_st *e = *pp;
+        if (e->ctx == ctx) {
+            *pp = e->next;
+            e->magic = 0;
+            free(e);
+        } else {
+            pp = &e->next;
+        }
+    }
+}
+
+static struct CUevent_st *new_event(struct CUctx_st *ctx, unsigned int flags)
+{
+    struct CUevent_st *e = calloc(1, sizeof(*e));
+
+    if (!e)
+        return NULL;
+    e->magic = SIM_EVENT_MAGIC;
+    e->ctx = ctx;
+    e->flags = flags;
+    e->next = sim_events;
+    sim_events = e;
+    return e;
+}
+
+SIM_API CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    const unsigned int known = CU_EVENT_BLOCKING_SYNC |
+                               CU_EVENT_DISABLE_TIMING |
+                               CU_EVENT_INTERPROCESS;
+    struct CUctx_st *cur;
+    struct CUevent_st *e;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!phEvent || (Flags & ~known))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    rc = sim_ctx_current(&cur);
+    if (rc)
+        goto out;
+    e = new_event(cur, Flags);
+    if (!e) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    if (Flags & CU_EVENT_INTERPROCESS) {
+        struct sim_ipc_event h;
+        memset(&h, 0, sizeof(h));
+        h.magic = SIM_IPC_EVENT_MAGIC;
+        h.version = SIM_IPC_EVENT_VERSION;
+        h.phys = (uint16_t)sim.vis[cur->dev];
+        h.pid = (uint32_t)getpid();
+        h.flags = Flags;
+        h.id = ++sim_event_ids;
+        h.uuid = sim.phys[sim.vis[cur->dev]].uuid;
+        memcpy(&e->ipc, &h, sizeof(h));
+    }
+    *phEvent = e;
+out:
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    struct CUctx_st *sctx;
+    struct CUevent_st *e;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    rc = sim_stream_check(hStream, &sctx);
+    if (rc)
+        goto out;
+    e = find_event(hEvent);
+    if (!e) {
+        rc = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    if (e->ctx != sctx) { /* event and stream of different contexts */
+        rc = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    e->recorded = 1;
+    clock_gettime(CLOCK_MONOTONIC, &e->when);
+out:
+    sim_unlock();
+    return rc;
+}
+
+static CUresult event_simple(CUevent hEvent)
+{
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    rc = sim_event_check(hEvent);
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
+{
+    return event_simple(hEvent);
+}
+
+SIM_API CUresult CUDAAPI cuEventQuery(CUevent hEvent)
+{
+    return event_simple(hEvent); /* complete at record, or never recorded */
+}
+
+SIM_API CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds,
+                                            CUevent hStart, CUevent hEnd)
+{
+    struct CUevent_st *a, *b;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!pMilliseconds)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    a = find_event(hStart);
+    b = find_event(hEnd);
+    if (!a || !b || !a->recorded || !b->recorded ||
+        (a->flags & CU_EVENT_DISABLE_TIMING) ||
+        (b->flags & CU_EVENT_DISABLE_TIMING)) {
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        double ms = (double)(b->when.tv_sec - a->when.tv_sec) * 1e3 +
+                    (double)(b->when.tv_nsec - a->when.tv_nsec) / 1e6;
+        *pMilliseconds = (float)ms;
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
+{
+    struct CUevent_st **pp;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    rc = CUDA_ERROR_INVALID_HANDLE;
+    for (pp = &sim_events; *pp; pp = &(*pp)->next) {
+        if (*pp == hEvent) {
+            struct CUevent_st *e = *pp;
+            *pp = e->next;
+            e->magic = 0;
+            free(e);
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *pHandle,
+                                             CUevent event)
+{
+    struct CUevent_st *e;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    e = find_event(event);
+    if (!e)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (!(e->flags & CU_EVENT_INTERPROCESS))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        *pHandle = e->ipc;
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent,
+                                              CUipcEventHandle handle)
+{
+    struct sim_ipc_event h;
+    struct CUctx_st *cur;
+    struct CUevent_st *e;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!phEvent)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&h, &handle, sizeof(h));
+    sim_lock();
+    rc = sim_ctx_current(&cur);
+    if (rc)
+        goto out;
+    if (h.magic != SIM_IPC_EVENT_MAGIC || h.version != SIM_IPC_EVENT_VERSION ||
+        h.id == 0 || !(h.flags & CU_EVENT_INTERPROCESS)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (sim_uuid_to_local(&h.uuid) < 0) {
+        rc = CUDA_ERROR_INVALID_DEVICE;
+        goto out;
+    }
+    e = new_event(cur, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS);
+    if (!e) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    e->ipc = handle;
+    *phEvent = e;
+out:
+    sim_unlock();
+    return rc;
+}

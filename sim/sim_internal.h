@@ -1,0 +1,145 @@
+/* Internal interface of the simulated CUDA driver (libcucore-sim.so).
+ *
+ * One process-wide mutex (sim_lock) guards every table below; each entry
+ * point takes it, validates its handles against the registries (a handle is
+ * never dereferenced before it is found in its list) and releases it.
+ * Only the CUDA entry points are exported (SIM_API); everything here is
+ * hidden by -fvisibility=hidden. */
+#ifndef CUC_SIM_INTERNAL_H
+#define CUC_SIM_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_API __attribute__((visibility("default")))
+
+#define SIM_MAX_GPUS 16
+#define SIM_DEFAULT_GPUS 4
+#define SIM_GRANULARITY ((size_t)2 << 20) /* VMM granularity, pool chunk */
+#define SIM_PAGE ((size_t)4096)
+#define SIM_DRIVER_VERSION 13000
+#define SIM_PHYS_HOST (-1) /* "physical GPU" of a pinned host pool */
+
+/* ---- global state (sim_init.c) ---------------------------------------- */
+
+struct sim_gpu {
+    CUuuid uuid;
+    char uuid_str[44]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+    int pci_domain, pci_bus, pci_device;
+};
+
+struct sim_state {
+    int nphys;                          /* physical GPUs */
+    struct sim_gpu phys[SIM_MAX_GPUS];
+    int nvis;                           /* visible devices */
+    int vis[SIM_MAX_GPUS];              /* visible ordinal -> physical index */
+    size_t pool_bytes;                  /* default pool capacity */
+};
+
+extern struct sim_state sim;
+
+void sim_lock(void);
+void sim_unlock(void);
+/* CUDA_SUCCESS once cuInit succeeded, else CUDA_ERROR_NOT_INITIALIZED. */
+CUresult sim_check_init(void);
+/* Local (visible) ordinal of a physical GPU, or -1. */
+int sim_phys_to_local(int phys);
+/* Local (visible) ordinal of the GPU with this UUID, or -1. */
+int sim_uuid_to_local(const CUuuid *uuid);
+/* Non-zero when dev is a valid visible ordinal. */
+int sim_dev_valid(CUdevice dev);
+/* Random 64-bit value (getrandom, never 0). */
+uint64_t sim_random64(void);
+
+/* ---- devices (sim_device.c) ------------------------------------------- */
+
+/* Fills sim.phys from CUCORE_SIM_GPUS / CUCORE_SIM_UUIDS. */
+CUresult sim_devices_setup(void);
+void sim_uuid_format(const CUuuid *u, char out[44]);
+
+/* ---- CUDA_VISIBLE_DEVICES (sim_visible.c) ----------------------------- */
+
+/* Parses env (NULL = unset) against the physical GPUs; writes the visible
+ * list (physical indices) to out / *nout. Returns CUDA_SUCCESS,
+ * CUDA_ERROR_NO_DEVICE (empty result) or CUDA_ERROR_INVALID_DEVICE
+ * (a device named twice). */
+CUresult sim_parse_visible(const char *env, const struct sim_gpu *gpus,
+                           int ngpus, int out[SIM_MAX_GPUS], int *nout);
+
+/* ---- contexts (sim_context.c) ----------------------------------------- */
+
+struct CUctx_st {
+    uint32_t magic;
+    int dev;      /* visible ordinal */
+    int refcount; /* primary-context retains; 0 = inactive */
+};
+
+/* The thread's current context, checked: INVALID_CONTEXT when none,
+ * CONTEXT_IS_DESTROYED when it is an inactive primary context. Locked. */
+CUresult sim_ctx_current(struct CUctx_st **out);
+int sim_ctx_valid(CUcontext c);
+
+/* CUDA 13's cuCtxSynchronize (v13000) takes the context to synchronise. */
+SIM_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx);
+
+/* ---- streams (sim_stream.c) ------------------------------------------- */
+
+/* Checks a stream handle (0, LEGACY, PER_THREAD or a live created stream).
+ * *ctx_out gets the stream's context (the current one for the special
+ * handles). Needs a current context. Locked. */
+CUresult sim_stream_check(CUstream s, struct CUctx_st **ctx_out);
+void sim_streams_ctx_gone(struct CUctx_st *ctx);
+
+/* ---- events (sim_event.c) --------------------------------------------- */
+
+void sim_events_ctx_gone(struct CUctx_st *ctx);
+/* CUDA_SUCCESS for a live event, else CUDA_ERROR_INVALID_HANDLE. Locked. */
+CUresult sim_event_check(CUevent e);
+
+/* ---- libraries (sim_library.c, sim_image.c) --------------------------- */
+
+/* Kernel names found in an image. */
+struct sim_names {
+    char **v;
+    size_t n, cap;
+};
+void sim_names_free(struct sim_names *names);
+/* Reads a module image (PTX text, cubin ELF, fatbin) whose extent is only
+ * known from its own headers. CUDA_ERROR_INVALID_IMAGE when malformed. */
+CUresult sim_image_scan(const void *code, struct sim_names *out);
+/* Same with a known length (the test and fuzz entry). */
+CUresult sim_image_scan_len(const void *code, size_t len,
+                            struct sim_names *out);
+void sim_functions_ctx_gone(struct CUctx_st *ctx);
+
+/* ---- memory ranges (sim_memory.c, sim_pool.c, sim_vmm.c) -------------- */
+
+enum sim_range {
+    SIM_RANGE_UNKNOWN = 0, /* not device memory we know: host memory */
+    SIM_RANGE_OK,          /* inside a live allocation, size fits */
+    SIM_RANGE_BAD          /* inside a pool / reservation but not usable */
+};
+/* Locked. */
+enum sim_range sim_pool_range(uintptr_t p, size_t n);
+enum sim_range sim_vmm_range(uintptr_t p, size_t n, int write);
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static inline int sim_mul_overflow(size_t a, size_t b, size_t *r)
+{
+    return __builtin_mul_overflow(a, b, r);
+}
+
+static inline int sim_add_overflow(size_t a, size_t b, size_t *r)
+{
+    return __builtin_add_overflow(a, b, r);
+}
+
+static inline size_t sim_round_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+#endif

@@ -1,0 +1,94 @@
+/* Copies and memset. Device pointers are host addresses (pool mappings and
+ * VMM mappings), so a copy is memmove; pointers inside known device ranges
+ * are checked (a freed block, an unmapped or inaccessible VMM range, or a
+ * size running past the allocation give CUDA_ERROR_INVALID_VALUE). */
+#include "sim_internal.h"
+
+#include <string.h>
+
+/* Classifies [p, p+n): device memory we know (checked), or not ours. */
+static enum sim_range classify(uintptr_t p, size_t n, int write)
+{
+    enum sim_range r = sim_pool_range(p, n);
+
+    if (r != SIM_RANGE_UNKNOWN)
+        return r;
+    return sim_vmm_range(p, n, write);
+}
+
+/* dev_dst / dev_src: 1 = must be device memory, 0 = host or device. */
+static CUresult copy_common(void *dst, const void *src, size_t n,
+                            CUstream hStream, int dev_dst, int dev_src)
+{
+    struct CUctx_st *ctx;
+    enum sim_range rd, rs;
+    CUresult rc = sim_check_init();
+    uintptr_t end;
+
+    if (rc)
+        return rc;
+    sim_lock();
+    rc = sim_stream_check(hStream, &ctx);
+    if (rc)
+        goto out;
+    if (n == 0)
+        goto out;
+    if (!dst || !src || __builtin_add_overflow((uintptr_t)dst, n, &end) ||
+        __builtin_add_overflow((uintptr_t)src, n, &end)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    rd = classify((uintptr_t)dst, n, 1);
+    rs = classify((uintptr_t)src, n, 0);
+    if (rd == SIM_RANGE_BAD || rs == SIM_RANGE_BAD ||
+        (dev_dst && rd != SIM_RANGE_OK) || (dev_src && rs != SIM_RANGE_OK))
+        rc = CUDA_ERROR_INVALID_VALUE;
+out:
+    sim_unlock();
+    if (rc == CUDA_SUCCESS && n)
+        memmove(dst, src, n); /* the stream is synchronous */
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src,
+                                       size_t ByteCount, CUstream hStream)
+{
+    return copy_common((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
+                       ByteCount, hStream, 0, 0);
+}
+
+SIM_API CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
+                                           const void *srcHost,
+                                           size_t ByteCount, CUstream hStream)
+{
+    return copy_common((void *)(uintptr_t)dstDevice, srcHost, ByteCount,
+                       hStream, 1, 0);
+}
+
+SIM_API CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
+                                           size_t ByteCount, CUstream hStream)
+{
+    return copy_common(dstHost, (const void *)(uintptr_t)srcDevice,
+                       ByteCount, hStream, 0, 1);
+}
+
+SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
+                                         unsigned char uc, size_t N,
+                                         CUstream hStream)
+{
+    struct CUctx_st *ctx;
+    void *dst = (void *)(uintptr_t)dstDevice;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    rc = sim_stream_check(hStream, &ctx);
+    if (rc == CUDA_SUCCESS && N &&
+        (!dst || classify((uintptr_t)dst, N, 1) != SIM_RANGE_OK))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    sim_unlock();
+    if (rc == CUDA_SUCCESS && N)
+        memset(dst, uc, N);
+    return rc;
+}

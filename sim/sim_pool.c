@@ -1,0 +1,825 @@
+/* Memory pools. Each pool is one memfd (MFD_CLOEXEC) of a fixed, sparse
+ * capacity, mapped MAP_SHARED in full: page 0 holds a header {magic, pool
+ * uid, owner GPU (physical index and UUID, or host), capacity}, the data
+ * area follows. The allocator (first fit, 256-byte aligned) keeps its
+ * metadata in the process, never in the memfd. Exporting hands out a new
+ * fd on the memfd; importing maps the same memfd, so the bytes an exporter
+ * writes are the bytes an importer reads. */
+#include "sim_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SIM_POOL_MAGIC 0x504f4f4cu          /* "POOL", the handle */
+#define SIM_POOL_HDR_MAGIC 0x4c4f4f504d495343ull /* "CSIMPOOL" */
+#define SIM_POOL_HDR_VERSION 1
+#define SIM_PTR_EXPORT_MAGIC 0x5054524558504f52ull /* export data */
+#define SIM_POOL_ALIGN 256
+
+struct sim_pool_hdr {
+    uint64_t magic;
+    uint32_t version;
+    int32_t phys;          /* SIM_PHYS_HOST for a pinned host pool */
+    uint64_t uid;
+    uint64_t capacity;     /* data bytes */
+    uint64_t data_offset;  /* SIM_PAGE */
+    uint32_t loc_type;
+    uint32_t handle_types;
+    CUuuid uuid;           /* owner GPU */
+};
+
+struct sim_ptr_export {
+    uint64_t magic;
+    uint64_t uid;
+    uint64_t offset;
+    uint64_t size;
+    unsigned char zero[32];
+};
+_Static_assert(sizeof(struct sim_ptr_export) == sizeof(CUmemPoolPtrExportData),
+               "pointer export data layout");
+
+struct sim_block { /* exporter: every block, in offset order */
+    size_t off, size;
+    int used;
+    struct sim_block *prev, *next;
+};
+
+struct sim_import { /* importer: imported pointers */
+    size_t off, size;
+    struct sim_import *next;
+};
+
+struct CUmemPoolHandle_st {
+    uint32_t magic;
+    int destroyed; /* handle gone; freed once nothing is outstanding */
+    int imported;
+    int dev;       /* local ordinal of the owner GPU, -1 for host */
+    CUmemLocationType loc_type;
+    unsigned int handle_types;
+    int fd;
+    unsigned char *map;
+    size_t map_size;
+    unsigned char *base; /* data area */
+    size_t capacity;
+    uint64_t uid;
+    int exported; /* exported with cuMemPoolExportToShareableHandle */
+    struct sim_block *blocks;
+    struct sim_import *imports;
+    size_t nlive; /* allocations or imported pointers outstanding */
+    unsigned char access[SIM_MAX_GPUS];
+    int reuse[3];
+    uint64_t release_threshold;
+    uint64_t used, used_high, reserved, reserved_high;
+    struct CUmemPoolHandle_st *next;
+};
+
+static struct CUmemPoolHandle_st *sim_pools;
+
+static struct CUmemPoolHandle_st *find_pool(CUmemoryPool h)
+{
+    for (struct CUmemPoolHandle_st *p = sim_pools; p; p = p->next)
+        if (p == h && !p->destroyed)
+            return p;
+    return NULL;
+}
+
+/* Pool (live or waiting to be freed) whose data area holds address a. */
+static struct CUmemPoolHandle_st *pool_of(uintptr_t a)
+{
+    for (struct CUmemPoolHandle_st *p = sim_pools; p; p = p->next)
+        if (a >= (uintptr_t)p->base && a - (uintptr_t)p->base < p->capacity)
+            return p;
+    return NULL;
+}
+
+static void pool_release(struct CUmemPoolHandle_st *p)
+{
+    struct CUmemPoolHandle_st **pp;
+
+    for (pp = &sim_pools; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    while (p->blocks) {
+        struct sim_block *b = p->blocks;
+        p->blocks = b->next;
+        free(b);
+    }
+    while (p->imports) {
+        struct sim_import *i = p->imports;
+        p->imports = i->next;
+        free(i);
+    }
+    if (p->map)
+        munmap(p->map, p->map_size);
+    if (p->fd >= 0)
+        close(p->fd);
+    p->magic = 0;
+    free(p);
+}
+
+static void link_pool(struct CUmemPoolHandle_st *p)
+{
+    p->next = sim_pools;
+    sim_pools = p;
+}
+
+/* ---- accounting ---------------------------------------------------------- */
+
+static size_t live_extent(const struct CUmemPoolHandle_st *p)
+{
+    size_t end = 0;
+
+    for (const struct sim_block *b = p->blocks; b; b = b->next)
+        if (b->used && b->off + b->size > end)
+            end = b->off + b->size;
+    end = sim_round_up(end, SIM_GRANULARITY);
+    return end < p->capacity ? end : p->capacity;
+}
+
+/* Reserved memory grows by 2 MiB chunks to cover the live blocks, and is
+ * given back (down to the release threshold) when blocks are freed: work
+ * is synchronous, so every free is also the next synchronisation point. */
+static void update_reserved(struct CUmemPoolHandle_st *p, int after_free)
+{
+    uint64_t need = live_extent(p), keep = need, old = p->reserved;
+
+    if (!after_free) {
+        if (need > p->reserved)
+            p->reserved = need;
+    } else {
+        uint64_t floor = p->release_threshold < old ? p->release_threshold
+                                                    : old;
+        floor = floor / SIM_GRANULARITY * SIM_GRANULARITY;
+        if (floor > keep)
+            keep = floor;
+        if (keep < old) {
+            /* Give the pages back; importers see zeroes there. */
+            fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                      (off_t)(SIM_PAGE + keep), (off_t)(old - keep));
+            p->reserved = keep;
+        }
+    }
+    if (p->reserved > p->reserved_high)
+        p->reserved_high = p->reserved;
+    if (p->used > p->used_high)
+        p->used_high = p->used;
+}
+
+/* ---- allocator ----------------------------------------------------------- */
+
+static int block_alloc(struct CUmemPoolHandle_st *p, size_t size,
+                       size_t *off_out)
+{
+    size_t need;
+
+    if (size > p->capacity)
+        return -1;
+    need = sim_round_up(size, SIM_POOL_ALIGN);
+    for (struct sim_block *b = p->blocks; b; b = b->next) {
+        if (b->used || b->size < need)
+            continue;
+        if (b->size > need) {
+            struct sim_block *rest = calloc(1, sizeof(*rest));
+            if (!rest)
+                return -2;
+            rest->off = b->off + need;
+            rest->size = b->size - need;
+            rest->prev = b;
+            rest->next = b->next;
+            if (b->next)
+                b->next->prev = rest;
+            b->next = rest;
+            b->size = need;
+        }
+        b->used = 1;
+        *off_out = b->off;
+        p->used += b->size;
+        p->nlive++;
+        return 0;
+    }
+    return -1;
+}
+
+static struct sim_block *block_at(struct CUmemPoolHandle_st *p, size_t off)
+{
+    for (struct sim_block *b = p->blocks; b; b = b->next)
+        if (b->off == off && b->used)
+            return b;
+    return NULL;
+}
+
+static void block_free(struct CUmemPoolHandle_st *p, struct sim_block *b)
+{
+    b->used = 0;
+    p->used -= b->size;
+    p->nlive--;
+    if (b->next && !b->next->used) {
+        struct sim_block *n = b->next;
+        b->size += n->size;
+        b->next = n->next;
+        if (n->next)
+            n->next->prev = b;
+        free(n);
+    }
+    if (b->prev && !b->prev->used) {
+        struct sim_block *q = b->prev;
+        q->size += b->size;
+        q->next = b->next;
+        if (b->next)
+            b->next->prev = q;
+        free(b);
+    }
+}
+
+/* ---- range check for copies ---------------------------------------------- */
+
+enum sim_range sim_pool_range(uintptr_t a, size_t n)
+{
+    struct CUmemPoolHandle_st *p = pool_of(a);
+    size_t off;
+
+    if (!p)
+        return SIM_RANGE_UNKNOWN;
+    off = (size_t)(a - (uintptr_t)p->base);
+    if (!p->imported) {
+        for (struct sim_block *b = p->blocks; b; b = b->next)
+            if (b->used && off >= b->off && off - b->off < b->size)
+                return n <= b->size - (off - b->off) ? SIM_RANGE_OK
+                                                     : SIM_RANGE_BAD;
+        return SIM_RANGE_BAD;
+    }
+    for (struct sim_import *i = p->imports; i; i = i->next)
+        if (off >= i->off && off - i->off < i->size &&
+            n <= i->size - (off - i->off))
+            return SIM_RANGE_OK;
+    return SIM_RANGE_BAD;
+}
+
+/* ---- entry points ---------------------------------------------------------- */
+
+static int is_zero(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+static struct CUmemPoolHandle_st *pool_new(void)
+{
+    struct CUmemPoolHandle_st *p = calloc(1, sizeof(*p));
+
+    if (!p)
+        return NULL;
+    p->magic = SIM_POOL_MAGIC;
+    p->fd = -1;
+    p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
+    return p;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
+                                         const CUmemPoolProps *poolProps)
+{
+    struct CUmemPoolHandle_st *p;
+    struct sim_pool_hdr hdr;
+    int dev = -1, phys = SIM_PHYS_HOST;
+    size_t cap;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!pool || !poolProps)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return poolProps->allocType == CU_MEM_ALLOCATION_TYPE_INVALID ||
+                       poolProps->allocType >= CU_MEM_ALLOCATION_TYPE_MAX
+                   ? CUDA_ERROR_INVALID_VALUE
+                   : CUDA_ERROR_NOT_SUPPORTED;
+    if (poolProps->win32SecurityAttributes ||
+        !is_zero(poolProps->reserved, sizeof(poolProps->reserved)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((unsigned)poolProps->handleTypes &
+        ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (poolProps->usage)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    switch (poolProps->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (!sim_dev_valid(poolProps->location.id))
+            return CUDA_ERROR_INVALID_DEVICE;
+        dev = poolProps->location.id;
+        phys = sim.vis[dev];
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        if (poolProps->location.id < 0 || poolProps->location.id > 1)
+            return CUDA_ERROR_INVALID_VALUE;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    cap = poolProps->maxSize ? sim_round_up(poolProps->maxSize, SIM_PAGE)
+                             : sim.pool_bytes;
+    if (poolProps->maxSize > ((size_t)1 << 44))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+
+    p = pool_new();
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->dev = dev;
+    p->loc_type = poolProps->location.type;
+    p->handle_types = (unsigned)poolProps->handleTypes;
+    p->capacity = cap;
+    p->map_size = SIM_PAGE + cap;
+    p->uid = sim_random64();
+    if (dev >= 0)
+        p->access[dev] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    p->blocks = calloc(1, sizeof(*p->blocks));
+    p->fd = memfd_create("cucore-sim-pool", MFD_CLOEXEC);
+    if (!p->blocks || p->fd < 0 || ftruncate(p->fd, (off_t)p->map_size) != 0)
+        goto fail;
+    p->map = mmap(NULL, p->map_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                  p->fd, 0);
+    if (p->map == MAP_FAILED) {
+        p->map = NULL;
+        goto fail;
+    }
+    p->base = p->map + SIM_PAGE;
+    p->blocks->off = 0;
+    p->blocks->size = cap;
+
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.magic = SIM_POOL_HDR_MAGIC;
+    hdr.version = SIM_POOL_HDR_VERSION;
+    hdr.phys = phys;
+    hdr.uid = p->uid;
+    hdr.capacity = cap;
+    hdr.data_offset = SIM_PAGE;
+    hdr.loc_type = (uint32_t)p->loc_type;
+    hdr.handle_types = p->handle_types;
+    if (phys != SIM_PHYS_HOST)
+        hdr.uuid = sim.phys[phys].uuid;
+    memcpy(p->map, &hdr, sizeof(hdr));
+
+    sim_lock();
+    link_pool(p);
+    *pool = p;
+    sim_unlock();
+    return CUDA_SUCCESS;
+fail:
+    pool_release(p); /* not linked: only frees */
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+    struct CUmemPoolHandle_st *p;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    p = find_pool(pool);
+    if (!p) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        /* Outstanding allocations keep the memory until they are freed,
+         * as the driver documents. */
+        p->destroyed = 1;
+        if (p->nlive == 0)
+            pool_release(p);
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult check_access_desc(const struct CUmemPoolHandle_st *p,
+                                  const CUmemAccessDesc *d)
+{
+    if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_dev_valid(d->location.id))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+        d->flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d->location.id == p->dev &&
+        d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return CUDA_ERROR_INVALID_VALUE; /* the owner keeps its access */
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool,
+                                            const CUmemAccessDesc *map,
+                                            size_t count)
+{
+    struct CUmemPoolHandle_st *p;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (count && !map)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    p = find_pool(pool);
+    if (!p) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    for (size_t i = 0; i < count && rc == CUDA_SUCCESS; i++)
+        rc = check_access_desc(p, &map[i]);
+    if (rc == CUDA_SUCCESS)
+        for (size_t i = 0; i < count; i++)
+            p->access[map[i].location.id] = (unsigned char)map[i].flags;
+out:
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags,
+                                            CUmemoryPool memPool,
+                                            CUmemLocation *location)
+{
+    struct CUmemPoolHandle_st *p;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!flags || !location)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    p = find_pool(memPool);
+    if (!p) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (location->type == CU_MEM_LOCATION_TYPE_DEVICE) {
+        if (!sim_dev_valid(location->id))
+            rc = CUDA_ERROR_INVALID_DEVICE;
+        else
+            *flags = (CUmemAccess_flags)p->access[location->id];
+    } else if ((location->type == CU_MEM_LOCATION_TYPE_HOST ||
+                location->type == CU_MEM_LOCATION_TYPE_HOST_NUMA) &&
+               p->dev < 0) {
+        *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    } else {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool,
+                                               CUmemPool_attribute attr,
+                                               void *value)
+{
+    struct CUmemPoolHandle_st *p;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    p = find_pool(pool);
+    if (!p) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] =
+            *(int *)value != 0;
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        p->release_threshold = *(cuuint64_t *)value;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        if (*(cuuint64_t *)value != 0)
+            rc = CUDA_ERROR_INVALID_VALUE;
+        else
+            p->reserved_high = p->reserved;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        if (*(cuuint64_t *)value != 0)
+            rc = CUDA_ERROR_INVALID_VALUE;
+        else
+            p->used_high = p->used;
+        break;
+    default:
+        rc = CUDA_ERROR_INVALID_VALUE; /* read-only or unknown */
+        break;
+    }
+out:
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool,
+                                               CUmemPool_attribute attr,
+                                               void *value)
+{
+    struct CUmemPoolHandle_st *p;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    p = find_pool(pool);
+    if (!p) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *(int *)value =
+            p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *(cuuint64_t *)value = p->release_threshold;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        *(cuuint64_t *)value = p->reserved;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        *(cuuint64_t *)value = p->reserved_high;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        *(cuuint64_t *)value = p->used;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        *(cuuint64_t *)value = p->used_high;
+        break;
+    default:
+        rc = CUDA_ERROR_INVALID_VALUE;
+        break;
+    }
+out:
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(
+    void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType,
+    unsigned long long flags)
+{
+    struct CUmemPoolHandle_st *p;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!handle_out || flags != 0 ||
+        handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    p = find_pool(pool);
+    if (!p || p->imported ||
+        !(p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0); /* the caller owns it */
+        if (fd < 0) {
+            rc = CUDA_ERROR_OPERATING_SYSTEM;
+        } else {
+            *(int *)handle_out = fd;
+            p->exported = 1;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
+    CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType,
+    unsigned long long flags)
+{
+    struct CUmemPoolHandle_st *p;
+    struct sim_pool_hdr hdr;
+    struct stat st;
+    int fd = (int)(intptr_t)handle, dev = -1;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!pool_out || flags != 0 ||
+        handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The fd stays the caller's: it is read, then dup'ed. */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size < (off_t)SIM_PAGE ||
+        pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (hdr.magic != SIM_POOL_HDR_MAGIC ||
+        hdr.version != SIM_POOL_HDR_VERSION || hdr.data_offset != SIM_PAGE ||
+        hdr.capacity == 0 ||
+        hdr.capacity != (uint64_t)st.st_size - SIM_PAGE)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (hdr.phys != SIM_PHYS_HOST) {
+        dev = sim_uuid_to_local(&hdr.uuid);
+        if (dev < 0) {
+            sim_unlock();
+            return CUDA_ERROR_INVALID_DEVICE; /* owner GPU not visible */
+        }
+    }
+    sim_unlock();
+
+    p = pool_new();
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->imported = 1;
+    p->dev = dev;
+    p->loc_type = dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE
+                           : (CUmemLocationType)hdr.loc_type;
+    p->handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    p->capacity = (size_t)hdr.capacity;
+    p->map_size = (size_t)st.st_size;
+    p->uid = hdr.uid;
+    if (dev >= 0)
+        p->access[dev] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    p->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (p->fd < 0) {
+        pool_release(p);
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    p->map = mmap(NULL, p->map_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                  p->fd, 0);
+    if (p->map == MAP_FAILED) {
+        p->map = NULL;
+        pool_release(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    p->base = p->map + SIM_PAGE;
+    sim_lock();
+    link_pool(p);
+    *pool_out = p;
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolExportPointer(
+    CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+    struct CUmemPoolHandle_st *p;
+    struct sim_block *b;
+    struct sim_ptr_export d;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!shareData_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    p = pool_of((uintptr_t)ptr);
+    b = p && !p->imported && !p->destroyed
+            ? block_at(p, (size_t)((uintptr_t)ptr - (uintptr_t)p->base))
+            : NULL;
+    /* Observed quirk: refused until the pool itself has been exported. */
+    if (!b || !p->exported) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        memset(&d, 0, sizeof(d));
+        d.magic = SIM_PTR_EXPORT_MAGIC;
+        d.uid = p->uid;
+        d.offset = b->off;
+        d.size = b->size;
+        memcpy(shareData_out, &d, sizeof(d));
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemPoolImportPointer(
+    CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData)
+{
+    struct CUmemPoolHandle_st *p;
+    struct sim_ptr_export d;
+    struct sim_import *imp;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!ptr_out || !shareData)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&d, shareData, sizeof(d));
+    sim_lock();
+    p = find_pool(pool);
+    if (!p || !p->imported || d.magic != SIM_PTR_EXPORT_MAGIC ||
+        d.uid != p->uid || d.size == 0 || d.offset % SIM_POOL_ALIGN != 0 ||
+        d.offset >= p->capacity || d.size > p->capacity - d.offset) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    imp = calloc(1, sizeof(*imp));
+    if (!imp) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    imp->off = (size_t)d.offset;
+    imp->size = (size_t)d.size;
+    imp->next = p->imports;
+    p->imports = imp;
+    p->nlive++;
+    *ptr_out = (CUdeviceptr)(uintptr_t)(p->base + imp->off);
+out:
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
+                                                 size_t bytesize,
+                                                 CUmemoryPool pool,
+                                                 CUstream hStream)
+{
+    struct CUmemPoolHandle_st *p;
+    struct CUctx_st *ctx;
+    size_t off;
+    int r;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    rc = sim_stream_check(hStream, &ctx);
+    if (rc)
+        goto out;
+    p = find_pool(pool);
+    if (!p || p->imported || bytesize == 0) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    r = block_alloc(p, bytesize, &off);
+    if (r != 0) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    update_reserved(p, 0);
+    *dptr = (CUdeviceptr)(uintptr_t)(p->base + off);
+out:
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    struct CUmemPoolHandle_st *p;
+    struct CUctx_st *ctx;
+    size_t off;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    rc = sim_stream_check(hStream, &ctx);
+    if (rc)
+        goto out;
+    p = pool_of((uintptr_t)dptr);
+    if (!p) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    off = (size_t)((uintptr_t)dptr - (uintptr_t)p->base);
+    if (!p->imported) {
+        struct sim_block *b = block_at(p, off);
+        if (!b) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            goto out;
+        }
+        block_free(p, b);
+        update_reserved(p, 1);
+    } else {
+        struct sim_import **ip;
+        for (ip = &p->imports; *ip; ip = &(*ip)->next)
+            if ((*ip)->off == off)
+                break;
+        if (!*ip) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            goto out;
+        }
+        struct sim_import *imp = *ip;
+        *ip = imp->next;
+        free(imp);
+        p->nlive--;
+    }
+    if (p->destroyed && p->nlive == 0)
+        pool_release(p);
+out:
+    sim_unlock();
+    return rc;
+}

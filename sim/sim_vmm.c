@@ -1,0 +1,624 @@
+/* Virtual memory management. A physical allocation (cuMemCreate) is a
+ * memfd of its size plus one trailing page that holds a header {magic,
+ * size, owner GPU}, so an importer learns the owner and the size from the
+ * fd alone. A reservation is a PROT_NONE anonymous mapping; cuMemMap
+ * replaces part of it with a MAP_SHARED mapping of the memfd (PROT_NONE
+ * until cuMemSetAccess), cuMemUnmap puts the anonymous PROT_NONE mapping
+ * back. A released allocation lives on while it is mapped. */
+#include "sim_internal.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SIM_VMM_HDR_MAGIC 0x43494d4d564d4953ull /* "SIMVMMIC" */
+#define SIM_VMM_HDR_VERSION 1
+#define SIM_HANDLE_TAG 0x5C1D000000000000ull
+#define SIM_HOST_SLOT SIM_MAX_GPUS /* access slot of the host */
+
+struct sim_vmm_hdr {
+    uint64_t magic;
+    uint32_t version;
+    int32_t phys; /* SIM_PHYS_HOST for host memory */
+    uint64_t size;
+    uint64_t uid;
+    CUuuid uuid;
+};
+
+struct sim_alloc {
+    CUmemGenericAllocationHandle id;
+    int fd;
+    size_t size;
+    int dev; /* local ordinal of the owner, -1 for host */
+    unsigned int handle_types;
+    int released;
+    int nmaps;
+    struct sim_alloc *next;
+};
+
+struct sim_mapping {
+    uintptr_t addr;
+    size_t size;
+    struct sim_alloc *alloc;
+    unsigned char access[SIM_MAX_GPUS + 1];
+    int prot;
+    struct sim_mapping *next; /* address order */
+};
+
+struct sim_resv {
+    uintptr_t base;
+    size_t size;
+    struct sim_mapping *maps;
+    struct sim_resv *next;
+};
+
+static struct sim_alloc *sim_allocs;
+static struct sim_resv *sim_resvs;
+static uint64_t sim_alloc_ids;
+
+static struct sim_alloc *find_alloc(CUmemGenericAllocationHandle h)
+{
+    for (struct sim_alloc *a = sim_allocs; a; a = a->next)
+        if (a->id == h && !a->released)
+            return a;
+    return NULL;
+}
+
+static void alloc_maybe_free(struct sim_alloc *a)
+{
+    struct sim_alloc **pp;
+
+    if (!a->released || a->nmaps > 0)
+        return;
+    for (pp = &sim_allocs; *pp; pp = &(*pp)->next)
+        if (*pp == a) {
+            *pp = a->next;
+            break;
+        }
+    close(a->fd);
+    free(a);
+}
+
+static struct sim_resv *resv_of(uintptr_t p)
+{
+    for (struct sim_resv *r = sim_resvs; r; r = r->next)
+        if (p >= r->base && p - r->base < r->size)
+            return r;
+    return NULL;
+}
+
+/* The mappings that exactly tile [p, p+n) in r: the first is returned,
+ * *last gets the last. NULL if the range is not tiled by whole mappings. */
+static struct sim_mapping *tiling(struct sim_resv *r, uintptr_t p, size_t n,
+                                  struct sim_mapping **last)
+{
+    struct sim_mapping *m, *first = NULL;
+    uintptr_t at = p, end;
+
+    if (n == 0 || __builtin_add_overflow(p, n, &end))
+        return NULL;
+    for (m = r->maps; m; m = m->next) {
+        if (!first) {
+            if (m->addr == p)
+                first = m;
+            else
+                continue;
+        } else if (m->addr != at) {
+            return NULL;
+        }
+        at = m->addr + m->size;
+        if (at == end) {
+            *last = m;
+            return first;
+        }
+        if (at > end)
+            return NULL;
+    }
+    return NULL;
+}
+
+enum sim_range sim_vmm_range(uintptr_t p, size_t n, int write)
+{
+    struct sim_resv *r = resv_of(p);
+    uintptr_t at = p, end;
+
+    if (!r)
+        return SIM_RANGE_UNKNOWN;
+    if (__builtin_add_overflow(p, n, &end))
+        return SIM_RANGE_BAD;
+    for (struct sim_mapping *m = r->maps; m && at < end; m = m->next) {
+        if (m->addr + m->size <= at)
+            continue;
+        if (m->addr > at)
+            return SIM_RANGE_BAD; /* a hole */
+        if (!(m->prot & (write ? PROT_WRITE : PROT_READ)))
+            return SIM_RANGE_BAD;
+        at = m->addr + m->size;
+    }
+    return at >= end ? SIM_RANGE_OK : SIM_RANGE_BAD;
+}
+
+/* Location -> access slot, or -1 (with *rc set). */
+static int location_slot(const CUmemLocation *loc, CUresult *rc)
+{
+    switch (loc->type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (!sim_dev_valid(loc->id)) {
+            *rc = CUDA_ERROR_INVALID_DEVICE;
+            return -1;
+        }
+        return loc->id;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        return SIM_HOST_SLOT;
+    default:
+        *rc = CUDA_ERROR_INVALID_VALUE;
+        return -1;
+    }
+}
+
+/* Checks prop; *dev gets the owner (-1 for host). */
+static CUresult check_prop(const CUmemAllocationProp *prop, int *dev)
+{
+    if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (!sim_dev_valid(prop->location.id))
+            return CUDA_ERROR_INVALID_DEVICE;
+        *dev = prop->location.id;
+        return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        *dev = -1;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+SIM_API CUresult CUDAAPI cuMemGetAllocationGranularity(
+    size_t *granularity, const CUmemAllocationProp *prop,
+    CUmemAllocationGranularity_flags option)
+{
+    int dev;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!granularity || !prop ||
+        (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+         option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = check_prop(prop, &dev);
+    if (rc)
+        return rc;
+    *granularity = SIM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+static struct sim_alloc *alloc_link(int fd, size_t size, int dev,
+                                    unsigned int types)
+{
+    struct sim_alloc *a = calloc(1, sizeof(*a));
+
+    if (!a)
+        return NULL;
+    a->fd = fd;
+    a->size = size;
+    a->dev = dev;
+    a->handle_types = types;
+    a->id = SIM_HANDLE_TAG | ++sim_alloc_ids;
+    a->next = sim_allocs;
+    sim_allocs = a;
+    return a;
+}
+
+SIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
+                                     size_t size,
+                                     const CUmemAllocationProp *prop,
+                                     unsigned long long flags)
+{
+    struct sim_vmm_hdr hdr;
+    struct sim_alloc *a;
+    unsigned int types;
+    int dev = -1, fd;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!handle || !prop || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = check_prop(prop, &dev);
+    if (rc)
+        return rc;
+    types = (unsigned)prop->requestedHandleTypes;
+    if (types & CU_MEM_HANDLE_TYPE_FABRIC)
+        return CUDA_ERROR_NOT_PERMITTED; /* no IMEX channel, as observed */
+    if (types & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (size == 0 || size % SIM_GRANULARITY != 0 || size > ((size_t)1 << 44))
+        return CUDA_ERROR_INVALID_VALUE;
+
+    fd = memfd_create("cucore-sim-vmm", MFD_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.magic = SIM_VMM_HDR_MAGIC;
+    hdr.version = SIM_VMM_HDR_VERSION;
+    hdr.size = size;
+    hdr.uid = sim_random64();
+    hdr.phys = dev >= 0 ? sim.vis[dev] : SIM_PHYS_HOST;
+    if (dev >= 0)
+        hdr.uuid = sim.phys[sim.vis[dev]].uuid;
+    if (ftruncate(fd, (off_t)(size + SIM_PAGE)) != 0 ||
+        pwrite(fd, &hdr, sizeof(hdr), (off_t)size) != (ssize_t)sizeof(hdr)) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    sim_lock();
+    a = alloc_link(fd, size, dev, types);
+    if (a)
+        *handle = a->id;
+    sim_unlock();
+    if (!a) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    struct sim_alloc *a;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    a = find_alloc(handle);
+    if (!a) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        a->released = 1; /* the memory stays while mapped */
+        alloc_maybe_free(a);
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemExportToShareableHandle(
+    void *shareableHandle, CUmemGenericAllocationHandle handle,
+    CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    struct sim_alloc *a;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!shareableHandle || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    a = find_alloc(handle);
+    if (!a || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !(a->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        int fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0); /* the caller owns it */
+        if (fd < 0)
+            rc = CUDA_ERROR_OPERATING_SYSTEM;
+        else
+            *(int *)shareableHandle = fd;
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemImportFromShareableHandle(
+    CUmemGenericAllocationHandle *handle, void *osHandle,
+    CUmemAllocationHandleType shHandleType)
+{
+    struct sim_vmm_hdr hdr;
+    struct sim_alloc *a;
+    struct stat st;
+    int fd = (int)(intptr_t)osHandle, dev = -1, mine;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType == CU_MEM_HANDLE_TYPE_FABRIC)
+        return CUDA_ERROR_NOT_PERMITTED;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The fd stays the caller's: it is read, then dup'ed. */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size < (off_t)(SIM_PAGE + SIM_GRANULARITY) ||
+        pread(fd, &hdr, sizeof(hdr), st.st_size - (off_t)SIM_PAGE) !=
+            (ssize_t)sizeof(hdr))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (hdr.magic != SIM_VMM_HDR_MAGIC || hdr.version != SIM_VMM_HDR_VERSION ||
+        hdr.size != (uint64_t)st.st_size - SIM_PAGE ||
+        hdr.size % SIM_GRANULARITY != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (hdr.phys != SIM_PHYS_HOST) {
+        dev = sim_uuid_to_local(&hdr.uuid);
+        if (dev < 0) {
+            sim_unlock();
+            return CUDA_ERROR_INVALID_DEVICE; /* owner GPU not visible */
+        }
+    }
+    mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (mine < 0) {
+        sim_unlock();
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    a = alloc_link(mine, (size_t)hdr.size, dev,
+                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (a)
+        *handle = a->id;
+    sim_unlock();
+    if (!a) {
+        close(mine);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
+                                             size_t alignment,
+                                             CUdeviceptr addr,
+                                             unsigned long long flags)
+{
+    struct sim_resv *r;
+    void *m = MAP_FAILED;
+    size_t align;
+    const int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!ptr || flags != 0 || size == 0 || size % SIM_PAGE != 0 ||
+        addr % SIM_PAGE != 0 || (alignment & (alignment - 1)) != 0 ||
+        size > ((size_t)1 << 46))
+        return CUDA_ERROR_INVALID_VALUE;
+    align = alignment > SIM_GRANULARITY ? alignment : SIM_GRANULARITY;
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (addr && addr % align == 0) { /* a hint: used when free */
+        m = mmap((void *)(uintptr_t)addr, size, PROT_NONE,
+                 mflags | MAP_FIXED_NOREPLACE, -1, 0);
+        if (m != MAP_FAILED && m != (void *)(uintptr_t)addr) {
+            munmap(m, size);
+            m = MAP_FAILED;
+        }
+    }
+    if (m == MAP_FAILED) {
+        uintptr_t raw, base;
+        size_t total;
+        if (sim_add_overflow(size, align, &total)) {
+            free(r);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        m = mmap(NULL, total, PROT_NONE, mflags, -1, 0);
+        if (m == MAP_FAILED) {
+            free(r);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        raw = (uintptr_t)m;
+        base = (raw + align - 1) & ~(uintptr_t)(align - 1);
+        if (base > raw)
+            munmap((void *)raw, base - raw);
+        if (raw + total > base + size)
+            munmap((void *)(base + size), raw + total - (base + size));
+        m = (void *)base;
+    }
+    r->base = (uintptr_t)m;
+    r->size = size;
+    sim_lock();
+    r->next = sim_resvs;
+    sim_resvs = r;
+    *ptr = (CUdeviceptr)r->base;
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    struct sim_resv **pp, *r = NULL;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    for (pp = &sim_resvs; *pp; pp = &(*pp)->next)
+        if ((*pp)->base == (uintptr_t)ptr && (*pp)->size == size) {
+            r = *pp;
+            break;
+        }
+    if (!r || r->maps) {
+        rc = CUDA_ERROR_INVALID_VALUE; /* unknown, or still mapped */
+    } else {
+        *pp = r->next;
+        munmap((void *)r->base, r->size);
+        free(r);
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                  CUmemGenericAllocationHandle handle,
+                                  unsigned long long flags)
+{
+    struct sim_resv *r;
+    struct sim_alloc *a;
+    struct sim_mapping *m, **pp;
+    uintptr_t p = (uintptr_t)ptr, end;
+    void *got;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (flags != 0 || offset != 0 || size == 0 ||
+        size % SIM_GRANULARITY != 0 || p % SIM_GRANULARITY != 0 ||
+        __builtin_add_overflow(p, size, &end))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    a = find_alloc(handle);
+    r = resv_of(p);
+    if (!a || size > a->size || !r || end - r->base > r->size) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    for (pp = &r->maps; *pp && (*pp)->addr < end; pp = &(*pp)->next)
+        if ((*pp)->addr + (*pp)->size > p) {
+            rc = CUDA_ERROR_INVALID_VALUE; /* overlaps a mapping */
+            goto out;
+        }
+    /* pp: first mapping at or after end; find the insertion point. */
+    for (pp = &r->maps; *pp && (*pp)->addr < p; pp = &(*pp)->next)
+        ;
+    m = calloc(1, sizeof(*m));
+    if (!m) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    got = mmap((void *)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0);
+    if (got == MAP_FAILED) {
+        free(m);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    m->addr = p;
+    m->size = size;
+    m->alloc = a;
+    m->prot = PROT_NONE;
+    m->next = *pp;
+    *pp = m;
+    a->nmaps++;
+out:
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    struct sim_resv *r;
+    struct sim_mapping *first, *last = NULL, **pp;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    r = resv_of((uintptr_t)ptr);
+    first = r ? tiling(r, (uintptr_t)ptr, size, &last) : NULL;
+    if (!first) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    for (pp = &r->maps; *pp != first; pp = &(*pp)->next)
+        ;
+    for (;;) {
+        struct sim_mapping *m = *pp;
+        int done = m == last;
+        /* Back to a PROT_NONE reservation. */
+        mmap((void *)m->addr, m->size, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        *pp = m->next;
+        m->alloc->nmaps--;
+        alloc_maybe_free(m->alloc);
+        free(m);
+        if (done)
+            break;
+    }
+out:
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
+                                        const CUmemAccessDesc *desc,
+                                        size_t count)
+{
+    struct sim_resv *r;
+    struct sim_mapping *first, *last = NULL;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!desc || count == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        if (location_slot(&desc[i].location, &rc) < 0)
+            return rc;
+        if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    sim_lock();
+    r = resv_of((uintptr_t)ptr);
+    first = r ? tiling(r, (uintptr_t)ptr, size, &last) : NULL;
+    if (!first) {
+        rc = CUDA_ERROR_INVALID_VALUE; /* not a fully mapped range */
+        goto out;
+    }
+    for (struct sim_mapping *m = first;; m = m->next) {
+        int prot = PROT_NONE;
+        for (size_t i = 0; i < count; i++)
+            m->access[location_slot(&desc[i].location, &rc)] =
+                (unsigned char)desc[i].flags;
+        for (int s = 0; s <= SIM_MAX_GPUS; s++) {
+            if (m->access[s] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+                prot = PROT_READ | PROT_WRITE;
+            else if (m->access[s] == CU_MEM_ACCESS_FLAGS_PROT_READ &&
+                     prot == PROT_NONE)
+                prot = PROT_READ;
+        }
+        if (mprotect((void *)m->addr, m->size, prot) == 0)
+            m->prot = prot;
+        if (m == last)
+            break;
+    }
+out:
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags,
+                                        const CUmemLocation *location,
+                                        CUdeviceptr ptr)
+{
+    struct sim_resv *r;
+    int slot;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    if (!flags || !location)
+        return CUDA_ERROR_INVALID_VALUE;
+    slot = location_slot(location, &rc);
+    if (slot < 0)
+        return rc;
+    sim_lock();
+    r = resv_of((uintptr_t)ptr);
+    rc = CUDA_ERROR_INVALID_VALUE;
+    if (r)
+        for (struct sim_mapping *m = r->maps; m; m = m->next)
+            if ((uintptr_t)ptr >= m->addr && (uintptr_t)ptr - m->addr < m->size) {
+                *flags = m->access[slot];
+                rc = CUDA_SUCCESS;
+                break;
+            }
+    sim_unlock();
+    return rc;
+}

@@ -1,0 +1,646 @@
+/* Conformance probe: runs the same calls against any driver library and
+ * prints one "key value" line per observation, so that the simulator's
+ * answers can be diffed against the real driver's on a GPU machine:
+ *
+ *   cc -D_GNU_SOURCE -I/usr/local/cuda/include -Itests -Isrc \
+ *      -DCUC_SIM_PATH='getenv("PROBE_LIB")' sim/testdata/probe.c -o probe -ldl
+ *   PROBE_LIB=libcuda.so.1 ./probe > real.txt
+ *   PROBE_LIB=.../libcucore-sim.so CUCORE_SIM_GPUS=1 ./probe > sim.txt
+ *
+ * Needs one visible GPU (device 0). Not part of the test suite. */
+#include "sim_test.h"
+
+#include <sys/mman.h>
+#include <time.h>
+
+#define MiB ((size_t)1 << 20)
+
+static const char *en(CUresult r)
+{
+    return sim_t_errname(r);
+}
+
+#define P(key, call) printf("%s %s\n", key, en(call))
+#define PV(key, fmt, v) printf("%s " fmt "\n", key, v)
+
+static char uuid0[44];
+
+/* ---- CUDA_VISIBLE_DEVICES ------------------------------------------------- */
+
+static int child_cvd(void)
+{
+    int n = -1;
+    CUresult rc, rc2;
+
+    sim_t_load();
+    rc = D.cuInit(0);
+    rc2 = D.cuDeviceGetCount(&n);
+    sim_t_report("%s count=%d(%s)", en(rc), n, en(rc2));
+    return 0;
+}
+
+static void cvd(const char *v)
+{
+    char ev[256], out[512];
+    const char *env[] = {ev, NULL};
+
+    snprintf(ev, sizeof(ev), "CUDA_VISIBLE_DEVICES=%s", v);
+    if (sim_t_run("cvd", NULL, env, out, sizeof(out)) != 0)
+        snprintf(out, sizeof(out), "child failed");
+    /* keys must not depend on the UUID */
+    printf("cvd[%s] %s\n", v, out);
+}
+
+static void probe_cvd(void)
+{
+    char b[256], key[64];
+    const char *u = uuid0 + 4;
+#define CV(label, ...)                                                         \
+    do {                                                                       \
+        char ev_[256], out_[512];                                              \
+        const char *env_[] = {ev_, NULL};                                      \
+        snprintf(b, sizeof(b), __VA_ARGS__);                                   \
+        snprintf(ev_, sizeof(ev_), "CUDA_VISIBLE_DEVICES=%s", b);              \
+        if (sim_t_run("cvd", NULL, env_, out_, sizeof(out_)) != 0)             \
+            snprintf(out_, sizeof(out_), "child failed");                      \
+        snprintf(key, sizeof(key), "cvd<%s>", label);                          \
+        printf("%s %s\n", key, out_);                                          \
+    } while (0)
+    cvd("");
+    cvd("0");
+    cvd("-1");
+    cvd("abc");
+    cvd("0,0");
+    cvd("0,1");
+    cvd("1,0");
+    cvd(" 0");
+    cvd("0 ");
+    cvd(" 0 , 0");
+    cvd("00");
+    cvd("0a");
+    cvd("0x0");
+    cvd("+0");
+    cvd("0,");
+    cvd(",0");
+    cvd("0,,0");
+    cvd("GPU-");
+    cvd("GPU");
+    cvd("MIG-0");
+    CV("0,GPU-uuid", "0,%s", uuid0);
+    CV("GPU-uuid,0", "%s,0", uuid0);
+    CV("GPU-uuid", "%s", uuid0);
+    CV("GPU-4hex", "GPU-%.4s", u);
+    CV("GPU-4HEX-upper", "GPU-%c%c%c%c", toupper(u[0]), toupper(u[1]),
+       toupper(u[2]), toupper(u[3]));
+    CV("gpu-4hex-lowercase-keyword", "gpu-%.4s", u);
+    CV("GPU-1hex", "GPU-%.1s", u);
+    CV("GPU-9chars-with-dash", "GPU-%.9s", u);
+    CV("GPU-8hex-nodash-then-more", "GPU-%.8s%.4s", u, u + 9);
+    CV("uuid-without-GPU", "%s", u);
+    CV("0,uuid-without-GPU", "0,%s", u);
+    CV("GPU-uuid+extra", "%s0", uuid0);
+    CV("MIG-uuid", "MIG-%s", u);
+    CV("0,MIG-uuid", "0,MIG-%s", u);
+    CV(" GPU-4hex", " GPU-%.4s", u);
+#undef CV
+}
+
+/* ---- devices -------------------------------------------------------------- */
+
+static void probe_devices(void)
+{
+    char s[128];
+    size_t mem = 0;
+    int v;
+    CUuuid uu;
+
+    P("cuInit(1)", D.cuInit(1));
+    P("cuDeviceGetCount-before-init", D.cuDeviceGetCount(&v));
+    P("cuInit(0)", D.cuInit(0));
+    CU_OK(D.cuDeviceGetUuid(&uu, 0));
+    sim_t_uuid_str(&uu, uuid0);
+    CU_OK(D.cuDeviceGetName(s, sizeof(s), 0));
+    PV("name", "%s", s);
+    CU_OK(D.cuDeviceGetPCIBusId(s, sizeof(s), 0));
+    PV("pci-format-len", "%zu", strlen(s));
+    PV("pci-has-uppercase-hex", "%d", strpbrk(s, "ABCDEF") != NULL);
+    PV("pci-has-lowercase-hex", "%d", strpbrk(s, "abcdef") != NULL);
+    printf("pci-busid-raw %s\n", s);
+    CU_OK(D.cuDeviceGetPCIBusId(s, 5, 0));
+    printf("pci-busid-len5 %s\n", s);
+    CU_OK(D.cuDeviceGetName(s, 6, 0));
+    printf("name-len6 %s\n", s);
+    P("name-len0", D.cuDeviceGetName(s, 0, 0));
+    CU_OK(D.cuDeviceTotalMem(&mem, 0));
+    PV("totalmem-MiB", "%zu", mem >> 20);
+    P("cuDeviceGet(1)", D.cuDeviceGet(&v, 1));
+    P("cuDeviceGet(-1)", D.cuDeviceGet(&v, -1));
+    P("cuDeviceGet(NULL)", D.cuDeviceGet(NULL, 0));
+    P("attr-0", D.cuDeviceGetAttribute(&v, (CUdevice_attribute)0, 0));
+    P("attr-MAX", D.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0));
+    P("attr-dev1", D.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1));
+    for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; a++) {
+        CUresult r;
+        v = -999;
+        r = D.cuDeviceGetAttribute(&v, (CUdevice_attribute)a, 0);
+        if (a == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID ||
+            a == CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID)
+            continue; /* differ per machine */
+        printf("attr[%d] %s %d\n", a, en(r), v);
+    }
+    P("canaccesspeer-self", D.cuDeviceCanAccessPeer(&v, 0, 0));
+    PV("canaccesspeer-self-value", "%d", v);
+    {
+        const char *str = NULL;
+        static const CUresult codes[] = {
+            CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY,
+            CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_NO_DEVICE,
+            CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_IMAGE,
+            CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NO_BINARY_FOR_GPU,
+            CUDA_ERROR_INVALID_PTX, CUDA_ERROR_OPERATING_SYSTEM,
+            CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_FOUND,
+            CUDA_ERROR_NOT_READY, CUDA_ERROR_CONTEXT_IS_DESTROYED,
+            CUDA_ERROR_NOT_PERMITTED, CUDA_ERROR_NOT_SUPPORTED,
+            CUDA_ERROR_UNKNOWN, CUDA_ERROR_CONTAINED, CUDA_ERROR_INVALID_SOURCE,
+            CUDA_ERROR_TENSOR_MEMORY_LEAK, CUDA_ERROR_MPS_SERVER_NOT_READY,
+            CUDA_ERROR_CDP_NOT_SUPPORTED, CUDA_ERROR_CDP_VERSION_MISMATCH,
+            CUDA_ERROR_EXTERNAL_DEVICE, CUDA_ERROR_PROFILER_NOT_INITIALIZED};
+        for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+            str = NULL;
+            D.cuGetErrorString(codes[i], &str);
+            printf("errstr[%d] %s\n", (int)codes[i], str ? str : "(null)");
+        }
+        printf("errname-12345 %s\n",
+               en(D.cuGetErrorName((CUresult)12345, &str)));
+    }
+}
+
+static void probe_proc(void)
+{
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st = 99;
+
+    printf("gpa-cuStreamDestroy_v2 %s %d\n",
+           en(D.gpa("cuStreamDestroy_v2", &p, 13000, 0, &st)), (int)st);
+    printf("gpa-cuMemPoolCreate@11010 %s %d\n",
+           en(D.gpa("cuMemPoolCreate", &p, 11010, 0, &st)), (int)st);
+    printf("gpa-cuDeviceTotalMem@2000 %s %d\n",
+           en(D.gpa("cuDeviceTotalMem", &p, 2000, 0, &st)), (int)st);
+    printf("gpa-cuMemcpyHtoDAsync@2000 %s %d\n",
+           en(D.gpa("cuMemcpyHtoDAsync", &p, 2000, 0, &st)), (int)st);
+    printf("gpa-flags4 %s\n", en(D.gpa("cuInit", &p, 13000, 4, &st)));
+    printf("gpa-empty %s %d\n", en(D.gpa("", &p, 13000, 0, &st)), (int)st);
+    printf("gpa-cuGetProcAddress@11030==v2 %d\n",
+           D.gpa("cuGetProcAddress", &p, 11030, 0, &st) == CUDA_SUCCESS &&
+               p == dlsym(D.handle, "cuGetProcAddress_v2"));
+    printf("gpa-cuGetProcAddress@11030==plain %d\n",
+           D.gpa("cuGetProcAddress", &p, 11030, 0, &st) == CUDA_SUCCESS &&
+               p == dlsym(D.handle, "cuGetProcAddress"));
+    printf("gpa-cuCtxSynchronize@13000==_v2 %d\n",
+           D.gpa("cuCtxSynchronize", &p, 13000, 0, &st) == CUDA_SUCCESS &&
+               p == dlsym(D.handle, "cuCtxSynchronize_v2"));
+    printf("gpa-cuStreamQuery-ptsz==plain %d\n",
+           D.gpa("cuStreamQuery", &p, 13000,
+                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                 &st) == CUDA_SUCCESS &&
+               p == dlsym(D.handle, "cuStreamQuery"));
+}
+
+/* ---- contexts, streams, events -------------------------------------------- */
+
+static void probe_ctx_streams(void)
+{
+    CUcontext c, cur;
+    CUstream s;
+    CUevent e, e2, nt, ipc, op;
+    CUipcEventHandle h, hz;
+    unsigned int fl;
+    int pr, lo = 99, hi = 99;
+    float ms;
+    int x;
+
+    P("ctxsync-noctx", D.cuCtxSynchronize());
+    P("streamcreate-noctx", D.cuStreamCreateWithPriority(&s, 0, 0));
+    P("eventcreate-noctx", D.cuEventCreate(&e, 0));
+    P("streamquery-null-noctx", D.cuStreamQuery(NULL));
+    P("ctxsetcurrent-bogus", D.cuCtxSetCurrent((CUcontext)&x));
+    CU_OK(D.cuDevicePrimaryCtxRetain(&c, 0));
+    CU_OK(D.cuCtxSetCurrent(c));
+    {
+        PFN_cuCtxGetStreamPriorityRange_v5050 f = NULL;
+        void *pv = NULL;
+        if (D.gpa("cuCtxGetStreamPriorityRange", &pv, 13000, 0, NULL) == 0) {
+            memcpy(&f, &pv, sizeof(pv));
+            f(&lo, &hi);
+        }
+        printf("priority-range %d %d\n", lo, hi);
+    }
+    CU_OK(D.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, -100));
+    CU_OK(D.cuStreamGetPriority(s, &pr));
+    PV("prio(-100)", "%d", pr);
+    CU_OK(D.cuStreamDestroy(s));
+    CU_OK(D.cuStreamCreateWithPriority(&s, 0, 7));
+    CU_OK(D.cuStreamGetPriority(s, &pr));
+    PV("prio(7)", "%d", pr);
+    CU_OK(D.cuStreamDestroy(s));
+    P("streamcreate-flags0x10", D.cuStreamCreateWithPriority(&s, 0x10, 0));
+    P("streamdestroy-legacy", D.cuStreamDestroy(CU_STREAM_LEGACY));
+    P("streamdestroy-null", D.cuStreamDestroy(NULL));
+    P("streamdestroy-perthread", D.cuStreamDestroy(CU_STREAM_PER_THREAD));
+    fl = 77;
+    P("streamgetflags-null", D.cuStreamGetFlags(NULL, &fl));
+    PV("streamgetflags-null-value", "%u", fl);
+    fl = 77;
+    P("streamgetflags-perthread", D.cuStreamGetFlags(CU_STREAM_PER_THREAD, &fl));
+    PV("streamgetflags-perthread-value", "%u", fl);
+    pr = 77;
+    P("streamgetprio-legacy", D.cuStreamGetPriority(CU_STREAM_LEGACY, &pr));
+    PV("streamgetprio-legacy-value", "%d", pr);
+    P("streamsync-perthread", D.cuStreamSynchronize(CU_STREAM_PER_THREAD));
+
+    CU_OK(D.cuStreamCreateWithPriority(&s, 0, 0));
+    CU_OK(D.cuEventCreate(&e, 0));
+    CU_OK(D.cuEventCreate(&e2, 0));
+    P("eventquery-unrecorded", D.cuEventQuery(e));
+    P("eventsync-unrecorded", D.cuEventSynchronize(e));
+    P("elapsed-unrecorded", D.cuEventElapsedTime(&ms, e, e2));
+    CU_OK(D.cuEventRecord(e, s));
+    P("elapsed-one-unrecorded", D.cuEventElapsedTime(&ms, e, e2));
+    CU_OK(D.cuEventRecord(e2, s));
+    CU_OK(D.cuEventSynchronize(e2));
+    P("elapsed-ok", D.cuEventElapsedTime(&ms, e, e2));
+    P("elapsed-null-out", D.cuEventElapsedTime(NULL, e, e2));
+    CU_OK(D.cuEventCreate(&nt, CU_EVENT_DISABLE_TIMING));
+    CU_OK(D.cuEventRecord(nt, s));
+    CU_OK(D.cuEventSynchronize(nt));
+    P("elapsed-notiming", D.cuEventElapsedTime(&ms, e, nt));
+    P("eventcreate-ipc-timing", D.cuEventCreate(&ipc, CU_EVENT_INTERPROCESS));
+    P("eventcreate-flags0x80", D.cuEventCreate(&ipc, 0x80));
+    P("ipcget-nonipc", D.cuIpcGetEventHandle(&h, e));
+    P("streamwaitevent-flags0x40", D.cuStreamWaitEvent(s, e, 0x40));
+    CU_OK(D.cuEventCreate(&ipc, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+    CU_OK(D.cuIpcGetEventHandle(&h, ipc));
+    P("ipcopen-same-process", D.cuIpcOpenEventHandle(&op, h));
+    memset(&hz, 0, sizeof(hz));
+    P("ipcopen-zero-handle", D.cuIpcOpenEventHandle(&op, hz));
+    CU_OK(D.cuEventDestroy(e));
+    P("eventdestroy-twice", D.cuEventDestroy(e));
+    CU_OK(D.cuStreamDestroy(s));
+    P("streamdestroy-twice", D.cuStreamDestroy(s));
+    CU_OK(D.cuEventDestroy(e2));
+    CU_OK(D.cuEventDestroy(nt));
+
+    /* release to zero while current */
+    CU_OK(D.cuDevicePrimaryCtxRelease(0));
+    P("ctxrelease-overcount", D.cuDevicePrimaryCtxRelease(0));
+    P("streamcreate-released-current",
+      D.cuStreamCreateWithPriority(&s, 0, 0));
+    P("ctxsync-released-current", D.cuCtxSynchronize());
+    P("ctxgetcurrent-released", D.cuCtxGetCurrent(&cur));
+    PV("ctxgetcurrent-released-same", "%d", cur == c);
+    P("ipcevent-destroy-after-release", D.cuEventDestroy(ipc));
+    CU_OK(D.cuDevicePrimaryCtxRetain(&cur, 0));
+    PV("ctxretain-same-handle", "%d", cur == c);
+    CU_OK(D.cuCtxSetCurrent(cur));
+}
+
+/* ---- libraries --------------------------------------------------------------- */
+
+static void probe_library(void)
+{
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction f;
+    CUlaunchConfig cfg;
+    static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                              ".visible .entry k1()\n{\n\tret;\n}\n";
+    static const char ptx_noentry[] = ".version 8.0\n.target sm_90\n"
+                                      ".address_size 64\n";
+
+    P("lib-empty-string", D.cuLibraryLoadData(&lib, "", NULL, NULL, 0, NULL,
+                                              NULL, 0));
+    P("lib-text-no-version",
+      D.cuLibraryLoadData(&lib, "hello .entry k()", NULL, NULL, 0, NULL, NULL,
+                          0));
+    P("lib-ptx-noentry", D.cuLibraryLoadData(&lib, ptx_noentry, NULL, NULL, 0,
+                                             NULL, NULL, 0));
+    P("lib-ptx-bad-entry",
+      D.cuLibraryLoadData(&lib, ".version 8.0\n.target sm_90\n.entry 9bad()",
+                          NULL, NULL, 0, NULL, NULL, 0));
+    CU_OK(D.cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+    P("getkernel-unknown", D.cuLibraryGetKernel(&k, lib, "nope"));
+    P("getkernel-null-name", D.cuLibraryGetKernel(&k, lib, NULL));
+    CU_OK(D.cuLibraryGetKernel(&k, lib, "k1"));
+    CU_OK(D.cuKernelGetFunction(&f, k));
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+    P("launch-ok", D.cuLaunchKernelEx(&cfg, f, NULL, NULL));
+    CU_OK(D.cuCtxSynchronize());
+    cfg.gridDimY = 0;
+    P("launch-grid0", D.cuLaunchKernelEx(&cfg, f, NULL, NULL));
+    cfg.gridDimY = 1, cfg.blockDimX = 2048;
+    P("launch-block2048", D.cuLaunchKernelEx(&cfg, f, NULL, NULL));
+    cfg.blockDimX = 1, cfg.blockDimZ = 65;
+    P("launch-blockz65", D.cuLaunchKernelEx(&cfg, f, NULL, NULL));
+    cfg.blockDimZ = 1, cfg.numAttrs = 2;
+    P("launch-attrs-null", D.cuLaunchKernelEx(&cfg, f, NULL, NULL));
+    cfg.numAttrs = 0;
+    P("launch-kernel-handle", D.cuLaunchKernelEx(&cfg, (CUfunction)k, NULL, NULL));
+    CU_OK(D.cuCtxSynchronize());
+    CU_OK(D.cuLibraryUnload(lib));
+    P("unload-twice", D.cuLibraryUnload(lib));
+    {
+        unsigned char fb[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
+        P("lib-fatbin-no-entries",
+          D.cuLibraryLoadData(&lib, fb, NULL, NULL, 0, NULL, NULL, 0));
+    }
+}
+
+/* ---- pools ------------------------------------------------------------------- */
+
+static cuuint64_t pa(CUmemoryPool p, CUmemPool_attribute a)
+{
+    cuuint64_t v = 0;
+    D.cuMemPoolGetAttribute(p, a, &v);
+    return v;
+}
+
+static void probe_pools(void)
+{
+    CUmemPoolProps pp;
+    CUmemoryPool pool, npool, imp, hpool;
+    CUdeviceptr a, b, c, ia;
+    CUmemPoolPtrExportData data;
+    CUmemAccess_flags f;
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    CUmemAccessDesc d;
+    int fd1 = -1, fd2 = -1;
+    cuuint64_t v;
+    char host[64];
+    CUstream s;
+
+    CU_OK(D.cuStreamCreateWithPriority(&s, 0, 0));
+    memset(&pp, 0, sizeof(pp));
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.handleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+    P("poolcreate-fabric", D.cuMemPoolCreate(&pool, &pp));
+    pp.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    pp.location.id = 3;
+    P("poolcreate-baddev", D.cuMemPoolCreate(&pool, &pp));
+    pp.location.id = 0;
+    pp.reserved[0] = 1;
+    P("poolcreate-reserved-nonzero", D.cuMemPoolCreate(&pool, &pp));
+    pp.reserved[0] = 0;
+    pp.maxSize = 64 * MiB;
+    CU_OK(D.cuMemPoolCreate(&npool, &pp));
+    pp.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CU_OK(D.cuMemPoolCreate(&pool, &pp));
+
+    printf("pool-init used=%llu reserved=%llu thr=%llu\n",
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD));
+    CU_OK(D.cuMemAllocFromPoolAsync(&a, 1000, pool, s));
+    printf("pool-after-1000 used=%llu reserved=%llu high=%llu\n",
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH));
+    CU_OK(D.cuMemAllocFromPoolAsync(&b, 4096, pool, s));
+    printf("pool-b-minus-a %lld\n", (long long)(b - a));
+    printf("pool-align256 %d\n", a % 256 == 0 && b % 256 == 0);
+    printf("pool-after-4096 used=%llu reserved=%llu\n",
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
+    CU_OK(D.cuMemFreeAsync(a, s));
+    printf("pool-after-free-nosync used=%llu reserved=%llu\n",
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
+    CU_OK(D.cuStreamSynchronize(s));
+    printf("pool-after-free-sync used=%llu reserved=%llu\n",
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
+           (unsigned long long)pa(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
+    CU_OK(D.cuMemAllocFromPoolAsync(&c, 512, pool, s));
+    printf("pool-reuse-hole %d\n", c == a);
+    P("pool-alloc-too-big", D.cuMemAllocFromPoolAsync(&ia, 65 * MiB, pool, s));
+    P("pool-alloc-0", D.cuMemAllocFromPoolAsync(&ia, 0, pool, s));
+    P("pool-free-interior", D.cuMemFreeAsync(b + 256, s));
+    P("pool-free-host-ptr", D.cuMemFreeAsync((CUdeviceptr)(uintptr_t)host, s));
+    v = 5;
+    P("pool-set-usedhigh-5", D.cuMemPoolSetAttribute(
+                                  pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v));
+    P("pool-set-usedcurrent", D.cuMemPoolSetAttribute(
+                                  pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v));
+
+    /* copies */
+    memset(host, 7, sizeof(host));
+    P("memcpy-htod-past-end", D.cuMemcpyHtoDAsync(b + 4090, host, 64, s));
+    P("memcpy-htod-host-dst",
+      D.cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)host, host + 8, 8, s));
+    P("memset-host-dst", D.cuMemsetD8Async((CUdeviceptr)(uintptr_t)host, 0, 8, s));
+    P("memcpy-h2h-via-cuMemcpyAsync",
+      D.cuMemcpyAsync((CUdeviceptr)(uintptr_t)host,
+                      (CUdeviceptr)(uintptr_t)(host + 8), 8, s));
+    CU_OK(D.cuStreamSynchronize(s));
+
+    /* access */
+    CU_OK(D.cuMemPoolGetAccess(&f, pool, &loc));
+    PV("pool-access-owner", "%d", (int)f);
+    memset(&d, 0, sizeof(d));
+    d.location = loc;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    P("pool-setaccess-owner-none", D.cuMemPoolSetAccess(pool, &d, 1));
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+    P("pool-setaccess-owner-read", D.cuMemPoolSetAccess(pool, &d, 1));
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    P("pool-setaccess-owner-rw", D.cuMemPoolSetAccess(pool, &d, 1));
+    {
+        CUmemLocation hl = {CU_MEM_LOCATION_TYPE_HOST, 0};
+        f = 99;
+        P("pool-getaccess-host-on-devpool", D.cuMemPoolGetAccess(&f, pool, &hl));
+        PV("pool-getaccess-host-on-devpool-value", "%d", (int)f);
+    }
+
+    /* export */
+    P("exportptr-before-export", D.cuMemPoolExportPointer(&data, b));
+    P("poolexport-nonepool", D.cuMemPoolExportToShareableHandle(
+                                 &fd1, npool,
+                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CU_OK(D.cuMemPoolExportToShareableHandle(
+        &fd1, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CU_OK(D.cuMemPoolExportToShareableHandle(
+        &fd2, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    printf("poolexport-new-fd-each %d\n", fd1 != fd2);
+    printf("poolexport-cloexec %d\n", sim_t_is_cloexec(fd1));
+    P("exportptr-after-export", D.cuMemPoolExportPointer(&data, b));
+    P("exportptr-interior", D.cuMemPoolExportPointer(&data, b + 256));
+    P("poolimport-same-process", D.cuMemPoolImportFromShareableHandle(
+                                     &imp, (void *)(uintptr_t)fd1,
+                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                     0));
+    printf("poolimport-fd-still-open %d\n", fcntl(fd1, F_GETFD) >= 0);
+    {
+        int mfd = memfd_create("junk", MFD_CLOEXEC);
+        if (ftruncate(mfd, 8192) != 0)
+            return;
+        P("poolimport-junk-memfd", D.cuMemPoolImportFromShareableHandle(
+                                       &hpool, (void *)(uintptr_t)mfd,
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                       0));
+        close(mfd);
+    }
+    printf("poolexport-fd-fstat-size ");
+    {
+        struct stat st;
+        if (fstat(fd2, &st) == 0)
+            printf("mode=%o size=%lld\n", (unsigned)st.st_mode & 0170000,
+                   (long long)st.st_size);
+        else
+            printf("fstat failed\n");
+    }
+    close(fd1);
+    close(fd2);
+
+    /* host pool */
+    memset(&pp, 0, sizeof(pp));
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    P("poolcreate-host", D.cuMemPoolCreate(&hpool, &pp));
+    pp.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    pp.location.id = 0;
+    P("poolcreate-hostnuma0", D.cuMemPoolCreate(&hpool, &pp));
+
+    CU_OK(D.cuMemFreeAsync(b, s));
+    CU_OK(D.cuMemFreeAsync(c, s));
+    P("pool-free-twice", D.cuMemFreeAsync(b, s));
+    CU_OK(D.cuStreamSynchronize(s));
+    CU_OK(D.cuMemPoolDestroy(pool));
+    P("pool-destroy-twice", D.cuMemPoolDestroy(pool));
+    CU_OK(D.cuMemPoolDestroy(npool));
+    CU_OK(D.cuStreamDestroy(s));
+}
+
+/* ---- VMM --------------------------------------------------------------------- */
+
+static void probe_vmm(void)
+{
+    CUmemAllocationProp p;
+    CUmemGenericAllocationHandle h, h2, hn;
+    CUdeviceptr base, o2;
+    CUmemAccessDesc d;
+    size_t g = 0;
+    unsigned long long fl;
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    int fd;
+    char host[64];
+
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location = loc;
+    p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CU_OK(D.cuMemGetAllocationGranularity(&g, &p, 0));
+    PV("vmm-gran-min", "%zu", g);
+    CU_OK(D.cuMemGetAllocationGranularity(&g, &p, 1));
+    PV("vmm-gran-rec", "%zu", g);
+    P("vmm-gran-badopt",
+      D.cuMemGetAllocationGranularity(&g, &p, (CUmemAllocationGranularity_flags)5));
+    P("vmm-create-1MiB", D.cuMemCreate(&h, MiB, &p, 0));
+    {
+        CUmemAllocationProp q = p;
+        q.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+        P("vmm-create-fabric", D.cuMemCreate(&h, 2 * MiB, &q, 0));
+        q.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+        CU_OK(D.cuMemCreate(&hn, 2 * MiB, &q, 0));
+        P("vmm-export-without-type",
+          D.cuMemExportToShareableHandle(&fd, hn,
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        CU_OK(D.cuMemRelease(hn));
+        P("vmm-release-twice", D.cuMemRelease(hn));
+        q.location.id = 5;
+        P("vmm-create-baddev", D.cuMemCreate(&h, 2 * MiB, &q, 0));
+    }
+    CU_OK(D.cuMemCreate(&h, 2 * MiB, &p, 0));
+    CU_OK(D.cuMemCreate(&h2, 4 * MiB, &p, 0));
+    P("vmm-reserve-align3", D.cuMemAddressReserve(&base, 8 * MiB, 3, 0, 0));
+    P("vmm-reserve-size100", D.cuMemAddressReserve(&base, 100, 0, 0, 0));
+    P("vmm-reserve-size64K", D.cuMemAddressReserve(&o2, 65536, 0, 0, 0));
+    if (o2)
+        D.cuMemAddressFree(o2, 65536);
+    CU_OK(D.cuMemAddressReserve(&base, 8 * MiB, 0, 0, 0));
+    printf("vmm-reserve-aligned-2MiB %d\n", base % (2 * MiB) == 0);
+    P("vmm-map-offset", D.cuMemMap(base, 2 * MiB, 2 * MiB, h2, 0));
+    P("vmm-map-toobig", D.cuMemMap(base, 4 * MiB, 0, h, 0));
+    P("vmm-map-partial-of-4MiB", D.cuMemMap(base + 6 * MiB, 2 * MiB, 0, h2, 0));
+    D.cuMemUnmap(base + 6 * MiB, 2 * MiB);
+    CU_OK(D.cuMemMap(base, 2 * MiB, 0, h, 0));
+    P("vmm-map-overlap", D.cuMemMap(base, 2 * MiB, 0, h2, 0));
+    CU_OK(D.cuMemMap(base + 2 * MiB, 4 * MiB, 0, h2, 0));
+    fl = 99;
+    P("vmm-getaccess-before-set", D.cuMemGetAccess(&fl, &loc, base));
+    PV("vmm-getaccess-before-set-value", "%llu", fl);
+    memset(&d, 0, sizeof(d));
+    d.location = loc;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    P("vmm-setaccess-partial", D.cuMemSetAccess(base, MiB, &d, 1));
+    P("vmm-setaccess-inside-one", D.cuMemSetAccess(base + 2 * MiB, 2 * MiB, &d, 1));
+    fl = 99;
+    D.cuMemGetAccess(&fl, &loc, base + 2 * MiB);
+    PV("vmm-getaccess-after-inside-one", "%llu", fl);
+    P("vmm-setaccess-past-mapped", D.cuMemSetAccess(base, 8 * MiB, &d, 1));
+    P("vmm-setaccess-count0", D.cuMemSetAccess(base, 6 * MiB, &d, 0));
+    P("vmm-setaccess-two-maps", D.cuMemSetAccess(base, 6 * MiB, &d, 1));
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+    P("vmm-setaccess-read", D.cuMemSetAccess(base, 2 * MiB, &d, 1));
+    fl = 99;
+    D.cuMemGetAccess(&fl, &loc, base);
+    PV("vmm-getaccess-after-read", "%llu", fl);
+    P("vmm-htod-into-readonly", D.cuMemcpyHtoDAsync(base, host, 8, NULL));
+    D.cuCtxSynchronize();
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU_OK(D.cuMemSetAccess(base, 2 * MiB, &d, 1));
+    memset(host, 1, sizeof(host));
+    P("vmm-htod-across-seam", D.cuMemcpyHtoDAsync(base + 2 * MiB - 32, host, 64, NULL));
+    P("vmm-htod-past-mapped", D.cuMemcpyHtoDAsync(base + 6 * MiB - 8, host, 16, NULL));
+    D.cuCtxSynchronize();
+    P("vmm-getaccess-unmapped", D.cuMemGetAccess(&fl, &loc, base + 7 * MiB));
+    P("vmm-addressfree-while-mapped", D.cuMemAddressFree(base, 8 * MiB));
+    P("vmm-unmap-partial", D.cuMemUnmap(base + 2 * MiB, 2 * MiB));
+    CU_OK(D.cuMemRelease(h));
+    P("vmm-dtoh-after-release-mapped", D.cuMemcpyDtoHAsync(host, base, 8, NULL));
+    D.cuCtxSynchronize();
+    P("vmm-unmap-two-at-once", D.cuMemUnmap(base, 6 * MiB));
+    P("vmm-unmap-again", D.cuMemUnmap(base, 2 * MiB));
+    P("vmm-addressfree-wrongsize", D.cuMemAddressFree(base, 4 * MiB));
+    P("vmm-addressfree", D.cuMemAddressFree(base, 8 * MiB));
+    CU_OK(D.cuMemExportToShareableHandle(&fd, h2,
+                                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    {
+        CUmemGenericAllocationHandle hi;
+        P("vmm-import-same-process",
+          D.cuMemImportFromShareableHandle(&hi, (void *)(uintptr_t)fd,
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+        printf("vmm-import-fd-still-open %d\n", fcntl(fd, F_GETFD) >= 0);
+        printf("vmm-import-same-handle %d\n", hi == h2);
+    }
+    close(fd);
+    CU_OK(D.cuMemRelease(h2));
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 3 && strcmp(argv[1], "--child") == 0)
+        return strcmp(argv[2], "cvd") == 0 ? child_cvd() : 2;
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    sim_t_load();
+    probe_proc();
+    probe_devices();
+    probe_cvd();
+    probe_ctx_streams();
+    probe_library();
+    probe_pools();
+    probe_vmm();
+    printf("done\n");
+    return 0;
+}

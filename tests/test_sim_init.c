@@ -1,0 +1,290 @@
+/* Simulator: cuGetProcAddress (base names, versions, CUCORE_SIM_HIDE), the
+ * exported ABI names, state before cuInit, cuInit errors, error names. */
+#include "../sim/testdata/sim_test.h"
+
+static void *sym(const char *name)
+{
+    return dlsym(D.handle, name);
+}
+
+static void *gpa_ok(const char *name, int ver, cuuint64_t flags)
+{
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+
+    CU_OK(D.gpa(name, &p, ver, flags, &st));
+    CHECK(st == CU_GET_PROC_ADDRESS_SUCCESS);
+    CHECK(p != NULL);
+    return p;
+}
+
+static void gpa_fails(const char *name, int ver,
+                      CUdriverProcAddressQueryResult want)
+{
+    void *p = (void *)&p;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+
+    CU_RC(D.gpa(name, &p, ver, 0, &st), CUDA_ERROR_NOT_FOUND);
+    CHECK(st == want);
+    CHECK(p == NULL);
+}
+
+static void test_proc_address(void)
+{
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+
+    /* Base name + version -> the ABI symbol libcuda exports. */
+    CHECK(gpa_ok("cuInit", 2000, 0) == sym("cuInit"));
+    CHECK(gpa_ok("cuDeviceTotalMem", 3020, 0) == sym("cuDeviceTotalMem_v2"));
+    CHECK(gpa_ok("cuStreamDestroy", 4000, 0) == sym("cuStreamDestroy_v2"));
+    CHECK(gpa_ok("cuEventDestroy", 4000, 0) == sym("cuEventDestroy_v2"));
+    CHECK(gpa_ok("cuDevicePrimaryCtxRelease", 11000, 0) ==
+          sym("cuDevicePrimaryCtxRelease_v2"));
+    CHECK(gpa_ok("cuDeviceGetUuid", 11040, 0) == sym("cuDeviceGetUuid_v2"));
+    CHECK(gpa_ok("cuMemcpyHtoDAsync", 3020, 0) == sym("cuMemcpyHtoDAsync_v2"));
+    CHECK(gpa_ok("cuMemcpyDtoHAsync", 3020, 0) == sym("cuMemcpyDtoHAsync_v2"));
+    CHECK(gpa_ok("cuEventElapsedTime", 12080, 0) ==
+          sym("cuEventElapsedTime_v2"));
+    CHECK(gpa_ok("cuGetProcAddress", 12000, 0) == sym("cuGetProcAddress_v2"));
+    /* A newer request gets the newest version not above it. */
+    CHECK(gpa_ok("cuStreamDestroy", 13000, 0) == sym("cuStreamDestroy_v2"));
+    /* CUDA 13 changed cuCtxSynchronize's ABI (it takes a context). */
+    CHECK(gpa_ok("cuCtxSynchronize", 12090, 0) == sym("cuCtxSynchronize"));
+    CHECK(gpa_ok("cuCtxSynchronize", 13000, 0) == sym("cuCtxSynchronize_v2"));
+    /* cuGetProcAddress asked at 11.3 is the 4-argument form, not _v2. */
+    CHECK(gpa_ok("cuGetProcAddress", 11030, 0) != sym("cuGetProcAddress_v2"));
+    /* The per-thread-stream flag resolves too (streams are synchronous). */
+    CHECK(gpa_ok("cuStreamQuery", 7000,
+                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
+          sym("cuStreamQuery"));
+
+    gpa_fails("cuNoSuchEntryPoint", 13000,
+              CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    gpa_fails("cuStreamDestroy_v2", 13000,
+              CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND); /* base names only */
+    gpa_fails("cuMemPoolCreate", 11010,
+              CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    gpa_fails("cuLibraryLoadData", 11080,
+              CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    gpa_fails("", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+
+    CU_RC(D.gpa(NULL, &p, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.gpa("cuInit", NULL, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.gpa("cuInit", &p, 13000, 4, &st), CUDA_ERROR_INVALID_VALUE);
+    CU_OK(D.gpa("cuInit", &p, 13000, 0, NULL)); /* status is optional */
+    CHECK(p == sym("cuInit"));
+}
+
+static void test_exports(void)
+{
+    static const char *const abi[] = {
+        "cuGetProcAddress", "cuGetProcAddress_v2", "cuInit",
+        "cuDriverGetVersion", "cuDeviceTotalMem_v2", "cuStreamDestroy_v2",
+        "cuStreamDestroy", "cuEventDestroy_v2", "cuEventDestroy",
+        "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease",
+        "cuDeviceGetUuid_v2", "cuDeviceGetUuid", "cuMemcpyHtoDAsync_v2",
+        "cuMemcpyDtoHAsync_v2", "cuEventElapsedTime_v2", "cuEventElapsedTime",
+        "cuMemPoolCreate", "cuMemMap", "cuLaunchKernelEx", "cuLibraryLoadData",
+        NULL};
+    static const char *const hidden[] = {"sim_lock", "sim_parse_visible",
+                                         "sim_image_scan", "sim", NULL};
+
+    for (int i = 0; abi[i]; i++)
+        if (!sym(abi[i])) {
+            fprintf(stderr, "missing export %s\n", abi[i]);
+            exit(1);
+        }
+    for (int i = 0; hidden[i]; i++)
+        CHECK(sym(hidden[i]) == NULL);
+    /* The 32-bit v1 forms are not exported under their plain names. */
+    CHECK(sym("cuDeviceTotalMem") == NULL);
+    CHECK(sym("cuMemcpyHtoDAsync") == NULL);
+}
+
+static void test_before_init(void)
+{
+    int v = 0, n = -1;
+    CUdevice dev;
+    CUcontext ctx = (CUcontext)&v;
+    const char *s = NULL;
+    CUmemoryPool pool;
+    CUmemPoolProps props;
+    CUmemAllocationProp aprop;
+    CUmemGenericAllocationHandle h;
+    CUlibrary lib;
+    CUevent ev;
+    CUstream st;
+    size_t g;
+
+    CU_OK(D.cuDriverGetVersion(&v));
+    CHECK(v == 13000);
+    CU_RC(D.cuDriverGetVersion(NULL), CUDA_ERROR_INVALID_VALUE);
+    CU_OK(D.cuGetErrorName(CUDA_ERROR_NO_DEVICE, &s));
+    CHECK(strcmp(s, "CUDA_ERROR_NO_DEVICE") == 0);
+    CU_OK(D.cuGetErrorString(CUDA_ERROR_NO_DEVICE, &s));
+    CHECK(strcmp(s, "no CUDA-capable device is detected") == 0);
+
+    memset(&props, 0, sizeof(props));
+    memset(&aprop, 0, sizeof(aprop));
+    CU_RC(D.cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    CHECK(n == -1);
+    CU_RC(D.cuDeviceGet(&dev, 0), CUDA_ERROR_NOT_INITIALIZED);
+    CU_RC(D.cuCtxGetCurrent(&ctx), CUDA_ERROR_NOT_INITIALIZED);
+    CU_RC(D.cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_ERROR_NOT_INITIALIZED);
+    CU_RC(D.cuStreamCreateWithPriority(&st, 0, 0), CUDA_ERROR_NOT_INITIALIZED);
+    CU_RC(D.cuEventCreate(&ev, 0), CUDA_ERROR_NOT_INITIALIZED);
+    CU_RC(D.cuMemPoolCreate(&pool, &props), CUDA_ERROR_NOT_INITIALIZED);
+    CU_RC(D.cuMemCreate(&h, 2 << 20, &aprop, 0), CUDA_ERROR_NOT_INITIALIZED);
+    CU_RC(D.cuMemGetAllocationGranularity(&g, &aprop, 0),
+          CUDA_ERROR_NOT_INITIALIZED);
+    CU_RC(D.cuLibraryLoadData(&lib, ".version 8.0", NULL, NULL, 0, NULL, NULL,
+                              0),
+          CUDA_ERROR_NOT_INITIALIZED);
+    CU_RC(D.cuStreamSynchronize(NULL), CUDA_ERROR_NOT_INITIALIZED);
+
+    CU_RC(D.cuInit(1), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    CU_OK(D.cuInit(0));
+    CU_OK(D.cuInit(0)); /* again: still fine */
+    CU_OK(D.cuDeviceGetCount(&n));
+    CHECK(n == 4);
+}
+
+static void test_error_names(void)
+{
+#define NAME_ROW(c) {c, #c},
+    static const struct {
+        CUresult code;
+        const char *name;
+    } rows[] = {
+        NAME_ROW(CUDA_SUCCESS) NAME_ROW(CUDA_ERROR_INVALID_VALUE)
+        NAME_ROW(CUDA_ERROR_OUT_OF_MEMORY) NAME_ROW(CUDA_ERROR_NOT_INITIALIZED)
+        NAME_ROW(CUDA_ERROR_NO_DEVICE) NAME_ROW(CUDA_ERROR_INVALID_DEVICE)
+        NAME_ROW(CUDA_ERROR_INVALID_IMAGE) NAME_ROW(CUDA_ERROR_INVALID_CONTEXT)
+        NAME_ROW(CUDA_ERROR_NO_BINARY_FOR_GPU) NAME_ROW(CUDA_ERROR_INVALID_PTX)
+        NAME_ROW(CUDA_ERROR_OPERATING_SYSTEM) NAME_ROW(CUDA_ERROR_INVALID_HANDLE)
+        NAME_ROW(CUDA_ERROR_NOT_FOUND) NAME_ROW(CUDA_ERROR_NOT_READY)
+        NAME_ROW(CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        NAME_ROW(CUDA_ERROR_NOT_PERMITTED) NAME_ROW(CUDA_ERROR_NOT_SUPPORTED)
+        NAME_ROW(CUDA_ERROR_KEY_ROTATION) NAME_ROW(CUDA_ERROR_UNKNOWN)};
+#undef NAME_ROW
+    const char *s;
+
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        s = NULL;
+        CU_OK(D.cuGetErrorName(rows[i].code, &s));
+        CHECK(s && strcmp(s, rows[i].name) == 0);
+        s = NULL;
+        CU_OK(D.cuGetErrorString(rows[i].code, &s));
+        CHECK(s && *s);
+    }
+    CU_OK(D.cuGetErrorString(CUDA_ERROR_INVALID_VALUE, &s));
+    CHECK(strcmp(s, "invalid argument") == 0);
+    s = "x";
+    CU_RC(D.cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+    CHECK(s == NULL);
+    s = "x";
+    CU_RC(D.cuGetErrorString((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+    CHECK(s == NULL);
+    CU_RC(D.cuGetErrorName(CUDA_SUCCESS, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---- children ------------------------------------------------------------ */
+
+static int child_hide(void)
+{
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+    void *gpa = dlopen(CUC_SIM_PATH, RTLD_NOW | RTLD_LOCAL);
+    PFN_cuGetProcAddress_v12000 f;
+    void *sp;
+
+    CHECK(gpa != NULL);
+    sp = dlsym(gpa, "cuGetProcAddress_v2");
+    CHECK(sp);
+    memcpy(&f, &sp, sizeof(sp));
+    CU_RC(f("cuMemCreate", &p, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && p == NULL);
+    CU_RC(f("cuInit", &p, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    /* Names not listed are still there ("cuMemCreat" is not a prefix
+     * match of anything hidden). */
+    CU_OK(f("cuMemRelease", &p, 13000, 0, &st));
+    CHECK(st == CU_GET_PROC_ADDRESS_SUCCESS && p != NULL);
+    CU_RC(f("cuMemCreat", &p, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    dlclose(gpa);
+    return 0;
+}
+
+/* cuInit result (number) and, when it failed, what follows. */
+static int child_init(void)
+{
+    int n = -1;
+    CUresult rc, rc2, rc3;
+
+    sim_t_load();
+    rc = D.cuInit(0);
+    rc2 = D.cuInit(0); /* the first result is sticky */
+    rc3 = D.cuDeviceGetCount(&n);
+    sim_t_report("%d %d %d %d", (int)rc, (int)rc2, (int)rc3, n);
+    return 0;
+}
+
+static void expect_init(const char *const *env, CUresult rc, int count)
+{
+    char out[256];
+    int a, b, c, n;
+
+    CHECK(sim_t_run("init", NULL, env, out, sizeof(out)) == 0);
+    CHECK(sscanf(out, "%d %d %d %d", &a, &b, &c, &n) == 4);
+    if (a != (int)rc || b != a) {
+        fprintf(stderr, "cuInit gave %d/%d, wanted %d (%s)\n", a, b, (int)rc,
+                env[0]);
+        exit(1);
+    }
+    if (rc == CUDA_SUCCESS)
+        CHECK(c == CUDA_SUCCESS && n == count);
+    else
+        CHECK(c == CUDA_ERROR_NOT_INITIALIZED);
+}
+
+static void test_children(void)
+{
+    static const char *const hide_env[] = {
+        "CUCORE_SIM_HIDE=cuMemCreate, cuInit", NULL};
+    static const char *const g0[] = {"CUCORE_SIM_GPUS=0", NULL};
+    static const char *const g1[] = {"CUCORE_SIM_GPUS=1", NULL};
+    static const char *const g16[] = {"CUCORE_SIM_GPUS=16", NULL};
+    static const char *const g17[] = {"CUCORE_SIM_GPUS=17", NULL};
+    static const char *const gx[] = {"CUCORE_SIM_GPUS=four", NULL};
+    char out[64];
+
+    CHECK(sim_t_run("hide", NULL, hide_env, out, sizeof(out)) == 0);
+    expect_init(g0, CUDA_ERROR_NO_DEVICE, 0);
+    expect_init(g1, CUDA_SUCCESS, 1);
+    expect_init(g16, CUDA_SUCCESS, 16);
+    expect_init(g17, CUDA_ERROR_INVALID_VALUE, 0);
+    expect_init(gx, CUDA_ERROR_INVALID_VALUE, 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
+        if (strcmp(argv[2], "hide") == 0)
+            return child_hide();
+        if (strcmp(argv[2], "init") == 0)
+            return child_init();
+        return 2;
+    }
+    sim_t_clean_env();
+    FD_BASELINE();
+    sim_t_load();
+    test_exports();
+    test_proc_address();
+    test_before_init();
+    test_error_names();
+    test_children();
+    FD_CHECK_NO_LEAK();
+    return test_finish();
+}
