@@ -4,10 +4,10 @@
  *   (hex case-insensitive) matching exactly one GPU; a UUID without "GPU-"
  *   does not match, nor does a MIG- entry (no MIG here);
  * - the first invalid entry ends the list ("0,1" on one GPU -> [0]);
- * - an empty result is CUDA_ERROR_NO_DEVICE; an index named twice ("0,0")
- *   is CUDA_ERROR_INVALID_DEVICE, but a UUID naming a GPU already listed
- *   ("0,GPU-<uuid of 0>") ends the list like an invalid entry: the H200
- *   kept one device there.
+ * - an empty result is CUDA_ERROR_NO_DEVICE; an index that repeats an
+ *   index ("0,0", "0, 0") is CUDA_ERROR_INVALID_DEVICE, but any other
+ *   repeat ("0,GPU-<uuid of 0>", "GPU-<uuid of 0>,0", "0,GPU-<0>,0") ends
+ *   the list like an invalid entry: the H200 kept one device in each.
  * Blanks around an entry are ignored. */
 #include "sim_internal.h"
 
@@ -64,7 +64,7 @@ CUresult sim_parse_visible(const char *env, const struct sim_gpu *gpus,
                            int ngpus, int out[SIM_MAX_GPUS], int *nout)
 {
     const char *p = env;
-    int n = 0;
+    int by_index[SIM_MAX_GPUS], is_uuid, n = 0;
 
     *nout = 0;
     if (!env) {
@@ -88,14 +88,16 @@ CUresult sim_parse_visible(const char *env, const struct sim_gpu *gpus,
         g = match_entry(s, len, gpus, ngpus);
         if (g < 0)
             break;
+        is_uuid = len >= 4 && strncasecmp(s, "GPU-", 4) == 0;
         for (int j = 0; j < n; j++)
             if (out[j] == g) {
-                if (len >= 4 && strncasecmp(s, "GPU-", 4) == 0)
-                    goto done;
-                return CUDA_ERROR_INVALID_DEVICE;
+                if (by_index[j] && !is_uuid)
+                    return CUDA_ERROR_INVALID_DEVICE;
+                goto done;
             }
         if (n >= SIM_MAX_GPUS)
             break;
+        by_index[n] = !is_uuid;
         out[n++] = g;
         if (!e)
             break;

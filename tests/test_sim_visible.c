@@ -116,7 +116,7 @@ int main(int argc, char **argv)
                      rev[] = {3, 2, 1, 0, -1}, two0[] = {2, 0, -1},
                      one2[] = {1, 2, -1}, none[] = {-1};
     char buf[256], pre[64], pre_up[64];
-    int idx[NGPU + 1];
+    int idx[NGPU + 1], idx_3[] = {3, -1};
 
     if (argc >= 3 && strcmp(argv[1], "--child") == 0)
         return strcmp(argv[2], "cvd") == 0 ? child_cvd() : 2;
@@ -170,8 +170,9 @@ int main(int argc, char **argv)
     snprintf(buf, sizeof(buf), "%s,0", pre);
     idx[0] = 3, idx[1] = 0, idx[2] = -1;
     expect(buf, NULL, CUDA_SUCCESS, idx);
+    /* a UUID, then the same GPU by index: the list ends (H200) */
     snprintf(buf, sizeof(buf), "%s,3", pre);
-    expect(buf, NULL, CUDA_ERROR_INVALID_DEVICE, none);
+    expect(buf, NULL, CUDA_SUCCESS, idx_3);
     /* without "GPU-" a UUID is invalid */
     expect(phys[1] + 4, NULL, CUDA_ERROR_NO_DEVICE, none);
     snprintf(buf, sizeof(buf), "0,%s", phys[1] + 4);
