@@ -116,6 +116,25 @@ static inline const char *test_self_path(void)
     return path;
 }
 
+/* In a child before exec: "NAME=value" sets, "NAME" alone unsets. */
+static inline void test_apply_env(const char *const *env_set)
+{
+    for (; env_set && *env_set; env_set++) {
+        const char *eq = strchr(*env_set, '=');
+        if (eq) {
+            char name[256];
+            size_t len = (size_t)(eq - *env_set);
+            if (len >= sizeof(name))
+                _exit(126);
+            memcpy(name, *env_set, len);
+            name[len] = '\0';
+            setenv(name, eq + 1, 1);
+        } else {
+            unsetenv(*env_set);
+        }
+    }
+}
+
 /* Starts this binary again as `argv0 --child ROLE args...`, with env_set
  * ("NAME=value" strings, NULL-terminated; "NAME" alone unsets NAME) applied
  * on top of our environment. keep_fd, if >= 0, is left open in the child
@@ -139,20 +158,7 @@ static inline pid_t spawn_self(const char *role, const char *const *args,
         return -1;
     if (pid == 0) {
         char fdbuf[32];
-        for (; env_set && *env_set; env_set++) {
-            const char *eq = strchr(*env_set, '=');
-            if (eq) {
-                char name[256];
-                size_t len = (size_t)(eq - *env_set);
-                if (len >= sizeof(name))
-                    _exit(126);
-                memcpy(name, *env_set, len);
-                name[len] = '\0';
-                setenv(name, eq + 1, 1);
-            } else {
-                unsetenv(*env_set);
-            }
-        }
+        test_apply_env(env_set);
         if (keep_fd >= 0) {
             int fl = 0;
             snprintf(fdbuf, sizeof(fdbuf), "%d", keep_fd);
@@ -205,20 +211,7 @@ static inline int run_capture(const char *const *argv, const char *const *env_se
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
-        for (; env_set && *env_set; env_set++) {
-            const char *eq = strchr(*env_set, '=');
-            if (eq) {
-                char name[256];
-                size_t n = (size_t)(eq - *env_set);
-                if (n >= sizeof(name))
-                    _exit(126);
-                memcpy(name, *env_set, n);
-                name[n] = '\0';
-                setenv(name, eq + 1, 1);
-            } else {
-                unsetenv(*env_set);
-            }
-        }
+        test_apply_env(env_set);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
