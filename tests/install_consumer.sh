@@ -8,10 +8,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 lib=$(ls "$tmp"/prefix/lib*/libcucore.so | head -1)
-bad=$(nm -D --defined-only "$lib" | awk '{sub(/@.*/, "", $3); print $3}' | grep -v '^cuc_[a-z]' | grep -v '^CUCORE_0$' || true)
+# Read the symbol table once: piping nm into an early-exiting grep -q
+# under pipefail fails the script with SIGPIPE once the table is large.
+syms=$(nm -D --defined-only "$lib")
+bad=$(awk '{sub(/@.*/, "", $3); print $3}' <<<"$syms" | grep -v '^cuc_[a-z]' | grep -v '^CUCORE_0$' || true)
 if [ -n "$bad" ]; then echo "unexpected exports: $bad" >&2; exit 1; fi
-nm -D --defined-only "$lib" | grep -q ' cuc_device_get_by_uuid@@CUCORE_0$'
-if nm -D --defined-only "$lib" | grep -q ' cuc__'; then echo "internal symbol exported" >&2; exit 1; fi
+grep -q ' cuc_device_get_by_uuid@@CUCORE_0$' <<<"$syms"
+if grep -q ' cuc__' <<<"$syms"; then echo "internal symbol exported" >&2; exit 1; fi
 
 cmake -S "$src/tests/install_consumer" -B "$tmp/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/b" >/dev/null
