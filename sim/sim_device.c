@@ -8,7 +8,9 @@
 #include <string.h>
 
 #define SIM_NAME "NVIDIA H200 (cucore-sim)"
-#define SIM_TOTAL_MEM ((size_t)143771 << 20)
+/* cuDeviceTotalMem on the H200 (580.159): 143155 MiB; nvidia-smi says
+ * 143771 MiB. */
+#define SIM_TOTAL_MEM ((size_t)150109880320ull)
 
 /* PCI buses of an HGX H200 board; GPUs 8..15 repeat them in domain 1. */
 static const int sim_pci_buses[8] = {0x19, 0x3b, 0x4c, 0x5d,
@@ -245,7 +247,10 @@ SIM_API CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len,
     g = &sim.phys[sim.vis[dev]];
     snprintf(buf, sizeof(buf), "%04X:%02X:%02X.0", g->pci_domain & 0xffff,
              g->pci_bus & 0xff, g->pci_device & 0x1f);
-    return copy_str(pciBusId, len, buf);
+    copy_str(pciBusId, len, buf);
+    /* As the driver: a buffer too short for the whole id gets what fits,
+     * and CUDA_ERROR_INVALID_VALUE. */
+    return (size_t)len > strlen(buf) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 SIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer,
@@ -263,7 +268,8 @@ SIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer,
     return CUDA_SUCCESS;
 }
 
-/* Values of an H200 SXM (driver 580) where known, sensible otherwise. */
+/* The values an H200 (driver 580.159, in a VM) reported, except the PCI
+ * location, which follows the simulated bus ids. */
 static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
                       int phys, int *out)
 {
@@ -306,10 +312,10 @@ static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = g->pci_device; break;
     case CU_DEVICE_ATTRIBUTE_TCC_DRIVER: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 3201000; break;
-    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 6144; break;
-    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 52428800; break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 6016; break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 62914560; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
-    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 4; break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 3; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH: v = 32768; break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS: v = 2048; break;
@@ -360,10 +366,10 @@ static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
     case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: v = 232448; break;
@@ -377,8 +383,8 @@ static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: v = 32; break;
     case CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: v = 32505856; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: v = 134213632; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: v = 39321600; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: v = 134217728; break;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED: v = 1; break;
@@ -389,7 +395,8 @@ static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: v = 100; break;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
-        v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        /* what the H200 reports; fabric pools are refused (no IMEX) */
+        v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC;
         break;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED: v = 1; break;
@@ -405,7 +412,7 @@ static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
     case CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_NUMA_ID: v = -1; break;
-    case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MPS_ENABLED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: v = phys < 4 ? 0 : 1; break;
     case CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED: v = 0; break;
@@ -413,13 +420,13 @@ static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
     case CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID: v = 0x233510de; break;
-    case CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID: v = 0x18be10de; break;
+    case CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID: v = 0x18bf10de; break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
-    case CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: v = 0; break;
     default:
         return -1;

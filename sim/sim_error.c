@@ -12,7 +12,8 @@
     X(CUDA_ERROR_DEINITIALIZED, "driver shutting down")                        \
     X(CUDA_ERROR_PROFILER_DISABLED,                                            \
       "profiler disabled while using external profiling tool")                 \
-    X(CUDA_ERROR_PROFILER_NOT_INITIALIZED, "profiler not initialized")         \
+    X(CUDA_ERROR_PROFILER_NOT_INITIALIZED,                                    \
+      "profiler not initialized: call cudaProfilerInitialize()")         \
     X(CUDA_ERROR_PROFILER_ALREADY_STARTED, "profiler already started")         \
     X(CUDA_ERROR_PROFILER_ALREADY_STOPPED, "profiler already stopped")         \
     X(CUDA_ERROR_STUB_LIBRARY, "CUDA driver is a stub library")                \
@@ -57,7 +58,8 @@
       "the provided execution affinity is not supported")                      \
     X(CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC,                                     \
       "the provided PTX contains unsupported call to cudaDeviceSynchronize")   \
-    X(CUDA_ERROR_CONTAINED, "an exception occurred and was contained")         \
+    X(CUDA_ERROR_CONTAINED,                                                    \
+      "Invalid access of peer GPU memory over nvlink or a hardware error")         \
     X(CUDA_ERROR_INVALID_SOURCE, "device kernel image is invalid")             \
     X(CUDA_ERROR_FILE_NOT_FOUND, "file not found")                             \
     X(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND,                               \
@@ -125,9 +127,11 @@
     X(CUDA_ERROR_MPS_CLIENT_TERMINATED,                                        \
       "the MPS client has been terminated by the server")                      \
     X(CUDA_ERROR_CDP_NOT_SUPPORTED,                                            \
-      "CUDA Dynamic Parallelism is not supported in this configuration")       \
+      "is using CUDA Dynamic Parallelism, but the current configuration, like "\
+      "MPS, does not support it")       \
     X(CUDA_ERROR_CDP_VERSION_MISMATCH,                                         \
-      "CUDA Dynamic Parallelism version mismatch")                             \
+      "unsupported interaction between different versions of CUDA Dynamic "  \
+      "Parallelism")                             \
     X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,                                   \
       "operation not permitted when stream is capturing")                      \
     X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,                                   \
@@ -153,7 +157,7 @@
       "the graph update was not performed because it included changes which " \
       "violated constraints specific to instantiated graph update")            \
     X(CUDA_ERROR_EXTERNAL_DEVICE,                                              \
-      "an async error has occurred in external entity outside of CUDA")        \
+      "an async error has occured in external entity outside of CUDA")        \
     X(CUDA_ERROR_INVALID_CLUSTER_SIZE,                                         \
       "a kernel launch error has occurred due to cluster misconfiguration")    \
     X(CUDA_ERROR_FUNCTION_NOT_LOADED,                                          \

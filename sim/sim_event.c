@@ -1,8 +1,9 @@
 /* Events and IPC event handles. Work is synchronous, so an event completes
  * when it is recorded; timing events keep the CLOCK_MONOTONIC time of the
  * record. An IPC handle names the event by (creator pid, per-process id,
- * physical GPU); opening one in any process gives an always-complete
- * event. The handle also carries the GPU's UUID: opening it where that GPU
+ * physical GPU); opening one in another process gives an always-complete
+ * event (in the creating process the driver refuses with
+ * CUDA_ERROR_INVALID_CONTEXT, and so does the sim). The handle also carries the GPU's UUID: opening it where that GPU
  * is not visible gives CUDA_ERROR_INVALID_DEVICE. */
 #include "sim_internal.h"
 
@@ -20,6 +21,7 @@ struct CUevent_st {
     struct CUctx_st *ctx;
     unsigned int flags;
     int recorded;
+    int opened; /* from cuIpcOpenEventHandle */
     struct timespec when;
     CUipcEventHandle ipc; /* valid when flags has CU_EVENT_INTERPROCESS */
     struct CUevent_st *next;
@@ -240,8 +242,8 @@ SIM_API CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *pHandle,
     e = find_event(event);
     if (!e)
         rc = CUDA_ERROR_INVALID_HANDLE;
-    else if (!(e->flags & CU_EVENT_INTERPROCESS))
-        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (!(e->flags & CU_EVENT_INTERPROCESS) || e->opened)
+        rc = CUDA_ERROR_INVALID_HANDLE; /* as the driver answers */
     else
         *pHandle = e->ipc;
     sim_unlock();
@@ -265,9 +267,16 @@ SIM_API CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent,
     rc = sim_ctx_current(&cur);
     if (rc)
         goto out;
+    /* The driver answers CUDA_ERROR_MAP_FAILED for a handle it cannot
+     * use (zeroes), and CUDA_ERROR_INVALID_CONTEXT in the process that
+     * created the event. */
     if (h.magic != SIM_IPC_EVENT_MAGIC || h.version != SIM_IPC_EVENT_VERSION ||
         h.id == 0 || !(h.flags & CU_EVENT_INTERPROCESS)) {
-        rc = CUDA_ERROR_INVALID_VALUE;
+        rc = CUDA_ERROR_MAP_FAILED;
+        goto out;
+    }
+    if (h.pid == (uint32_t)getpid()) {
+        rc = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
     }
     if (sim_uuid_to_local(&h.uuid) < 0) {
@@ -280,6 +289,7 @@ SIM_API CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent,
         goto out;
     }
     e->ipc = handle;
+    e->opened = 1;
     *phEvent = e;
 out:
     sim_unlock();

@@ -20,6 +20,8 @@
 #define SIM_POOL_HDR_VERSION 1
 #define SIM_PTR_EXPORT_MAGIC 0x5054524558504f52ull /* export data */
 #define SIM_POOL_ALIGN 256
+/* The H200 reserved 32 MiB for a pool's first small allocation. */
+#define SIM_POOL_CHUNK ((size_t)32 << 20)
 
 struct sim_pool_hdr {
     uint64_t magic;
@@ -45,6 +47,7 @@ _Static_assert(sizeof(struct sim_ptr_export) == sizeof(CUmemPoolPtrExportData),
 
 struct sim_block { /* exporter: every block, in offset order */
     size_t off, size;
+    size_t req; /* bytes asked for (USED_MEM counts these) */
     int used;
     struct sim_block *prev, *next;
 };
@@ -139,11 +142,11 @@ static size_t live_extent(const struct CUmemPoolHandle_st *p)
     for (const struct sim_block *b = p->blocks; b; b = b->next)
         if (b->used && b->off + b->size > end)
             end = b->off + b->size;
-    end = sim_round_up(end, SIM_GRANULARITY);
+    end = sim_round_up(end, SIM_POOL_CHUNK);
     return end < p->capacity ? end : p->capacity;
 }
 
-/* Reserved memory grows by 2 MiB chunks to cover the live blocks, and is
+/* Reserved memory grows by 32 MiB chunks to cover the live blocks, and is
  * given back (down to the release threshold) when blocks are freed: work
  * is synchronous, so every free is also the next synchronisation point. */
 static void update_reserved(struct CUmemPoolHandle_st *p, int after_free)
@@ -154,9 +157,10 @@ static void update_reserved(struct CUmemPoolHandle_st *p, int after_free)
         if (need > p->reserved)
             p->reserved = need;
     } else {
-        uint64_t floor = p->release_threshold < old ? p->release_threshold
-                                                    : old;
-        floor = floor / SIM_GRANULARITY * SIM_GRANULARITY;
+        uint64_t floor = p->release_threshold >= old
+                             ? old
+                             : p->release_threshold / SIM_POOL_CHUNK *
+                                   SIM_POOL_CHUNK;
         if (floor > keep)
             keep = floor;
         if (keep < old) {
@@ -199,8 +203,9 @@ static int block_alloc(struct CUmemPoolHandle_st *p, size_t size,
             b->size = need;
         }
         b->used = 1;
+        b->req = size;
         *off_out = b->off;
-        p->used += b->size;
+        p->used += size;
         p->nlive++;
         return 0;
     }
@@ -218,7 +223,7 @@ static struct sim_block *block_at(struct CUmemPoolHandle_st *p, size_t off)
 static void block_free(struct CUmemPoolHandle_st *p, struct sim_block *b)
 {
     b->used = 0;
-    p->used -= b->size;
+    p->used -= b->req;
     p->nlive--;
     if (b->next && !b->next->used) {
         struct sim_block *n = b->next;
@@ -305,15 +310,17 @@ SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
     if (poolProps->win32SecurityAttributes ||
         !is_zero(poolProps->reserved, sizeof(poolProps->reserved)))
         return CUDA_ERROR_INVALID_VALUE;
+    /* fabric pools are created (as on the H200), their export refused */
     if ((unsigned)poolProps->handleTypes &
-        ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        ~(unsigned)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR |
+                    CU_MEM_HANDLE_TYPE_FABRIC))
         return CUDA_ERROR_NOT_SUPPORTED;
     if (poolProps->usage)
         return CUDA_ERROR_NOT_SUPPORTED;
     switch (poolProps->location.type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
         if (!sim_dev_valid(poolProps->location.id))
-            return CUDA_ERROR_INVALID_DEVICE;
+            return CUDA_ERROR_INVALID_VALUE; /* as the driver answers */
         dev = poolProps->location.id;
         phys = sim.vis[dev];
         break;
@@ -409,13 +416,16 @@ static CUresult check_access_desc(const struct CUmemPoolHandle_st *p,
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev_valid(d->location.id))
         return CUDA_ERROR_INVALID_DEVICE;
+    /* as the driver: read-only is not supported for pools, and the owner
+     * cannot drop its access */
+    if (d->flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
+        return CUDA_ERROR_NOT_SUPPORTED;
     if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
-        d->flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
         d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
         return CUDA_ERROR_INVALID_VALUE;
     if (d->location.id == p->dev &&
         d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-        return CUDA_ERROR_INVALID_VALUE; /* the owner keeps its access */
+        return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
 
@@ -466,10 +476,11 @@ SIM_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags,
             rc = CUDA_ERROR_INVALID_DEVICE;
         else
             *flags = (CUmemAccess_flags)p->access[location->id];
-    } else if ((location->type == CU_MEM_LOCATION_TYPE_HOST ||
-                location->type == CU_MEM_LOCATION_TYPE_HOST_NUMA) &&
-               p->dev < 0) {
-        *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    } else if (location->type == CU_MEM_LOCATION_TYPE_HOST ||
+               location->type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
+        /* the host: read-write on a host pool, none on a device pool */
+        *flags = p->dev < 0 ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                            : CU_MEM_ACCESS_FLAGS_PROT_NONE;
     } else {
         rc = CUDA_ERROR_INVALID_VALUE;
     }
@@ -583,13 +594,15 @@ SIM_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(
     if (rc)
         return rc;
     if (!handle_out || flags != 0 ||
-        handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
+         handleType != CU_MEM_HANDLE_TYPE_FABRIC))
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
     p = find_pool(pool);
-    if (!p || p->imported ||
-        !(p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+    if (!p || p->imported || !(p->handle_types & (unsigned)handleType)) {
         rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (handleType == CU_MEM_HANDLE_TYPE_FABRIC) {
+        rc = CUDA_ERROR_NOT_PERMITTED; /* no IMEX channel, as observed */
     } else {
         int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0); /* the caller owns it */
         if (fd < 0) {
@@ -619,15 +632,18 @@ SIM_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
         handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 0)
         return CUDA_ERROR_INVALID_VALUE;
     /* The fd stays the caller's: it is read, then dup'ed. */
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_size < (off_t)SIM_PAGE ||
-        pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+    /* An fd that is not a pool's: CUDA_ERROR_UNKNOWN, as the driver says
+     * for a stray memfd. */
+    if (fstat(fd, &st) != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!S_ISREG(st.st_mode) || st.st_size < (off_t)SIM_PAGE ||
+        pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+        return CUDA_ERROR_UNKNOWN;
     if (hdr.magic != SIM_POOL_HDR_MAGIC ||
         hdr.version != SIM_POOL_HDR_VERSION || hdr.data_offset != SIM_PAGE ||
         hdr.capacity == 0 ||
         hdr.capacity != (uint64_t)st.st_size - SIM_PAGE)
-        return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_ERROR_UNKNOWN;
     sim_lock();
     if (hdr.phys != SIM_PHYS_HOST) {
         dev = sim_uuid_to_local(&hdr.uuid);
@@ -760,8 +776,12 @@ SIM_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
     if (rc)
         goto out;
     p = find_pool(pool);
-    if (!p || p->imported || bytesize == 0) {
+    if (!p || p->imported) {
         rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (bytesize == 0) { /* the driver accepts it: a NULL pointer here */
+        *dptr = 0;
         goto out;
     }
     r = block_alloc(p, bytesize, &off);

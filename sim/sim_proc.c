@@ -4,7 +4,7 @@
  * ABI is that of the versioned function.
  *
  * Test knob: CUCORE_SIM_HIDE=cuMemCreate,cuInit makes those names
- * CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND. */
+ * CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND (with a NULL pointer). */
 #include "sim_internal.h"
 
 #include <stdlib.h>
@@ -129,6 +129,10 @@ static int hidden(const char *name)
     return 0;
 }
 
+/* As the driver (seen on 580 / CUDA 13.0): a symbol that is unknown, hidden
+ * or too new for the request gives CUDA_SUCCESS with *pfn = NULL and the
+ * reason in *symbolStatus; a request above the driver's own version, or
+ * unknown flags, is CUDA_ERROR_INVALID_VALUE and touches neither. */
 static CUresult lookup(const char *symbol, void **pfn, int cudaVersion,
                        cuuint64_t flags,
                        CUdriverProcAddressQueryResult *status)
@@ -136,16 +140,18 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion,
     const struct sim_entry *best = NULL;
     int found = 0;
 
-    if (status)
-        *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE; /* (the driver crashes) */
+    if (cudaVersion > SIM_DRIVER_VERSION)
         return CUDA_ERROR_INVALID_VALUE;
-    *pfn = NULL;
     if (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
                               CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
         return CUDA_ERROR_INVALID_VALUE;
+    *pfn = NULL;
+    if (status)
+        *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (hidden(symbol))
-        return CUDA_ERROR_NOT_FOUND;
+        return CUDA_SUCCESS;
     /* Streams are synchronous: the per-thread and legacy forms are the
      * same functions. */
     for (size_t i = 0; i < sizeof(sim_table) / sizeof(sim_table[0]); i++) {
@@ -158,11 +164,11 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion,
             best = e;
     }
     if (!found)
-        return CUDA_ERROR_NOT_FOUND;
+        return CUDA_SUCCESS;
     if (!best) {
         if (status)
             *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-        return CUDA_ERROR_NOT_FOUND;
+        return CUDA_SUCCESS;
     }
     *pfn = (void *)best->fn;
     if (status)

@@ -1,55 +1,85 @@
-/* CUDA_VISIBLE_DEVICES, as observed on an H200 with driver 580 (CUDA 13.0):
+/* CUDA_VISIBLE_DEVICES, as seen on an H200 with driver 580.159 (CUDA 13.0)
+ * through sim/testdata/probe.c:
  * - unset: every GPU, in physical order;
- * - comma-separated entries, each a decimal index or "GPU-" + a UUID prefix
- *   (hex case-insensitive) matching exactly one GPU; a UUID without "GPU-"
- *   does not match, nor does a MIG- entry (no MIG here);
+ * - comma-separated entries; the first entry sets the list's kind:
+ *   - an index, read like strtol: leading blanks and '+' allowed, trailing
+ *     junk ignored ("0a", "0x0", "0 " are 0); no digits, or negative, or
+ *     out of range is invalid;
+ *   - "GPU-" or "MIG-" (case-sensitive, nothing before it) and then hex
+ *     digits (either case) in which dashes are ignored: a prefix of the
+ *     GPU's 32 UUID digits (digits past 32 are ignored); any other
+ *     character, no digit at all, or not exactly one GPU matching makes it
+ *     invalid;
+ *   an entry of the other kind than the first is invalid too
+ *   ("0,GPU-<uuid of 0>" is just GPU 0);
  * - the first invalid entry ends the list ("0,1" on one GPU -> [0]);
- * - an empty result is CUDA_ERROR_NO_DEVICE; an index that repeats an
- *   index ("0,0", "0, 0") is CUDA_ERROR_INVALID_DEVICE, but any other
- *   repeat ("0,GPU-<uuid of 0>", "GPU-<uuid of 0>,0", "0,GPU-<0>,0") ends
- *   the list like an invalid entry: the H200 kept one device in each.
- * Blanks around an entry are ignored. */
+ * - an empty result is CUDA_ERROR_NO_DEVICE, a GPU named twice within the
+ *   list is CUDA_ERROR_INVALID_DEVICE ("0,0", "GPU-ab,GPU-<ab...>").
+ * Ambiguous prefixes (one GPU here) were not observed; they are refused. */
 #include "sim_internal.h"
 
 #include <ctype.h>
 #include <string.h>
-#include <strings.h>
 
 static int is_blank(int c)
 {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+           c == '\v';
 }
 
-/* Physical index named by the entry [s, s+len), or -1. */
-static int match_entry(const char *s, size_t len, const struct sim_gpu *gpus,
-                       int ngpus)
+enum { KIND_INDEX = 1, KIND_UUID = 2 };
+
+static int is_uuid_entry(const char *s, size_t len)
 {
-    if (len == 0)
-        return -1;
-    if (isdigit((unsigned char)s[0])) {
+    return len >= 4 &&
+           (strncmp(s, "GPU-", 4) == 0 || strncmp(s, "MIG-", 4) == 0);
+}
+
+/* Physical index named by the entry [s, s+len) of the given kind, or -1. */
+static int match_entry(const char *s, size_t len, int kind,
+                       const struct sim_gpu *gpus, int ngpus)
+{
+    if (kind == KIND_INDEX) {
+        size_t i = 0;
         long v = 0;
-        for (size_t i = 0; i < len; i++) {
-            if (!isdigit((unsigned char)s[i]))
-                return -1;
+        int digits = 0;
+        while (i < len && is_blank((unsigned char)s[i]))
+            i++;
+        if (i < len && s[i] == '+')
+            i++;
+        while (i < len && isdigit((unsigned char)s[i])) {
             v = v * 10 + (s[i] - '0');
             if (v > 1000000)
                 return -1;
+            digits++;
+            i++;
         }
-        return v < ngpus ? (int)v : -1;
-    }
-    if (len > 4 && strncmp(s, "GPU-", 4) == 0) {
+        return digits && v < ngpus ? (int)v : -1;
+    } else {
+        char hex[32];
+        size_t n = 0;
         int found = -1;
-        size_t plen = len - 4;
+        for (size_t i = 4; i < len; i++) {
+            if (s[i] == '-')
+                continue;
+            if (!isxdigit((unsigned char)s[i]))
+                return -1;
+            if (n < sizeof(hex))
+                hex[n++] = (char)tolower((unsigned char)s[i]);
+        }
+        if (n == 0)
+            return -1;
         for (int g = 0; g < ngpus; g++) {
             const char *u = gpus[g].uuid_str + 4; /* after "GPU-" */
-            size_t ulen = strlen(u), i;
-            if (plen > ulen)
-                continue;
-            for (i = 0; i < plen; i++)
-                if (tolower((unsigned char)s[4 + i]) !=
-                    tolower((unsigned char)u[i]))
+            size_t k = 0;
+            for (; *u && k < n; u++) {
+                if (*u == '-')
+                    continue;
+                if (*u != hex[k])
                     break;
-            if (i < plen)
+                k++;
+            }
+            if (k < n)
                 continue;
             if (found >= 0)
                 return -1; /* ambiguous prefix */
@@ -57,14 +87,13 @@ static int match_entry(const char *s, size_t len, const struct sim_gpu *gpus,
         }
         return found;
     }
-    return -1; /* MIG-, a bare UUID, -1, text... */
 }
 
 CUresult sim_parse_visible(const char *env, const struct sim_gpu *gpus,
                            int ngpus, int out[SIM_MAX_GPUS], int *nout)
 {
     const char *p = env;
-    int by_index[SIM_MAX_GPUS], is_uuid, n = 0;
+    int n = 0, kind = 0;
 
     *nout = 0;
     if (!env) {
@@ -76,34 +105,23 @@ CUresult sim_parse_visible(const char *env, const struct sim_gpu *gpus,
     for (;;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        const char *s = p;
-        int g;
+        int g, k = is_uuid_entry(p, len) ? KIND_UUID : KIND_INDEX;
 
-        while (len && is_blank((unsigned char)*s)) {
-            s++;
-            len--;
-        }
-        while (len && is_blank((unsigned char)s[len - 1]))
-            len--;
-        g = match_entry(s, len, gpus, ngpus);
+        if (kind == 0)
+            kind = k;
+        g = k == kind ? match_entry(p, len, k, gpus, ngpus) : -1;
         if (g < 0)
             break;
-        is_uuid = len >= 4 && strncasecmp(s, "GPU-", 4) == 0;
         for (int j = 0; j < n; j++)
-            if (out[j] == g) {
-                if (by_index[j] && !is_uuid)
-                    return CUDA_ERROR_INVALID_DEVICE;
-                goto done;
-            }
+            if (out[j] == g)
+                return CUDA_ERROR_INVALID_DEVICE;
         if (n >= SIM_MAX_GPUS)
             break;
-        by_index[n] = !is_uuid;
         out[n++] = g;
         if (!e)
             break;
         p = e + 1;
     }
-done:
     if (n == 0)
         return CUDA_ERROR_NO_DEVICE;
     *nout = n;

@@ -385,7 +385,8 @@ SIM_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
 
     if (rc)
         return rc;
-    if (!ptr || flags != 0 || size == 0 || size % SIM_PAGE != 0 ||
+    /* the driver wants whole granules (64 KiB was refused) */
+    if (!ptr || flags != 0 || size == 0 || size % SIM_GRANULARITY != 0 ||
         addr % SIM_PAGE != 0 || (alignment & (alignment - 1)) != 0 ||
         size > ((size_t)1 << 46))
         return CUDA_ERROR_INVALID_VALUE;
@@ -468,20 +469,27 @@ SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
     if (rc)
         return rc;
-    if (flags != 0 || offset != 0 || size == 0 ||
-        size % SIM_GRANULARITY != 0 || p % SIM_GRANULARITY != 0 ||
-        __builtin_add_overflow(p, size, &end))
+    if (flags != 0 || size == 0 || size % SIM_GRANULARITY != 0 ||
+        p % SIM_GRANULARITY != 0 || __builtin_add_overflow(p, size, &end))
         return CUDA_ERROR_INVALID_VALUE;
+    /* As the driver answers: an offset, a size other than the whole
+     * allocation, or an overlap are CUDA_ERROR_NOT_SUPPORTED. */
+    if (offset != 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
     sim_lock();
     a = find_alloc(handle);
     r = resv_of(p);
-    if (!a || size > a->size || !r || end - r->base > r->size) {
+    if (!a || !r || end - r->base > r->size) {
         rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (size != a->size) {
+        rc = CUDA_ERROR_NOT_SUPPORTED;
         goto out;
     }
     for (pp = &r->maps; *pp && (*pp)->addr < end; pp = &(*pp)->next)
         if ((*pp)->addr + (*pp)->size > p) {
-            rc = CUDA_ERROR_INVALID_VALUE; /* overlaps a mapping */
+            rc = CUDA_ERROR_NOT_SUPPORTED; /* overlaps a mapping */
             goto out;
         }
     /* pp: first mapping at or after end; find the insertion point. */
@@ -510,35 +518,47 @@ out:
     return rc;
 }
 
+/* The driver's cuMemUnmap: every mapping the range touches must lie
+ * wholly inside it (else CUDA_ERROR_INVALID_VALUE); those are removed, and
+ * a range with none in it is fine. */
 SIM_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     struct sim_resv *r;
-    struct sim_mapping *first, *last = NULL, **pp;
+    struct sim_mapping **pp;
+    uintptr_t p = (uintptr_t)ptr, end;
     CUresult rc = sim_check_init();
 
     if (rc)
         return rc;
+    if (size == 0 || __builtin_add_overflow(p, size, &end))
+        return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
-    r = resv_of((uintptr_t)ptr);
-    first = r ? tiling(r, (uintptr_t)ptr, size, &last) : NULL;
-    if (!first) {
+    r = resv_of(p);
+    if (!r || end - r->base > r->size) {
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    for (pp = &r->maps; *pp != first; pp = &(*pp)->next)
-        ;
-    for (;;) {
+    for (struct sim_mapping *m = r->maps; m; m = m->next)
+        if (m->addr < end && m->addr + m->size > p &&
+            (m->addr < p || m->addr + m->size > end)) {
+            rc = CUDA_ERROR_INVALID_VALUE; /* would cut a mapping */
+            goto out;
+        }
+    pp = &r->maps;
+    while (*pp) {
         struct sim_mapping *m = *pp;
-        int done = m == last;
-        /* Back to a PROT_NONE reservation. */
-        mmap((void *)m->addr, m->size, PROT_NONE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-        *pp = m->next;
-        m->alloc->nmaps--;
-        alloc_maybe_free(m->alloc);
-        free(m);
-        if (done)
-            break;
+        if (m->addr >= p && m->addr + m->size <= end) {
+            /* Back to a PROT_NONE reservation. */
+            mmap((void *)m->addr, m->size, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+                 0);
+            *pp = m->next;
+            m->alloc->nmaps--;
+            alloc_maybe_free(m->alloc);
+            free(m);
+        } else {
+            pp = &m->next;
+        }
     }
 out:
     sim_unlock();

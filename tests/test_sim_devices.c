@@ -58,7 +58,7 @@ static void test_identity(void)
         CU_OK(D.cuDeviceGetName(name, sizeof(name), i));
         CHECK(strcmp(name, "NVIDIA H200 (cucore-sim)") == 0);
         CU_OK(D.cuDeviceTotalMem(&mem, i));
-        CHECK(mem == (size_t)143771 << 20);
+        CHECK(mem == (size_t)150109880320ull); /* 143155 MiB, as the H200 */
         CU_OK(D.cuDeviceGetPCIBusId(bus, sizeof(bus), i));
         /* the driver's form: domain:bus:device.function, hex */
         CHECK(strlen(bus) == 12);
@@ -73,8 +73,13 @@ static void test_identity(void)
     }
     CU_OK(D.cuDeviceGetName(name, 6, 0)); /* truncated, terminated */
     CHECK(strcmp(name, "NVIDI") == 0);
-    CU_OK(D.cuDeviceGetPCIBusId(bus, 5, 0));
-    CHECK(strlen(bus) == 4);
+    /* too short for the id: what fits, and an error (as the driver) */
+    CU_RC(D.cuDeviceGetPCIBusId(bus, 5, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK(strcmp(bus, "0000") == 0);
+    CU_RC(D.cuDeviceGetPCIBusId(bus, 12, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK(strlen(bus) == 11);
+    CU_OK(D.cuDeviceGetPCIBusId(bus, 13, 0));
+    CHECK(strlen(bus) == 12);
     CU_RC(D.cuDeviceGetName(name, 0, 0), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuDeviceGetName(NULL, 10, 0), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuDeviceGetName(name, sizeof(name), 9), CUDA_ERROR_INVALID_DEVICE);
@@ -91,8 +96,10 @@ static void test_attributes(void)
     CHECK(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == 9);
     CHECK(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0) == 0);
     CHECK(attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1) == 1);
+    /* what the H200 reports: POSIX fd and fabric */
     CHECK(attr(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 1) ==
-          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+          (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC));
+    CHECK(attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 1) == 62914560);
     CHECK(attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 2) == 1);
     CHECK(attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
                2) == 1);

@@ -49,12 +49,24 @@ static void test_props(void)
     CU_RC(D.cuMemPoolCreate(NULL, &p), CUDA_ERROR_INVALID_VALUE);
     p.allocType = CU_MEM_ALLOCATION_TYPE_INVALID;
     CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_INVALID_VALUE);
-    p = dev_props(0, CU_MEM_HANDLE_TYPE_FABRIC, 0);
-    CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_NOT_SUPPORTED);
+    /* fabric pools are made (as on the H200), their export refused */
+    p = dev_props(0, CU_MEM_HANDLE_TYPE_FABRIC, 2 * MiB);
+    CU_OK(D.cuMemPoolCreate(&pool, &p));
+    {
+        CUmemFabricHandle fh;
+        int fd;
+        CU_RC(D.cuMemPoolExportToShareableHandle(&fh, pool,
+                                                 CU_MEM_HANDLE_TYPE_FABRIC, 0),
+              CUDA_ERROR_NOT_PERMITTED);
+        CU_RC(D.cuMemPoolExportToShareableHandle(
+                  &fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_ERROR_INVALID_VALUE);
+    }
+    CU_OK(D.cuMemPoolDestroy(pool));
     p = dev_props(0, CU_MEM_HANDLE_TYPE_WIN32, 0);
     CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_NOT_SUPPORTED);
     p = dev_props(4, CU_MEM_HANDLE_TYPE_NONE, 0);
-    CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_INVALID_DEVICE);
+    CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_INVALID_VALUE);
     p = dev_props(0, CU_MEM_HANDLE_TYPE_NONE, 0);
     p.reserved[3] = 1;
     CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_INVALID_VALUE);
@@ -66,8 +78,9 @@ static void test_props(void)
 static void test_accounting(void)
 {
     CUmemPoolProps p = dev_props(0, CU_MEM_HANDLE_TYPE_NONE, 8 * MiB);
-    CUmemoryPool pool;
-    CUdeviceptr a, b, c, big, dummy;
+    CUmemPoolProps p2 = dev_props(0, CU_MEM_HANDLE_TYPE_NONE, 128 * MiB);
+    CUmemoryPool pool, pool2;
+    CUdeviceptr a, b, c, big, dummy, x1, x2;
     cuuint64_t v;
     int reuse = -1;
     int fds_before = test_fd_count();
@@ -81,17 +94,20 @@ static void test_accounting(void)
                                   &reuse));
     CHECK(reuse == 1);
 
-    a = alloc(pool, 1000); /* 1024 with the 256-byte alignment */
-    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 1024);
+    /* USED counts the bytes asked for, as the H200 does (1000, 5096);
+     * blocks are 256-byte aligned (b - a == 1024 there too) */
+    a = alloc(pool, 1000);
+    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 1000);
     b = alloc(pool, 4096);
     CHECK(b == a + 1024); /* first fit */
-    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 1024 + 4096);
-    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH) == 1024 + 4096);
-    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 2 * MiB);
+    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 1000 + 4096);
+    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH) == 1000 + 4096);
+    /* reserved: 32 MiB chunks, here capped at the 8 MiB capacity */
+    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 8 * MiB);
 
     CU_OK(D.cuMemFreeAsync(a, NULL));
     CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 4096);
-    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH) == 1024 + 4096);
+    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH) == 1000 + 4096);
     c = alloc(pool, 512);
     CHECK(c == a); /* the freed hole is reused */
     CU_OK(D.cuMemFreeAsync(c, NULL));
@@ -121,9 +137,11 @@ static void test_accounting(void)
     CHECK(c == a);
     CU_RC(D.cuMemAllocFromPoolAsync(&dummy, 1, pool, NULL),
           CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 8 * MiB);
-    CU_RC(D.cuMemAllocFromPoolAsync(&dummy, 0, pool, NULL),
-          CUDA_ERROR_INVALID_VALUE);
+    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) ==
+          8 * MiB); /* every byte asked for */
+    dummy = 1;
+    CU_OK(D.cuMemAllocFromPoolAsync(&dummy, 0, pool, NULL)); /* as the driver */
+    CHECK(dummy == 0);
     CU_RC(D.cuMemAllocFromPoolAsync(NULL, 16, pool, NULL),
           CUDA_ERROR_INVALID_VALUE);
 
@@ -133,8 +151,7 @@ static void test_accounting(void)
           CUDA_ERROR_INVALID_VALUE);
     CU_OK(D.cuMemFreeAsync(big, NULL));
     CU_RC(D.cuMemFreeAsync(big, NULL), CUDA_ERROR_INVALID_VALUE);
-    /* the release threshold (0) gives back what is not in use */
-    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 2 * MiB);
+    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 8 * MiB);
     CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) == 8 * MiB);
 
     /* with a high threshold the pool keeps its memory */
@@ -155,6 +172,20 @@ static void test_accounting(void)
     CU_OK(D.cuMemPoolDestroy(pool));
     CU_RC(D.cuMemPoolDestroy(pool), CUDA_ERROR_INVALID_VALUE);
     CHECK(test_fd_count() == fds_before);
+
+    /* a larger pool: reserved grows and, with threshold 0, shrinks again
+     * by 32 MiB chunks as blocks are freed */
+    CU_OK(D.cuMemPoolCreate(&pool2, &p2));
+    x1 = alloc(pool2, 1000);
+    CHECK(pool_attr(pool2, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 32 * MiB);
+    x2 = alloc(pool2, 40 * MiB);
+    CHECK(pool_attr(pool2, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 64 * MiB);
+    CU_OK(D.cuMemFreeAsync(x2, NULL));
+    CHECK(pool_attr(pool2, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 32 * MiB);
+    CU_OK(D.cuMemFreeAsync(x1, NULL));
+    CHECK(pool_attr(pool2, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 0);
+    CHECK(pool_attr(pool2, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) == 64 * MiB);
+    CU_OK(D.cuMemPoolDestroy(pool2));
 }
 
 static void test_copies(void)
@@ -237,13 +268,23 @@ static void test_access(void)
     d[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     d[1].location = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, 3};
     d[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
-    CU_OK(D.cuMemPoolSetAccess(pool, d, 2));
+    /* read-only is not for pools (as the driver) and nothing is applied */
+    CU_RC(D.cuMemPoolSetAccess(pool, d, 2), CUDA_ERROR_NOT_SUPPORTED);
     loc.id = 0;
+    CU_OK(D.cuMemPoolGetAccess(&f, pool, &loc));
+    CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    d[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU_OK(D.cuMemPoolSetAccess(pool, d, 2));
     CU_OK(D.cuMemPoolGetAccess(&f, pool, &loc));
     CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     loc.id = 3;
     CU_OK(D.cuMemPoolGetAccess(&f, pool, &loc));
-    CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_READ);
+    CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    {
+        CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
+        CU_OK(D.cuMemPoolGetAccess(&f, pool, &host));
+        CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_NONE); /* a device pool */
+    }
     d[0].flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
     CU_OK(D.cuMemPoolSetAccess(pool, d, 1));
     loc.id = 0;
@@ -251,7 +292,7 @@ static void test_access(void)
     CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_NONE);
     /* the owner keeps read-write; bad devices and flags */
     d[0].location.id = 2;
-    CU_RC(D.cuMemPoolSetAccess(pool, d, 1), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemPoolSetAccess(pool, d, 1), CUDA_ERROR_INVALID_DEVICE);
     d[0].location.id = 9;
     d[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     CU_RC(D.cuMemPoolSetAccess(pool, d, 1), CUDA_ERROR_INVALID_DEVICE);
@@ -360,14 +401,15 @@ static void test_export_local(void)
         CHECK(mfd >= 0 && pipe2(pfd, O_CLOEXEC) == 0);
         memset(junk, 0x5a, sizeof(junk));
         CHECK(write(mfd, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
+        /* not a pool's fd: CUDA_ERROR_UNKNOWN, as the driver says */
         CU_RC(D.cuMemPoolImportFromShareableHandle(
                   &imp, (void *)(uintptr_t)mfd,
                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-              CUDA_ERROR_INVALID_VALUE);
+              CUDA_ERROR_UNKNOWN);
         CU_RC(D.cuMemPoolImportFromShareableHandle(
                   &imp, (void *)(uintptr_t)pfd[0],
                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-              CUDA_ERROR_INVALID_VALUE);
+              CUDA_ERROR_UNKNOWN);
         CU_RC(D.cuMemPoolImportFromShareableHandle(
                   &imp, (void *)(intptr_t)-1,
                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),

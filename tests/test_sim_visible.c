@@ -116,7 +116,7 @@ int main(int argc, char **argv)
                      rev[] = {3, 2, 1, 0, -1}, two0[] = {2, 0, -1},
                      one2[] = {1, 2, -1}, none[] = {-1};
     char buf[256], pre[64], pre_up[64];
-    int idx[NGPU + 1], idx_3[] = {3, -1};
+    int idx[NGPU + 1];
 
     if (argc >= 3 && strcmp(argv[1], "--child") == 0)
         return strcmp(argv[2], "cvd") == 0 ? child_cvd() : 2;
@@ -130,17 +130,20 @@ int main(int argc, char **argv)
         sim_t_uuid_str(&u, phys[i]);
     }
 
-    /* indices */
+    /* indices, read like strtol */
     expect(NULL, NULL, CUDA_SUCCESS, all);
     expect("0", NULL, CUDA_SUCCESS, only0);
     expect("3,2,1,0", NULL, CUDA_SUCCESS, rev);
     expect("2,0", NULL, CUDA_SUCCESS, two0);
     expect(" 1 , 2 ", NULL, CUDA_SUCCESS, one2);
+    expect("+1,2x,00", NULL, CUDA_SUCCESS, (const int[]){1, 2, 0, -1});
+    expect("0a", NULL, CUDA_SUCCESS, only0);
     /* the first invalid entry ends the list */
     expect("0,7,1", NULL, CUDA_SUCCESS, only0);
     expect("0,1", "1", CUDA_SUCCESS, only0);
     expect("1,0", "1", CUDA_ERROR_NO_DEVICE, none);
     expect("0,,1", NULL, CUDA_SUCCESS, only0);
+    expect("0,", NULL, CUDA_SUCCESS, only0);
     expect("0,-1,1", NULL, CUDA_SUCCESS, only0);
     /* nothing valid: no device */
     expect("", NULL, CUDA_ERROR_NO_DEVICE, none);
@@ -148,17 +151,19 @@ int main(int argc, char **argv)
     expect("abc", NULL, CUDA_ERROR_NO_DEVICE, none);
     expect("4", NULL, CUDA_ERROR_NO_DEVICE, none);
     expect(",0", NULL, CUDA_ERROR_NO_DEVICE, none);
+    expect("GPU-", NULL, CUDA_ERROR_NO_DEVICE, none);
+    expect("GPU", NULL, CUDA_ERROR_NO_DEVICE, none);
+    expect("MIG-0", NULL, CUDA_ERROR_NO_DEVICE, none); /* no such UUID */
     /* named twice */
     expect("0,0", NULL, CUDA_ERROR_INVALID_DEVICE, none);
+    expect(" 0 , 0", NULL, CUDA_ERROR_INVALID_DEVICE, none);
     expect("2,1,2", NULL, CUDA_ERROR_INVALID_DEVICE, none);
-    /* an index, then the same GPU by UUID: one device (seen on the H200) */
-    snprintf(buf, sizeof(buf), "1,%s", phys[1]);
-    idx[0] = 1, idx[1] = -1;
-    expect(buf, NULL, CUDA_SUCCESS, idx);
+    snprintf(buf, sizeof(buf), "%s,%s", phys[1], phys[1]);
+    expect(buf, NULL, CUDA_ERROR_INVALID_DEVICE, none);
     /* a duplicate after the list has ended is not seen */
     expect("0,9,0", NULL, CUDA_SUCCESS, only0);
 
-    /* UUIDs: full, prefix, case-insensitive */
+    /* UUIDs: full, prefix, case-insensitive, dashes ignored */
     snprintf(buf, sizeof(buf), "%s", phys[2]);
     idx[0] = 2, idx[1] = -1;
     expect(buf, NULL, CUDA_SUCCESS, idx);
@@ -167,24 +172,52 @@ int main(int argc, char **argv)
     idx[0] = 3, idx[1] = -1;
     expect(pre, NULL, CUDA_SUCCESS, idx);
     expect(pre_up, NULL, CUDA_SUCCESS, idx);
-    snprintf(buf, sizeof(buf), "%s,0", pre);
-    idx[0] = 3, idx[1] = 0, idx[2] = -1;
+    snprintf(buf, sizeof(buf), "%s-", pre);
     expect(buf, NULL, CUDA_SUCCESS, idx);
-    /* a UUID, then the same GPU by index: the list ends (H200) */
-    snprintf(buf, sizeof(buf), "%s,3", pre);
-    expect(buf, NULL, CUDA_SUCCESS, idx_3);
+    snprintf(buf, sizeof(buf), "GPU--%s", pre + 4);
+    expect(buf, NULL, CUDA_SUCCESS, idx);
+    {
+        /* all 32 digits without dashes, and one digit too many */
+        char d32[64];
+        size_t k = 0;
+        for (const char *c = phys[3] + 4; *c; c++)
+            if (*c != '-')
+                d32[k++] = *c;
+        d32[k] = '\0';
+        snprintf(buf, sizeof(buf), "GPU-%s", d32);
+        expect(buf, NULL, CUDA_SUCCESS, idx);
+        snprintf(buf, sizeof(buf), "%s0", phys[3]);
+        expect(buf, NULL, CUDA_SUCCESS, idx);
+        /* MIG- takes a GPU UUID too */
+        snprintf(buf, sizeof(buf), "MIG-%s", phys[3] + 4);
+        expect(buf, NULL, CUDA_SUCCESS, idx);
+    }
+    snprintf(buf, sizeof(buf), "%sxyz", pre);
+    expect(buf, NULL, CUDA_ERROR_NO_DEVICE, none);
+    snprintf(buf, sizeof(buf), "%s ", pre); /* no trimming for UUIDs */
+    expect(buf, NULL, CUDA_ERROR_NO_DEVICE, none);
+    snprintf(buf, sizeof(buf), " %s", pre);
+    expect(buf, NULL, CUDA_ERROR_NO_DEVICE, none);
+    snprintf(buf, sizeof(buf), "gpu-%s", pre + 4); /* "GPU-" is case-sensitive */
+    expect(buf, NULL, CUDA_ERROR_NO_DEVICE, none);
+    snprintf(buf, sizeof(buf), "MIG-%s", phys[0]);   /* MIG-GPU-... */
+    expect(buf, NULL, CUDA_ERROR_NO_DEVICE, none);
+    /* a list keeps the kind of its first entry: an index after a UUID, or
+     * a UUID after an index, ends it (so no "named twice" there) */
+    snprintf(buf, sizeof(buf), "%s,0", pre);
+    expect(buf, NULL, CUDA_SUCCESS, idx);
+    snprintf(buf, sizeof(buf), "%s,3,3", pre);
+    expect(buf, NULL, CUDA_SUCCESS, idx);
+    snprintf(buf, sizeof(buf), "1,%s", phys[1]);
+    expect(buf, NULL, CUDA_SUCCESS, (const int[]){1, -1});
+    snprintf(buf, sizeof(buf), "0,%s,0", phys[0]);
+    expect(buf, NULL, CUDA_SUCCESS, only0);
+    snprintf(buf, sizeof(buf), "%s,%.8s", phys[1], phys[0]);
+    expect(buf, NULL, CUDA_SUCCESS, (const int[]){1, 0, -1});
     /* without "GPU-" a UUID is invalid */
     expect(phys[1] + 4, NULL, CUDA_ERROR_NO_DEVICE, none);
     snprintf(buf, sizeof(buf), "0,%s", phys[1] + 4);
     expect(buf, NULL, CUDA_SUCCESS, only0);
-    /* no MIG in the simulator */
-    snprintf(buf, sizeof(buf), "MIG-%s", phys[0] + 4);
-    expect(buf, NULL, CUDA_ERROR_NO_DEVICE, none);
-    snprintf(buf, sizeof(buf), "0,MIG-%s", phys[1] + 4);
-    expect(buf, NULL, CUDA_SUCCESS, only0);
-    /* a UUID longer than any GPU's matches nothing */
-    snprintf(buf, sizeof(buf), "%s0", phys[0]);
-    expect(buf, NULL, CUDA_ERROR_NO_DEVICE, none);
 
     /* An ambiguous prefix is invalid: two GPUs starting with ec8f. */
     {
@@ -194,7 +227,8 @@ int main(int argc, char **argv)
             "GPU-12345678-aaaa-bbbb-cccc-ddddeeeeffff";
         const char *cases[][2] = {
             {"GPU-ec8f", "x"},      {"GPU-ec8f1", "1"}, {"GPU-EC8F0", "0"},
-            {"2,GPU-ec8f", "2"},    {"GPU-ec8f-", "x"}, {"GPU-", "x"},
+            {"GPU-12,GPU-ec8f", "2"}, {"GPU-ec8f-", "x"}, {"GPU-", "x"},
+            {"GPU-ec8f-1", "1"},
             {"GPU-ec8f1111-aaaa-bbbb-cccc-ddddeeeeffff", "1"}};
         for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
             char ev[128], out[1024];

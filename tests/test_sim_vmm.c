@@ -112,6 +112,8 @@ static void test_local(void)
     CU_RC(D.cuMemAddressReserve(&base, 8 * MiB, 3, 0, 0),
           CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuMemAddressReserve(&base, 100, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemAddressReserve(&base, 65536, 0, 0, 0),
+          CUDA_ERROR_INVALID_VALUE); /* whole granules only, as the driver */
     CU_RC(D.cuMemAddressReserve(&base, 8 * MiB, 0, 0, 1),
           CUDA_ERROR_INVALID_VALUE);
     CU_OK(D.cuMemAddressReserve(&other, 4 * MiB, 16 * MiB, 0, 0));
@@ -119,17 +121,19 @@ static void test_local(void)
     CU_OK(D.cuMemAddressReserve(&base, 8 * MiB, 0, 0, 0));
     CHECK(base % GRAN == 0);
 
-    /* map a, then b right after it */
-    CU_RC(D.cuMemMap(base, GRAN, GRAN, ha, 0), CUDA_ERROR_INVALID_VALUE);
+    /* map a, then b right after it; the driver's answers: an offset, part
+     * of an allocation or an overlap are CUDA_ERROR_NOT_SUPPORTED */
+    CU_RC(D.cuMemMap(base, GRAN, GRAN, ha, 0), CUDA_ERROR_NOT_SUPPORTED);
     CU_RC(D.cuMemMap(base + 4096, GRAN, 0, ha, 0), CUDA_ERROR_INVALID_VALUE);
-    CU_RC(D.cuMemMap(base, 2 * GRAN, 0, ha, 0), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemMap(base, 2 * GRAN, 0, ha, 0), CUDA_ERROR_NOT_SUPPORTED);
+    CU_RC(D.cuMemMap(base, GRAN, 0, hb, 0), CUDA_ERROR_NOT_SUPPORTED);
     CU_RC(D.cuMemMap(base + 3 * GRAN, 2 * GRAN, 0, hb, 0),
           CUDA_ERROR_INVALID_VALUE); /* past the reservation */
     CU_OK(D.cuMemMap(base, GRAN, 0, ha, 0));
-    CU_RC(D.cuMemMap(base, GRAN, 0, hb, 0), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemMap(base, 2 * GRAN, 0, hb, 0), CUDA_ERROR_NOT_SUPPORTED);
     CU_OK(D.cuMemMap(base + GRAN, 2 * GRAN, 0, hb, 0));
     CU_RC(D.cuMemMap(base + 2 * GRAN, GRAN, 0, ha, 0),
-          CUDA_ERROR_INVALID_VALUE); /* overlaps b */
+          CUDA_ERROR_NOT_SUPPORTED); /* overlaps b */
 
     /* mapped but no access yet */
     CHECK(access_of(base, 1) == CU_MEM_ACCESS_FLAGS_PROT_NONE);
@@ -208,12 +212,15 @@ static void test_local(void)
     CU_RC(D.cuMemAddressFree(base, 8 * MiB), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuMemUnmap(base, GRAN / 2), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuMemUnmap(base + GRAN, GRAN), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemUnmap(base, 2 * GRAN), CUDA_ERROR_INVALID_VALUE); /* cuts b */
+    CU_OK(D.cuMemUnmap(base + 3 * GRAN, GRAN)); /* nothing mapped: fine */
     CU_OK(D.cuMemUnmap(base, GRAN));
     CHECK(test_fd_count() == fds0 + 1);
     CU_RC(D.cuMemcpyDtoHAsync(back, base, 4, NULL), CUDA_ERROR_INVALID_VALUE);
     CU_OK(D.cuMemUnmap(base + GRAN, 2 * GRAN));
     CHECK(test_fd_count() == fds0);
-    CU_RC(D.cuMemUnmap(base + GRAN, 2 * GRAN), CUDA_ERROR_INVALID_VALUE);
+    CU_OK(D.cuMemUnmap(base + GRAN, 2 * GRAN)); /* again: as the driver */
+    CU_RC(D.cuMemUnmap(base + 16 * GRAN, GRAN), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuMemAddressFree(base, 4 * MiB), CUDA_ERROR_INVALID_VALUE);
     CU_OK(D.cuMemAddressFree(base, 8 * MiB));
     CU_RC(D.cuMemAddressFree(base, 8 * MiB), CUDA_ERROR_INVALID_VALUE);

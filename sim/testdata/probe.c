@@ -10,7 +10,9 @@
  * Needs one visible GPU (device 0). Not part of the test suite. */
 #include "sim_test.h"
 
+#include <ctype.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define MiB ((size_t)1 << 20)
@@ -57,7 +59,7 @@ static void probe_cvd(void)
     const char *u = uuid0 + 4;
 #define CV(label, ...)                                                         \
     do {                                                                       \
-        char ev_[256], out_[512];                                              \
+        char ev_[320], out_[512];                                              \
         const char *env_[] = {ev_, NULL};                                      \
         snprintf(b, sizeof(b), __VA_ARGS__);                                   \
         snprintf(ev_, sizeof(ev_), "CUDA_VISIBLE_DEVICES=%s", b);              \
@@ -102,6 +104,20 @@ static void probe_cvd(void)
     CV("MIG-uuid", "MIG-%s", u);
     CV("0,MIG-uuid", "0,MIG-%s", u);
     CV(" GPU-4hex", " GPU-%.4s", u);
+    CV("GPU-uuid,GPU-uuid", "%s,%s", uuid0, uuid0);
+    CV("GPU-4hex,GPU-uuid", "GPU-%.4s,%s", u, uuid0);
+    CV("GPU-4hex+xyz", "GPU-%.4sxyz", u);
+    CV("GPU-4hex+space", "GPU-%.4s ", u);
+    CV("GPU-4hex-", "GPU-%.4s-", u);
+    CV("GPU--4hex", "GPU--%.4s", u);
+    CV("MIG-4hex", "MIG-%.4s", u);
+    CV("MIG-GPU-uuid", "MIG-%s", uuid0);
+    CV("GPU-32hex-nodashes", "GPU-%.8s%.4s%.4s%.4s%.12s", u, u + 9, u + 14,
+       u + 19, u + 24);
+    CV("GPU-uuid,junk,0", "%s,junk,0", uuid0);
+    CV("0,GPU-uuid,0", "0,%s,0", uuid0);
+    CV("GPU-uuid,0,0", "%s,0,0", uuid0);
+    CV("GPU-wrong", "GPU-%c", u[0] == 'f' ? 'e' : 'f');
 #undef CV
 }
 
@@ -126,16 +142,22 @@ static void probe_devices(void)
     PV("pci-has-uppercase-hex", "%d", strpbrk(s, "ABCDEF") != NULL);
     PV("pci-has-lowercase-hex", "%d", strpbrk(s, "abcdef") != NULL);
     printf("pci-busid-raw %s\n", s);
-    CU_OK(D.cuDeviceGetPCIBusId(s, 5, 0));
-    printf("pci-busid-len5 %s\n", s);
-    CU_OK(D.cuDeviceGetName(s, 6, 0));
-    printf("name-len6 %s\n", s);
-    P("name-len0", D.cuDeviceGetName(s, 0, 0));
+    s[0] = 0;
+    P("pci-busid-len5", D.cuDeviceGetPCIBusId(s, 5, 0));
+    printf("pci-busid-len5-value %s\n", s);
+    s[0] = 0;
+    P("pci-busid-len12", D.cuDeviceGetPCIBusId(s, 12, 0));
+    printf("pci-busid-len12-value %s\n", s);
+    s[0] = 0;
+    P("pci-busid-len13", D.cuDeviceGetPCIBusId(s, 13, 0));
+    s[0] = 0;
+    P("name-len6", D.cuDeviceGetName(s, 6, 0));
+    printf("name-len6-value %s\n", s);
     CU_OK(D.cuDeviceTotalMem(&mem, 0));
     PV("totalmem-MiB", "%zu", mem >> 20);
+    PV("totalmem-bytes", "%zu", mem);
     P("cuDeviceGet(1)", D.cuDeviceGet(&v, 1));
     P("cuDeviceGet(-1)", D.cuDeviceGet(&v, -1));
-    P("cuDeviceGet(NULL)", D.cuDeviceGet(NULL, 0));
     P("attr-0", D.cuDeviceGetAttribute(&v, (CUdevice_attribute)0, 0));
     P("attr-MAX", D.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0));
     P("attr-dev1", D.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1));
@@ -175,35 +197,58 @@ static void probe_devices(void)
     }
 }
 
+static void gq(const char *key, const char *name, int ver, cuuint64_t flags)
+{
+    void *p = (void *)&p;
+    CUdriverProcAddressQueryResult st = (CUdriverProcAddressQueryResult)99;
+    CUresult r = D.gpa(name, &p, ver, flags, &st);
+
+    printf("%s %s status=%d pfn=%s\n", key, en(r), (int)st,
+           p == NULL ? "NULL" : p == (void *)&p ? "untouched" : "set");
+}
+
 static void probe_proc(void)
 {
     void *p = NULL;
-    CUdriverProcAddressQueryResult st = 99;
+    CUdriverProcAddressQueryResult st;
+    CUresult r;
 
-    printf("gpa-cuStreamDestroy_v2 %s %d\n",
-           en(D.gpa("cuStreamDestroy_v2", &p, 13000, 0, &st)), (int)st);
-    printf("gpa-cuMemPoolCreate@11010 %s %d\n",
-           en(D.gpa("cuMemPoolCreate", &p, 11010, 0, &st)), (int)st);
-    printf("gpa-cuDeviceTotalMem@2000 %s %d\n",
-           en(D.gpa("cuDeviceTotalMem", &p, 2000, 0, &st)), (int)st);
-    printf("gpa-cuMemcpyHtoDAsync@2000 %s %d\n",
-           en(D.gpa("cuMemcpyHtoDAsync", &p, 2000, 0, &st)), (int)st);
-    printf("gpa-flags4 %s\n", en(D.gpa("cuInit", &p, 13000, 4, &st)));
-    printf("gpa-empty %s %d\n", en(D.gpa("", &p, 13000, 0, &st)), (int)st);
+    gq("gpa-cuStreamDestroy_v2", "cuStreamDestroy_v2", 13000, 0);
+    gq("gpa-unknown", "cuNoSuchFunction", 13000, 0);
+    gq("gpa-cuMemPoolCreate@11010", "cuMemPoolCreate", 11010, 0);
+    gq("gpa-cuLibraryLoadData@11080", "cuLibraryLoadData", 11080, 0);
+    gq("gpa-cuDeviceTotalMem@2000", "cuDeviceTotalMem", 2000, 0);
+    gq("gpa-cuMemcpyHtoDAsync@2000", "cuMemcpyHtoDAsync", 2000, 0);
+    gq("gpa-cuInit@13010", "cuInit", 13010, 0);
+    gq("gpa-cuInit@99999", "cuInit", 99999, 0);
+    gq("gpa-flags4", "cuInit", 13000, 4);
+    gq("gpa-empty", "", 13000, 0);
+    gq("gpa-cuInit@0", "cuInit", 0, 0);
+    /* (NULL symbol or pfn: the real driver crashes) */
+    r = D.gpa("cuGetProcAddress", &p, 11030, 0, &st);
     printf("gpa-cuGetProcAddress@11030==v2 %d\n",
-           D.gpa("cuGetProcAddress", &p, 11030, 0, &st) == CUDA_SUCCESS &&
-               p == dlsym(D.handle, "cuGetProcAddress_v2"));
+           r == CUDA_SUCCESS && p == dlsym(D.handle, "cuGetProcAddress_v2"));
     printf("gpa-cuGetProcAddress@11030==plain %d\n",
-           D.gpa("cuGetProcAddress", &p, 11030, 0, &st) == CUDA_SUCCESS &&
-               p == dlsym(D.handle, "cuGetProcAddress"));
+           r == CUDA_SUCCESS && p == dlsym(D.handle, "cuGetProcAddress"));
+    r = D.gpa("cuCtxSynchronize", &p, 13000, 0, &st);
     printf("gpa-cuCtxSynchronize@13000==_v2 %d\n",
-           D.gpa("cuCtxSynchronize", &p, 13000, 0, &st) == CUDA_SUCCESS &&
-               p == dlsym(D.handle, "cuCtxSynchronize_v2"));
-    printf("gpa-cuStreamQuery-ptsz==plain %d\n",
-           D.gpa("cuStreamQuery", &p, 13000,
-                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-                 &st) == CUDA_SUCCESS &&
-               p == dlsym(D.handle, "cuStreamQuery"));
+           r == CUDA_SUCCESS && p == dlsym(D.handle, "cuCtxSynchronize_v2"));
+    r = D.gpa("cuStreamQuery", &p, 13000,
+              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st);
+    printf("gpa-cuStreamQuery-ptsz==plain %d ==_ptsz %d\n",
+           r == CUDA_SUCCESS && p == dlsym(D.handle, "cuStreamQuery"),
+           r == CUDA_SUCCESS && p == dlsym(D.handle, "cuStreamQuery_ptsz"));
+    r = D.gpa("cuStreamDestroy", &p, 13000, 0, &st);
+    printf("gpa-cuStreamDestroy==_v2 %d\n",
+           r == CUDA_SUCCESS && p == dlsym(D.handle, "cuStreamDestroy_v2"));
+    r = D.gpa("cuStreamDestroy", &p, 3000, 0, &st);
+    printf("gpa-cuStreamDestroy@3000==plain %d\n",
+           r == CUDA_SUCCESS && p == dlsym(D.handle, "cuStreamDestroy"));
+    printf("dlsym-cuDeviceTotalMem %d dlsym-cuMemcpyHtoDAsync %d "
+           "dlsym-cuGetProcAddress %d\n",
+           dlsym(D.handle, "cuDeviceTotalMem") != NULL,
+           dlsym(D.handle, "cuMemcpyHtoDAsync") != NULL,
+           dlsym(D.handle, "cuGetProcAddress") != NULL);
 }
 
 /* ---- contexts, streams, events -------------------------------------------- */
@@ -223,13 +268,13 @@ static void probe_ctx_streams(void)
     P("streamcreate-noctx", D.cuStreamCreateWithPriority(&s, 0, 0));
     P("eventcreate-noctx", D.cuEventCreate(&e, 0));
     P("streamquery-null-noctx", D.cuStreamQuery(NULL));
-    P("ctxsetcurrent-bogus", D.cuCtxSetCurrent((CUcontext)&x));
+    (void)x; /* (a bogus context: the real driver takes it, then crashes) */
     CU_OK(D.cuDevicePrimaryCtxRetain(&c, 0));
     CU_OK(D.cuCtxSetCurrent(c));
     {
         PFN_cuCtxGetStreamPriorityRange_v5050 f = NULL;
         void *pv = NULL;
-        if (D.gpa("cuCtxGetStreamPriorityRange", &pv, 13000, 0, NULL) == 0) {
+        if (D.gpa("cuCtxGetStreamPriorityRange", &pv, 13000, 0, NULL) == 0 && pv) {
             memcpy(&f, &pv, sizeof(pv));
             f(&lo, &hi);
         }
@@ -269,7 +314,6 @@ static void probe_ctx_streams(void)
     CU_OK(D.cuEventRecord(e2, s));
     CU_OK(D.cuEventSynchronize(e2));
     P("elapsed-ok", D.cuEventElapsedTime(&ms, e, e2));
-    P("elapsed-null-out", D.cuEventElapsedTime(NULL, e, e2));
     CU_OK(D.cuEventCreate(&nt, CU_EVENT_DISABLE_TIMING));
     CU_OK(D.cuEventRecord(nt, s));
     CU_OK(D.cuEventSynchronize(nt));
@@ -283,10 +327,11 @@ static void probe_ctx_streams(void)
     P("ipcopen-same-process", D.cuIpcOpenEventHandle(&op, h));
     memset(&hz, 0, sizeof(hz));
     P("ipcopen-zero-handle", D.cuIpcOpenEventHandle(&op, hz));
+    hz = h;
+    hz.reserved[0] ^= 0x5a;
+    P("ipcopen-flipped-byte0", D.cuIpcOpenEventHandle(&op, hz));
     CU_OK(D.cuEventDestroy(e));
-    P("eventdestroy-twice", D.cuEventDestroy(e));
     CU_OK(D.cuStreamDestroy(s));
-    P("streamdestroy-twice", D.cuStreamDestroy(s));
     CU_OK(D.cuEventDestroy(e2));
     CU_OK(D.cuEventDestroy(nt));
 
@@ -298,7 +343,6 @@ static void probe_ctx_streams(void)
     P("ctxsync-released-current", D.cuCtxSynchronize());
     P("ctxgetcurrent-released", D.cuCtxGetCurrent(&cur));
     PV("ctxgetcurrent-released-same", "%d", cur == c);
-    P("ipcevent-destroy-after-release", D.cuEventDestroy(ipc));
     CU_OK(D.cuDevicePrimaryCtxRetain(&cur, 0));
     PV("ctxretain-same-handle", "%d", cur == c);
     CU_OK(D.cuCtxSetCurrent(cur));
@@ -319,6 +363,20 @@ static void probe_library(void)
 
     P("lib-empty-string", D.cuLibraryLoadData(&lib, "", NULL, NULL, 0, NULL,
                                               NULL, 0));
+    {
+        CUresult r1 = D.cuLibraryLoadData(&lib, "hello .entry k()", NULL, NULL,
+                                          0, NULL, NULL, 0);
+        if (r1 == CUDA_SUCCESS) {
+            P("lib-garbage-getkernel", D.cuLibraryGetKernel(&k, lib, "k"));
+            D.cuLibraryUnload(lib);
+        }
+        r1 = D.cuLibraryLoadData(&lib, ".version 8.0\n.target sm_90\n.entry 9bad()",
+                                 NULL, NULL, 0, NULL, NULL, 0);
+        if (r1 == CUDA_SUCCESS) {
+            P("lib-badptx-getkernel", D.cuLibraryGetKernel(&k, lib, "9bad"));
+            D.cuLibraryUnload(lib);
+        }
+    }
     P("lib-text-no-version",
       D.cuLibraryLoadData(&lib, "hello .entry k()", NULL, NULL, 0, NULL, NULL,
                           0));
@@ -329,7 +387,6 @@ static void probe_library(void)
                           NULL, NULL, 0, NULL, NULL, 0));
     CU_OK(D.cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
     P("getkernel-unknown", D.cuLibraryGetKernel(&k, lib, "nope"));
-    P("getkernel-null-name", D.cuLibraryGetKernel(&k, lib, NULL));
     CU_OK(D.cuLibraryGetKernel(&k, lib, "k1"));
     CU_OK(D.cuKernelGetFunction(&f, k));
     memset(&cfg, 0, sizeof(cfg));
@@ -349,7 +406,6 @@ static void probe_library(void)
     P("launch-kernel-handle", D.cuLaunchKernelEx(&cfg, (CUfunction)k, NULL, NULL));
     CU_OK(D.cuCtxSynchronize());
     CU_OK(D.cuLibraryUnload(lib));
-    P("unload-twice", D.cuLibraryUnload(lib));
     {
         unsigned char fb[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
         P("lib-fatbin-no-entries",
@@ -385,7 +441,19 @@ static void probe_pools(void)
     pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     pp.handleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
-    P("poolcreate-fabric", D.cuMemPoolCreate(&pool, &pp));
+    if (D.cuMemPoolCreate(&pool, &pp) == CUDA_SUCCESS) {
+        CUdeviceptr fa;
+        CUmemFabricHandle fh;
+        printf("poolcreate-fabric CUDA_SUCCESS\n");
+        P("poolexport-fabric", D.cuMemPoolExportToShareableHandle(
+                                   &fh, pool, CU_MEM_HANDLE_TYPE_FABRIC, 0));
+        P("poolexport-posix-on-fabric", D.cuMemPoolExportToShareableHandle(
+                                   &fd1, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        P("pool-fabric-alloc", D.cuMemAllocFromPoolAsync(&fa, 64, pool, NULL));
+        D.cuMemFreeAsync(fa, NULL);
+        D.cuCtxSynchronize();
+        D.cuMemPoolDestroy(pool);
+    }
     pp.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
     pp.location.id = 3;
     P("poolcreate-baddev", D.cuMemPoolCreate(&pool, &pp));
@@ -424,7 +492,12 @@ static void probe_pools(void)
     CU_OK(D.cuMemAllocFromPoolAsync(&c, 512, pool, s));
     printf("pool-reuse-hole %d\n", c == a);
     P("pool-alloc-too-big", D.cuMemAllocFromPoolAsync(&ia, 65 * MiB, pool, s));
+    ia = 77;
     P("pool-alloc-0", D.cuMemAllocFromPoolAsync(&ia, 0, pool, s));
+    printf("pool-alloc-0-ptr-is-null %d\n", ia == 0);
+    if (ia == 0)
+        P("pool-free-0", D.cuMemFreeAsync(0, s));
+    P("pool-free-null", D.cuMemFreeAsync(0, s));
     P("pool-free-interior", D.cuMemFreeAsync(b + 256, s));
     P("pool-free-host-ptr", D.cuMemFreeAsync((CUdeviceptr)(uintptr_t)host, s));
     v = 5;
@@ -435,7 +508,6 @@ static void probe_pools(void)
 
     /* copies */
     memset(host, 7, sizeof(host));
-    P("memcpy-htod-past-end", D.cuMemcpyHtoDAsync(b + 4090, host, 64, s));
     P("memcpy-htod-host-dst",
       D.cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)host, host + 8, 8, s));
     P("memset-host-dst", D.cuMemsetD8Async((CUdeviceptr)(uintptr_t)host, 0, 8, s));
@@ -513,12 +585,136 @@ static void probe_pools(void)
 
     CU_OK(D.cuMemFreeAsync(b, s));
     CU_OK(D.cuMemFreeAsync(c, s));
-    P("pool-free-twice", D.cuMemFreeAsync(b, s));
     CU_OK(D.cuStreamSynchronize(s));
     CU_OK(D.cuMemPoolDestroy(pool));
-    P("pool-destroy-twice", D.cuMemPoolDestroy(pool));
     CU_OK(D.cuMemPoolDestroy(npool));
     CU_OK(D.cuStreamDestroy(s));
+}
+
+/* ---- a pool and an IPC event in another process ---------------------------- */
+
+struct xmsg {
+    CUmemPoolPtrExportData data;
+    CUipcEventHandle ev;
+};
+
+static int child_import(void)
+{
+    int sock = sim_t_child_fd(), fd = -1, r;
+    struct xmsg m;
+    CUmemoryPool pool;
+    CUdeviceptr p, q;
+    CUmemAccess_flags f = (CUmemAccess_flags)99;
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    CUmemPoolPtrExportData bad;
+    CUevent e;
+    unsigned char b[4] = {0};
+    char out[2048];
+    int n = 0;
+
+    sim_t_init_ctx(0);
+    r = sim_t_recv(sock, &m, sizeof(m), &fd, 1);
+    (void)r;
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-ipcopen %s\n",
+                  en(D.cuIpcOpenEventHandle(&e, m.ev)));
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-ipc-query %s\n",
+                  en(D.cuEventQuery(e)));
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-ipc-getowner %s\n",
+                  en(D.cuIpcGetEventHandle(&m.ev, e)));
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-poolimport %s\n",
+                  en(D.cuMemPoolImportFromShareableHandle(
+                      &pool, (void *)(uintptr_t)fd,
+                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)));
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-fd-still-open %d\n",
+                  fcntl(fd, F_GETFD) >= 0);
+    D.cuMemPoolGetAccess(&f, pool, &loc);
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-imported-owner-access %d\n",
+                  (int)f);
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-alloc-from-imported %s\n",
+                  en(D.cuMemAllocFromPoolAsync(&q, 64, pool, NULL)));
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-export-imported %s\n",
+                  en(D.cuMemPoolExportToShareableHandle(
+                      &r, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)));
+    bad = m.data;
+    bad.reserved[0] ^= 0xff;
+    bad.reserved[9] ^= 0xff;
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-importptr-bad %s\n",
+                  en(D.cuMemPoolImportPointer(&q, pool, &bad)));
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-importptr %s\n",
+                  en(D.cuMemPoolImportPointer(&p, pool, &m.data)));
+    D.cuMemcpyDtoHAsync(b, p, 4, NULL);
+    D.cuCtxSynchronize();
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-bytes %d %d\n", b[0], b[3]);
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-importptr-twice %s same=%d\n",
+                  en(D.cuMemPoolImportPointer(&q, pool, &m.data)), q == p);
+    cuuint64_t v = 12345;
+    CUresult ar = D.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v);
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-imported-used %s %llu\n",
+                  en(ar), (unsigned long long)v);
+    ar = D.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v);
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-imported-threshold %s\n",
+                  en(ar));
+    {
+        CUmemAccessDesc dd;
+        memset(&dd, 0, sizeof(dd));
+        dd.location = loc;
+        dd.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        n += snprintf(out + n, sizeof(out) - (size_t)n, "x-imported-setaccess %s\n",
+                      en(D.cuMemPoolSetAccess(pool, &dd, 1)));
+    }
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-free-imported %s\n",
+                  en(D.cuMemFreeAsync(p, NULL)));
+    D.cuCtxSynchronize();
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-pooldestroy %s\n",
+                  en(D.cuMemPoolDestroy(pool)));
+    sim_t_report("%s", out);
+    return 0;
+}
+
+static void probe_cross(void)
+{
+    CUmemPoolProps pp;
+    CUmemoryPool pool;
+    CUdeviceptr a;
+    CUevent e;
+    struct xmsg m;
+    int fd = -1, sv[2];
+    char out[4096];
+    ssize_t len = 0;
+    pid_t pid;
+
+    memset(&pp, 0, sizeof(pp));
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    if (D.cuMemPoolCreate(&pool, &pp) || D.cuMemAllocFromPoolAsync(&a, 4096, pool, NULL) ||
+        D.cuMemsetD8Async(a, 0x5a, 4096, NULL) || D.cuCtxSynchronize() ||
+        D.cuMemPoolExportToShareableHandle(&fd, pool,
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+        D.cuMemPoolExportPointer(&m.data, a) ||
+        D.cuEventCreate(&e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING) ||
+        D.cuEventRecord(e, NULL) || D.cuIpcGetEventHandle(&m.ev, e)) {
+        printf("x-setup failed\n");
+        return;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return;
+    pid = spawn_self("import", NULL, NULL, sv[1]);
+    close(sv[1]);
+    sim_t_send(sv[0], &m, sizeof(m), &fd, 1);
+    for (;;) {
+        ssize_t r = read(sv[0], out + len, sizeof(out) - 1 - (size_t)len);
+        if (r <= 0)
+            break;
+        len += r;
+    }
+    out[len] = '\0';
+    close(sv[0]);
+    printf("%sx-child-exit %d\n", out, wait_child(pid));
+    printf("x-exporter-free %s\n", en(D.cuMemFreeAsync(a, NULL)));
+    D.cuCtxSynchronize();
+    printf("x-exporter-destroy %s\n", en(D.cuMemPoolDestroy(pool)));
+    close(fd);
 }
 
 /* ---- VMM --------------------------------------------------------------------- */
@@ -556,7 +752,6 @@ static void probe_vmm(void)
           D.cuMemExportToShareableHandle(&fd, hn,
                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
         CU_OK(D.cuMemRelease(hn));
-        P("vmm-release-twice", D.cuMemRelease(hn));
         q.location.id = 5;
         P("vmm-create-baddev", D.cuMemCreate(&h, 2 * MiB, &q, 0));
     }
@@ -595,13 +790,10 @@ static void probe_vmm(void)
     fl = 99;
     D.cuMemGetAccess(&fl, &loc, base);
     PV("vmm-getaccess-after-read", "%llu", fl);
-    P("vmm-htod-into-readonly", D.cuMemcpyHtoDAsync(base, host, 8, NULL));
-    D.cuCtxSynchronize();
     d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     CU_OK(D.cuMemSetAccess(base, 2 * MiB, &d, 1));
     memset(host, 1, sizeof(host));
     P("vmm-htod-across-seam", D.cuMemcpyHtoDAsync(base + 2 * MiB - 32, host, 64, NULL));
-    P("vmm-htod-past-mapped", D.cuMemcpyHtoDAsync(base + 6 * MiB - 8, host, 16, NULL));
     D.cuCtxSynchronize();
     P("vmm-getaccess-unmapped", D.cuMemGetAccess(&fl, &loc, base + 7 * MiB));
     P("vmm-addressfree-while-mapped", D.cuMemAddressFree(base, 8 * MiB));
@@ -611,6 +803,10 @@ static void probe_vmm(void)
     D.cuCtxSynchronize();
     P("vmm-unmap-two-at-once", D.cuMemUnmap(base, 6 * MiB));
     P("vmm-unmap-again", D.cuMemUnmap(base, 2 * MiB));
+    P("vmm-unmap-1MiB-unmapped", D.cuMemUnmap(base, MiB));
+    P("vmm-unmap-outside-reservation", D.cuMemUnmap(base + 64 * MiB, 2 * MiB));
+    P("vmm-map-outside-reservation", D.cuMemMap(base + 64 * MiB, 4 * MiB, 0, h2, 0));
+    P("vmm-map-past-reservation-end", D.cuMemMap(base + 6 * MiB, 4 * MiB, 0, h2, 0));
     P("vmm-addressfree-wrongsize", D.cuMemAddressFree(base, 4 * MiB));
     P("vmm-addressfree", D.cuMemAddressFree(base, 8 * MiB));
     CU_OK(D.cuMemExportToShareableHandle(&fd, h2,
@@ -627,11 +823,54 @@ static void probe_vmm(void)
     CU_OK(D.cuMemRelease(h2));
 }
 
+/* Last: copies the simulator refuses and a GPU might fault on. */
+static void probe_risky(void)
+{
+    CUmemAllocationProp p;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr base;
+    CUmemAccessDesc d;
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    char host[64];
+
+    memset(host, 3, sizeof(host));
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location = loc;
+    CU_OK(D.cuMemCreate(&h, 2 * MiB, &p, 0));
+    CU_OK(D.cuMemAddressReserve(&base, 4 * MiB, 0, 0, 0));
+    CU_OK(D.cuMemMap(base, 2 * MiB, 0, h, 0));
+    memset(&d, 0, sizeof(d));
+    d.location = loc;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+    CU_OK(D.cuMemSetAccess(base, 2 * MiB, &d, 1));
+    P("risky-vmm-htod-into-readonly", D.cuMemcpyHtoDAsync(base, host, 8, NULL));
+    P("risky-sync1", D.cuCtxSynchronize());
+    P("risky-vmm-htod-past-mapped",
+      D.cuMemcpyHtoDAsync(base + 2 * MiB - 8, host, 16, NULL));
+    P("risky-sync2", D.cuCtxSynchronize());
+    {
+        CUmemPoolProps pp;
+        CUmemoryPool pool;
+        CUdeviceptr a;
+        memset(&pp, 0, sizeof(pp));
+        pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        pp.location = loc;
+        if (D.cuMemPoolCreate(&pool, &pp) == CUDA_SUCCESS &&
+            D.cuMemAllocFromPoolAsync(&a, 4096, pool, NULL) == CUDA_SUCCESS) {
+            P("risky-pool-htod-past-end", D.cuMemcpyHtoDAsync(a + 4090, host, 64, NULL));
+            P("risky-sync3", D.cuCtxSynchronize());
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 3 && strcmp(argv[1], "--child") == 0)
-        return strcmp(argv[2], "cvd") == 0 ? child_cvd() : 2;
+        return strcmp(argv[2], "cvd") == 0      ? child_cvd()
+               : strcmp(argv[2], "import") == 0 ? child_import()
+                                                : 2;
     unsetenv("CUDA_VISIBLE_DEVICES");
     sim_t_load();
     probe_proc();
@@ -640,7 +879,9 @@ int main(int argc, char **argv)
     probe_ctx_streams();
     probe_library();
     probe_pools();
+    probe_cross();
     probe_vmm();
+    probe_risky();
     printf("done\n");
     return 0;
 }
