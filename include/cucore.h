@@ -16,5 +16,10 @@
 #include <cucore/driver.h>
 #include <cucore/device.h>
 #include <cucore/msg.h>
+#include <cucore/channel.h>
+#include <cucore/stream.h>
+#include <cucore/event.h>
+#include <cucore/kernel.h>
+#include <cucore/launch.h>
 
 #endif

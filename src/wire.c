@@ -1,57 +1,136 @@
-/* The wire format's container: message header, records, fd table.
- * Layout and rules: docs/wire-format.md. Every byte that decode reads is
- * untrusted; sizes are computed in size_t/uint64_t so that lengths near
- * UINT32_MAX cannot wrap. */
+/* The message container: records in memory, their encoding to bytes and
+ * the bounds-checked decoding of untrusted bytes (docs/wire-format.md). */
 #include "internal.h"
 #include "wire.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define MSG_MAGIC 0x31435543u /* "CUC1" little-endian */
-#define MSG_FORMAT_VERSION 1u
-#define MSG_HEADER_LEN 32u
-#define REC_HEADER_LEN 16u
-#define INLINE_BYTES 192u
-#define INLINE_RECS 4u
+#define WIRE_MAGIC 0x4d435543u /* "CUCM" in little-endian byte order */
+#define INLINE_RECS 4
+#define INLINE_FDS 4
+#define INLINE_DATA 128
 
-struct rec {
-    uint16_t type, version;
+struct wire_rec {
+    uint16_t type;
+    uint16_t version;
     uint32_t len;
-    size_t off; /* of the payload in buf */
-    uint32_t fd_first, nfds;
+    uint32_t off;      /* payload offset in the data arena */
+    uint32_t fd_first; /* index into the fd table */
+    uint32_t nfds;
 };
 
-/* A small message lives in the struct itself: one malloc in all. */
+/* Arrays start in the inline storage, so that a small message costs one
+ * malloc; they move to the heap when they outgrow it. */
 struct cuc_msg {
-    uint8_t *buf; /* header + records, in wire form */
-    size_t len, cap;
-    struct rec *recs;
-    size_t nrec, rcap;
+    struct wire_rec *recs;
+    uint8_t *data;
     int *fds;
-    size_t nfds, fdcap;
-    uint8_t inline_buf[INLINE_BYTES];
-    struct rec inline_recs[INLINE_RECS];
+    uint32_t nrecs, rec_cap;
+    uint32_t nfds, fd_cap;
+    uint32_t fds_owned; /* entries of fds that are not -1 */
+    size_t data_len, data_cap;
+    size_t wire_len; /* encoded size */
+    struct wire_rec rec_inline[INLINE_RECS];
+    int fd_inline[INLINE_FDS];
+    _Alignas(8) uint8_t data_inline[INLINE_DATA];
 };
+
+struct rec_shape {
+    uint16_t type, version;
+    uint32_t min_len, max_len, multiple, min_fds, max_fds;
+};
+
+/* Indexed by type: record types are small, dense integers. */
+#define SHAPE_(type, ver, lo, hi, mul, flo, fhi) \
+    [type] = {type, ver, lo, hi, mul, flo, fhi},
+static const struct rec_shape shapes[] = {CUC__RECORD_TYPES(SHAPE_)};
+#undef SHAPE_
+
+static const struct rec_shape *shape_of(unsigned type)
+{
+    if (type >= CUC_ARRAY_LEN(shapes) || shapes[type].version == 0)
+        return NULL;
+    return &shapes[type];
+}
+
+const char *cuc__record_type_name(unsigned type)
+{
+    static const char *const names[] = {NULL, "device", "stream", "event",
+                                        "launch config", "kernel", "pool",
+                                        "buffer", "vmm", "fd", "release"};
+
+    if (type >= CUC_ARRAY_LEN(names) || !names[type])
+        return "unknown";
+    return names[type];
+}
 
 static size_t pad8(size_t n)
 {
     return (n + 7u) & ~(size_t)7u;
 }
 
+/* One freed message struct kept per thread: the common create (or decode),
+ * use, destroy cycle then costs no malloc for the struct. A thread's spare
+ * is freed when the thread exits (the key's destructor). */
+static _Thread_local cuc_msg *spare;
+static _Thread_local int spare_registered;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+static int spare_key_ok;
+
+static void spare_free(void *unused)
+{
+    (void)unused;
+    free(spare);
+    spare = NULL;
+}
+
+static void spare_init(void)
+{
+    spare_key_ok = pthread_key_create(&spare_key, spare_free) == 0;
+}
+
+static cuc_msg *msg_new(void)
+{
+    cuc_msg *m = spare;
+
+    if (m) {
+        spare = NULL;
+        return m;
+    }
+    return malloc(sizeof(*m));
+}
+
+static void msg_release(cuc_msg *m)
+{
+    if (!spare && !spare_registered) {
+        pthread_once(&spare_once, spare_init);
+        spare_registered = spare_key_ok && pthread_setspecific(spare_key, &spare) == 0;
+    }
+    if (!spare && spare_registered) {
+        spare = m;
+        return;
+    }
+    free(m);
+}
+
 static void msg_init(cuc_msg *m)
 {
-    m->buf = m->inline_buf;
-    m->cap = INLINE_BYTES;
-    m->len = MSG_HEADER_LEN;
-    memset(m->buf, 0, MSG_HEADER_LEN);
-    m->recs = m->inline_recs;
-    m->rcap = INLINE_RECS;
-    m->nrec = 0;
-    m->fds = NULL;
-    m->nfds = m->fdcap = 0;
+    m->recs = m->rec_inline;
+    m->data = m->data_inline;
+    m->fds = m->fd_inline;
+    m->nrecs = 0;
+    m->rec_cap = INLINE_RECS;
+    m->nfds = 0;
+    m->fd_cap = INLINE_FDS;
+    m->fds_owned = 0;
+    m->data_len = 0;
+    m->data_cap = INLINE_DATA;
+    m->wire_len = CUC__WIRE_HDR;
 }
 
 int cuc_msg_create(cuc_msg **msg)
@@ -60,7 +139,7 @@ int cuc_msg_create(cuc_msg **msg)
 
     if (!msg)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_create: msg is NULL");
-    m = malloc(sizeof(*m));
+    m = msg_new();
     if (!m)
         return cuc__seterr(CUC_E_NOMEM, "cuc_msg_create: out of memory");
     msg_init(m);
@@ -72,9 +151,11 @@ static void close_fds(int *fds, size_t n)
 {
     size_t i;
 
-    for (i = 0; fds && i < n; i++)
+    for (i = 0; i < n; i++) {
         if (fds[i] >= 0)
             close(fds[i]);
+        fds[i] = -1;
+    }
 }
 
 void cuc_msg_destroy(cuc_msg *m)
@@ -82,236 +163,310 @@ void cuc_msg_destroy(cuc_msg *m)
     if (!m)
         return;
     close_fds(m->fds, m->nfds);
-    free(m->fds);
-    if (m->buf != m->inline_buf)
-        free(m->buf);
-    if (m->recs != m->inline_recs)
+    if (m->recs != m->rec_inline)
         free(m->recs);
-    free(m);
+    if (m->data != m->data_inline)
+        free(m->data);
+    if (m->fds != m->fd_inline)
+        free(m->fds);
+    msg_release(m);
 }
 
 size_t cuc_msg_count(const cuc_msg *m)
 {
-    return m ? m->nrec : 0;
+    return m ? m->nrecs : 0;
 }
 
 size_t cuc_msg_fd_count(const cuc_msg *m)
 {
-    return m ? m->nfds : 0;
+    return m ? m->fds_owned : 0;
 }
 
 int cuc_msg_record_type(const cuc_msg *m, size_t index, int *type)
 {
-    if (!m || !type || index >= m->nrec)
-        return cuc__seterr(CUC_E_INVALID, "record index %zu out of range (%zu records)",
-                           index, m ? m->nrec : 0);
+    if (!m || !type)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_record_type: NULL argument");
+    if (index >= m->nrecs)
+        return cuc__seterr(CUC_E_INVALID, "record index %zu is out of range: the "
+                           "message has %u records", index, m->nrecs);
     *type = m->recs[index].type;
     return 0;
 }
 
-static int reserve_bytes(cuc_msg *m, size_t extra)
+/* Makes room for need elements of size elem in *arr (capacity *cap, inline
+ * storage inl). Doubles, so n appends cost O(n). */
+static int grow(void **arr, void *inl, size_t *cap, size_t need, size_t elem)
 {
-    size_t want = m->len + extra, cap = m->cap;
-    uint8_t *nb;
+    size_t ncap = *cap ? *cap : 1;
+    void *p;
 
-    if (want <= cap)
+    if (need <= *cap)
         return 0;
-    if (want > CUC_MSG_MAX_BYTES)
-        return cuc__seterr(CUC_E_LIMIT, "message would exceed %u bytes", CUC_MSG_MAX_BYTES);
-    while (cap < want)
-        cap *= 2;
-    if (m->buf == m->inline_buf) {
-        nb = malloc(cap);
-        if (nb)
-            memcpy(nb, m->buf, m->len);
+    while (ncap < need)
+        ncap *= 2;
+    if (*arr == inl) {
+        p = malloc(ncap * elem);
+        if (p)
+            memcpy(p, inl, *cap * elem);
     } else {
-        nb = realloc(m->buf, cap);
+        p = realloc(*arr, ncap * elem);
     }
-    if (!nb)
-        return cuc__seterr(CUC_E_NOMEM, "message of %zu bytes: out of memory", want);
-    m->buf = nb;
-    m->cap = cap;
+    if (!p)
+        return cuc__seterr(CUC_E_NOMEM, "message: out of memory growing to %zu "
+                           "entries of %zu bytes", ncap, elem);
+    *arr = p;
+    *cap = ncap;
     return 0;
 }
 
-static int reserve_recs(cuc_msg *m, size_t n)
+static int grow_recs(cuc_msg *m, size_t need)
 {
-    size_t cap = m->rcap;
-    struct rec *nr;
+    size_t cap = m->rec_cap;
+    int rc = grow((void **)&m->recs, m->rec_inline, &cap, need, sizeof(*m->recs));
 
-    if (m->nrec + n <= cap)
-        return 0;
-    if (m->nrec + n > CUC_MSG_MAX_RECORDS)
-        return cuc__seterr(CUC_E_LIMIT, "message would exceed %u records", CUC_MSG_MAX_RECORDS);
-    while (cap < m->nrec + n)
-        cap *= 2;
-    if (m->recs == m->inline_recs) {
-        nr = malloc(cap * sizeof(*nr));
-        if (nr)
-            memcpy(nr, m->recs, m->nrec * sizeof(*nr));
-    } else {
-        nr = realloc(m->recs, cap * sizeof(*nr));
+    m->rec_cap = (uint32_t)cap;
+    return rc;
+}
+
+static int grow_fds(cuc_msg *m, size_t need)
+{
+    size_t cap = m->fd_cap;
+    int rc = grow((void **)&m->fds, m->fd_inline, &cap, need, sizeof(*m->fds));
+
+    m->fd_cap = (uint32_t)cap;
+    return rc;
+}
+
+static int check_add(const cuc_msg *m, uint16_t type, uint16_t version,
+                     const void *payload, uint32_t len, uint32_t nfds)
+{
+    const struct rec_shape *s = shape_of(type);
+
+    if (!s)
+        return cuc__seterr(CUC_E_INVALID, "record type %u is not a cucore record "
+                           "type", type);
+    if (version == 0 || version > s->version)
+        return cuc__seterr(CUC_E_INVALID, "%s record version %u: this cucore "
+                           "writes versions 1..%u", cuc__record_type_name(s->type), version, s->version);
+    if (len && !payload)
+        return cuc__seterr(CUC_E_INVALID, "%s record: payload is NULL with "
+                           "length %u", cuc__record_type_name(s->type), len);
+    if (len < s->min_len || len > s->max_len || len % s->multiple)
+        return cuc__seterr(CUC_E_INVALID, "%s record: payload length %u outside "
+                           "%u..%u (multiple of %u)", cuc__record_type_name(s->type), len, s->min_len,
+                           s->max_len, s->multiple);
+    if (nfds < s->min_fds || nfds > s->max_fds)
+        return cuc__seterr(CUC_E_INVALID, "%s record: %u fds, it carries %u..%u",
+                           cuc__record_type_name(s->type), nfds, s->min_fds, s->max_fds);
+    if (m->nrecs >= CUC_MSG_MAX_RECORDS)
+        return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of "
+                           "%u records", CUC_MSG_MAX_RECORDS);
+    if ((uint64_t)m->nfds + nfds > CUC_MSG_MAX_FDS)
+        return cuc__seterr(CUC_E_LIMIT, "message would carry %llu fds, more than "
+                           "the maximum of %u", (unsigned long long)m->nfds + nfds,
+                           CUC_MSG_MAX_FDS);
+    if ((uint64_t)m->wire_len + CUC__WIRE_REC_HDR + pad8(len) > CUC_MSG_MAX_BYTES)
+        return cuc__seterr(CUC_E_LIMIT, "message would be %llu bytes, more than "
+                           "the maximum of %u",
+                           (unsigned long long)(m->wire_len + CUC__WIRE_REC_HDR + pad8(len)),
+                           CUC_MSG_MAX_BYTES);
+    return 0;
+}
+
+/* Appends the record; the fds, already owned by the message's caller, go
+ * into the table as they are. */
+static int append(cuc_msg *m, uint16_t type, uint16_t version,
+                  const void *payload, uint32_t len, const int *fds, uint32_t nfds)
+{
+    size_t off = pad8(m->data_len);
+    struct wire_rec *r;
+    int rc;
+
+    if (CUC_UNLIKELY(m->nrecs + 1 > m->rec_cap || m->nfds + nfds > m->fd_cap ||
+                     off + len > m->data_cap)) {
+        rc = grow_recs(m, (size_t)m->nrecs + 1);
+        if (!rc)
+            rc = grow_fds(m, (size_t)m->nfds + nfds);
+        if (!rc)
+            rc = grow((void **)&m->data, m->data_inline, &m->data_cap, off + len, 1);
+        if (rc)
+            return rc;
     }
-    if (!nr)
-        return cuc__seterr(CUC_E_NOMEM, "message of %zu records: out of memory", m->nrec + n);
-    m->recs = nr;
-    m->rcap = cap;
-    return 0;
-}
-
-static int reserve_fds(cuc_msg *m, size_t n)
-{
-    size_t cap = m->fdcap ? m->fdcap : 4;
-    int *nf;
-
-    if (m->nfds + n > CUC_MSG_MAX_FDS)
-        return cuc__seterr(CUC_E_LIMIT, "message would carry %zu fds, more than %u",
-                           m->nfds + n, CUC_MSG_MAX_FDS);
-    if (m->nfds + n <= m->fdcap)
-        return 0;
-    while (cap < m->nfds + n)
-        cap *= 2;
-    nf = realloc(m->fds, cap * sizeof(*nf));
-    if (!nf)
-        return cuc__seterr(CUC_E_NOMEM, "fd table of %zu: out of memory", cap);
-    m->fds = nf;
-    m->fdcap = cap;
-    return 0;
-}
-
-static void append_record(cuc_msg *m, uint16_t type, uint16_t version, const void *payload,
-                          uint32_t len, const int *fds, uint32_t nfds)
-{
-    size_t padded = pad8(len);
-    uint8_t *h = m->buf + m->len;
-    struct rec *r = &m->recs[m->nrec++];
-
-    cuc__put16(h, type);
-    cuc__put16(h + 2, version);
-    cuc__put32(h + 4, len);
-    cuc__put32(h + 8, (uint32_t)m->nfds);
-    cuc__put32(h + 12, nfds);
-    if (len)
-        memcpy(h + REC_HEADER_LEN, payload, len);
-    memset(h + REC_HEADER_LEN + len, 0, padded - len);
+    r = &m->recs[m->nrecs++];
     r->type = type;
     r->version = version;
     r->len = len;
-    r->off = m->len + REC_HEADER_LEN;
-    r->fd_first = (uint32_t)m->nfds;
+    r->off = (uint32_t)off;
+    r->fd_first = nfds ? m->nfds : 0;
     r->nfds = nfds;
+    if (len)
+        memcpy(m->data + off, payload, len);
+    m->data_len = off + len;
     if (nfds)
         memcpy(m->fds + m->nfds, fds, nfds * sizeof(int));
     m->nfds += nfds;
-    m->len += REC_HEADER_LEN + padded;
+    m->fds_owned += nfds;
+    m->wire_len += CUC__WIRE_REC_HDR + pad8(len);
+    return 0;
 }
 
 int cuc__msg_add_record_owned(cuc_msg *m, uint16_t type, uint16_t version,
                               const void *payload, uint32_t len, int *fds,
                               uint32_t nfds)
 {
-    int rc = reserve_bytes(m, REC_HEADER_LEN + pad8(len));
+    int rc;
 
-    if (!rc)
-        rc = reserve_recs(m, 1);
-    if (!rc)
-        rc = reserve_fds(m, nfds);
-    if (rc) {
-        close_fds(fds, nfds);
-        return rc;
+    if (!m || (nfds && !fds)) {
+        rc = cuc__seterr(CUC_E_INVALID, "cuc__msg_add_record_owned: NULL argument");
+        goto close_given;
     }
-    append_record(m, type, version, payload, len, fds, nfds);
+    rc = check_add(m, type, version, payload, len, nfds);
+    if (!rc)
+        rc = append(m, type, version, payload, len, fds, nfds);
+    if (rc)
+        goto close_given;
     return 0;
+close_given:
+    if (fds)
+        close_fds(fds, nfds);
+    return rc;
 }
 
 int cuc__msg_add_record(cuc_msg *m, uint16_t type, uint16_t version,
                         const void *payload, uint32_t len, const int *fds,
                         uint32_t nfds)
 {
-    int dups[64], *d = dups, rc;
+    int dups[16], *own = dups;
     uint32_t i;
+    int rc;
 
-    if (nfds > CUC_MSG_MAX_FDS)
-        return cuc__seterr(CUC_E_LIMIT, "a record of %u fds exceeds %u", nfds, CUC_MSG_MAX_FDS);
+    if (!m || (nfds && !fds))
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_add_record: NULL argument");
+    rc = check_add(m, type, version, payload, len, nfds);
+    if (rc)
+        return rc;
     if (nfds > CUC_ARRAY_LEN(dups)) {
-        d = malloc(nfds * sizeof(int));
-        if (!d)
-            return cuc__seterr(CUC_E_NOMEM, "out of memory");
+        own = malloc(nfds * sizeof(int));
+        if (!own)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory for %u fds", nfds);
     }
     for (i = 0; i < nfds; i++) {
-        d[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
-        if (d[i] < 0) {
-            rc = cuc__errno_err(errno, "cannot duplicate fd %d (record fd %u of %u)",
-                                fds[i], i, nfds);
-            close_fds(d, i);
-            goto free_dups;
+        own[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+        if (own[i] < 0) {
+            rc = cuc__errno_err(errno, "cannot duplicate fd %d (fd %u of a %s "
+                                "record)", fds[i], i, cuc__record_type_name(type));
+            close_fds(own, i);
+            goto free_own;
         }
     }
-    rc = cuc__msg_add_record_owned(m, type, version, payload, len, d, nfds);
-free_dups:
-    if (d != dups)
-        free(d);
+    rc = append(m, type, version, payload, len, own, nfds);
+    if (rc)
+        close_fds(own, nfds);
+free_own:
+    if (own != dups)
+        free(own);
     return rc;
 }
 
-int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *out)
+int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec)
 {
-    const struct rec *r;
+    const struct wire_rec *r;
 
-    if (!m || index >= m->nrec)
-        return cuc__seterr(CUC_E_INVALID, "record index %zu out of range (%zu records)",
-                           index, m ? m->nrec : 0);
+    if (!m || !rec)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_record: NULL argument");
+    if (index >= m->nrecs)
+        return cuc__seterr(CUC_E_INVALID, "record index %zu is out of range: the "
+                           "message has %u records", index, m->nrecs);
     r = &m->recs[index];
-    out->type = r->type;
-    out->version = r->version;
-    out->len = r->len;
-    out->payload = m->buf + r->off;
-    out->nfds = r->nfds;
-    out->fds = m->fds ? m->fds + r->fd_first : NULL;
+    rec->type = r->type;
+    rec->version = r->version;
+    rec->len = r->len;
+    rec->payload = m->data + r->off;
+    rec->nfds = r->nfds;
+    rec->fds = m->fds + r->fd_first;
     return 0;
 }
 
 int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd)
 {
-    struct rec *r;
+    const struct wire_rec *r;
+    int *slot;
 
-    if (!m || index >= m->nrec || k >= m->recs[index].nfds)
-        return cuc__seterr(CUC_E_INVALID, "no fd %u in record %zu", k, index);
+    if (!m || !fd)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_take_record_fd: NULL argument");
+    if (index >= m->nrecs)
+        return cuc__seterr(CUC_E_INVALID, "record index %zu is out of range: the "
+                           "message has %u records", index, m->nrecs);
     r = &m->recs[index];
-    if (m->fds[r->fd_first + k] < 0)
-        return cuc__seterr(CUC_E_INVALID, "fd %u of record %zu was already taken", k, index);
-    *fd = m->fds[r->fd_first + k];
-    m->fds[r->fd_first + k] = -1;
+    if (k >= r->nfds)
+        return cuc__seterr(CUC_E_INVALID, "record %zu carries %u fds; there is no "
+                           "fd %u", index, r->nfds, k);
+    slot = &m->fds[r->fd_first + k];
+    if (*slot < 0)
+        return cuc__seterr(CUC_E_INVALID, "fd %u of record %zu was already taken",
+                           k, index);
+    *fd = *slot;
+    *slot = -1;
+    m->fds_owned--;
     return 0;
 }
 
-static void write_header(uint8_t *h, const cuc_msg *m)
+/* ---- encoding ---- */
+
+static int find_taken(const cuc_msg *m)
 {
-    memset(h, 0, MSG_HEADER_LEN);
-    cuc__put32(h, MSG_MAGIC);
-    cuc__put16(h + 4, MSG_FORMAT_VERSION);
-    cuc__put32(h + 8, (uint32_t)m->len);
-    cuc__put32(h + 12, (uint32_t)m->nrec);
-    cuc__put32(h + 16, (uint32_t)m->nfds);
+    uint32_t i;
+
+    for (i = 0; i < m->nrecs; i++) {
+        const struct wire_rec *r = &m->recs[i];
+        uint32_t k;
+        for (k = 0; k < r->nfds; k++)
+            if (m->fds[r->fd_first + k] < 0)
+                return cuc__seterr(CUC_E_INVALID, "fd %u of record %u (%s) was "
+                                   "taken out of the message: it can no longer "
+                                   "be sent", k, i, cuc__record_type_name(r->type));
+    }
+    return cuc__seterr(CUC_E_INVALID, "message fd table is inconsistent");
 }
 
-int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len, const int **fds,
-                    size_t *nfds)
+int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
+                    const int **fds, size_t *nfds)
 {
-    uint8_t *b;
-    size_t i;
+    uint8_t *out, *p;
+    uint32_t i;
 
-    for (i = 0; i < m->nfds; i++)
-        if (m->fds[i] < 0)
-            return cuc__seterr(CUC_E_INVALID, "fd %zu of the message was taken out; "
-                               "it cannot be sent again", i);
-    b = malloc(m->len);
-    if (!b)
-        return cuc__seterr(CUC_E_NOMEM, "message of %zu bytes: out of memory", m->len);
-    memcpy(b, m->buf, m->len);
-    write_header(b, m);
-    *bytes = b;
-    *len = m->len;
+    if (!m || !bytes || !len || !fds || !nfds)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_encode: NULL argument");
+    if (CUC_UNLIKELY(m->fds_owned != m->nfds))
+        return find_taken(m);
+    out = malloc(m->wire_len);
+    if (!out)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte message",
+                           m->wire_len);
+    cuc__put32(out, WIRE_MAGIC);
+    cuc__put16(out + 4, CUC__WIRE_FORMAT);
+    cuc__put16(out + 6, 0);
+    cuc__put32(out + 8, m->nrecs);
+    cuc__put32(out + 12, m->nfds);
+    cuc__put32(out + 16, (uint32_t)m->wire_len);
+    cuc__put32(out + 20, 0);
+    p = out + CUC__WIRE_HDR;
+    for (i = 0; i < m->nrecs; i++) {
+        const struct wire_rec *r = &m->recs[i];
+        size_t padded = pad8(r->len);
+        cuc__put16(p, r->type);
+        cuc__put16(p + 2, r->version);
+        cuc__put32(p + 4, r->len);
+        cuc__put32(p + 8, r->fd_first);
+        cuc__put32(p + 12, r->nfds);
+        p += CUC__WIRE_REC_HDR;
+        if (r->len)
+            memcpy(p, m->data + r->off, r->len);
+        memset(p + r->len, 0, padded - r->len);
+        p += padded;
+    }
+    *bytes = out;
+    *len = m->wire_len;
     *fds = m->fds;
     *nfds = m->nfds;
     return 0;
@@ -320,209 +475,260 @@ int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len, const int **
 int cuc_msg_to_bytes(const cuc_msg *m, void **bytes, size_t *len)
 {
     const int *fds;
-    size_t nfds, n;
-    uint8_t *b;
+    size_t nfds;
+    uint8_t *out;
     int rc;
 
     if (!m || !bytes || !len)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_to_bytes: NULL argument");
     if (m->nfds)
-        return cuc__seterr(CUC_E_NEEDS_CHANNEL, "the message carries %zu file "
-                           "descriptor%s, which plain bytes cannot: send it on a "
-                           "Unix-domain channel with SCM_RIGHTS", m->nfds,
-                           m->nfds == 1 ? "" : "s");
-    rc = cuc__msg_encode(m, &b, &n, &fds, &nfds);
+        return cuc__seterr(CUC_E_NEEDS_CHANNEL, "the message carries %u file "
+                           "descriptor%s, which plain bytes cannot: send it with "
+                           "cuc_channel_send()", m->nfds, m->nfds == 1 ? "" : "s");
+    rc = cuc__msg_encode(m, &out, len, &fds, &nfds);
     if (rc)
         return rc;
-    *bytes = b;
-    *len = n;
+    *bytes = out;
     return 0;
 }
 
 /* ---- decoding ---- */
 
-static int known_type(uint16_t t)
+static int bad(const char *fmt, ...) CUC_PRINTF(1, 2);
+static int bad(const char *fmt, ...)
 {
-    return t >= CUC_RECORD_DEVICE && t <= CUC_RECORD_RELEASE;
+    va_list ap;
+
+    va_start(ap, fmt);
+    cuc__vseterr(CUC_E_BADMSG, fmt, ap);
+    va_end(ap);
+    return CUC_E_BADMSG;
 }
 
-static int check_header(const uint8_t *b, size_t len, size_t nfds, uint32_t *nrec)
-{
-    uint32_t total, fdc;
-    uint16_t ver;
+struct hdr {
+    uint32_t nrecs, nfds;
+};
 
-    if (len < MSG_HEADER_LEN)
-        return cuc__seterr(CUC_E_BADMSG, "message of %zu bytes is shorter than its "
-                           "%u-byte header", len, MSG_HEADER_LEN);
-    if (cuc__get32(b) != MSG_MAGIC)
-        return cuc__seterr(CUC_E_BADMSG, "bad magic 0x%08x at offset 0: not a cucore "
-                           "message", cuc__get32(b));
-    ver = cuc__get16(b + 4);
-    if (ver != MSG_FORMAT_VERSION)
-        return cuc__seterr(ver > MSG_FORMAT_VERSION ? CUC_E_VERSION : CUC_E_BADMSG,
-                           "message format version %u; this cucore reads version %u",
-                           ver, MSG_FORMAT_VERSION);
-    if (cuc__get16(b + 6) || cuc__get32(b + 20) || cuc__get64(b + 24))
-        return cuc__seterr(CUC_E_BADMSG, "reserved header fields are not zero");
-    total = cuc__get32(b + 8);
+static int check_header(const uint8_t *b, size_t len, size_t nfds, struct hdr *h)
+{
+    uint32_t magic, total;
+    uint16_t format, flags;
+
+    if (len < CUC__WIRE_HDR)
+        return bad("message of %zu bytes is shorter than the %u-byte header",
+                   len, CUC__WIRE_HDR);
+    magic = cuc__get32(b);
+    if (magic != WIRE_MAGIC)
+        return bad("bad magic 0x%08x at offset 0 (a cucore message starts with "
+                   "0x%08x, \"CUCM\")", magic, WIRE_MAGIC);
+    format = cuc__get16(b + 4);
+    if (format > CUC__WIRE_FORMAT)
+        return cuc__seterr(CUC_E_VERSION, "message format version %u (offset 4) is "
+                           "newer than this cucore reads (%u): upgrade the "
+                           "receiver", format, CUC__WIRE_FORMAT);
+    if (format == 0)
+        return bad("message format version 0 at offset 4 is not valid");
+    flags = cuc__get16(b + 6);
+    if (flags)
+        return bad("flags 0x%04x at offset 6: format version %u defines none",
+                   flags, CUC__WIRE_FORMAT);
+    total = cuc__get32(b + 16);
     if (total != len)
-        return cuc__seterr(CUC_E_BADMSG, "header says %u bytes, %zu arrived", total, len);
-    *nrec = cuc__get32(b + 12);
-    if (*nrec > CUC_MSG_MAX_RECORDS)
-        return cuc__seterr(CUC_E_BADMSG, "header claims %u records, more than the "
-                           "limit of %u", *nrec, CUC_MSG_MAX_RECORDS);
-    fdc = cuc__get32(b + 16);
-    if (fdc != nfds)
-        return cuc__seterr(CUC_E_BADMSG, "header says %u fds, %zu arrived", fdc, nfds);
-    /* Every record takes at least a header: reject a count the bytes
-     * cannot hold before allocating for it. */
-    if ((uint64_t)*nrec * REC_HEADER_LEN > len - MSG_HEADER_LEN)
-        return cuc__seterr(CUC_E_BADMSG, "header claims %u records; %zu bytes cannot "
-                           "hold them", *nrec, len);
+        return bad("total length %u at offset 16, but the message is %zu bytes",
+                   total, len);
+    if (len > CUC_MSG_MAX_BYTES)
+        return bad("message of %zu bytes exceeds the maximum of %u", len,
+                   CUC_MSG_MAX_BYTES);
+    if (cuc__get32(b + 20))
+        return bad("reserved field at offset 20 is 0x%08x, must be 0",
+                   cuc__get32(b + 20));
+    h->nrecs = cuc__get32(b + 8);
+    if (h->nrecs > CUC_MSG_MAX_RECORDS)
+        return bad("record count %u at offset 8 exceeds the maximum of %u",
+                   h->nrecs, CUC_MSG_MAX_RECORDS);
+    if ((uint64_t)h->nrecs * CUC__WIRE_REC_HDR > len - CUC__WIRE_HDR)
+        return bad("record count %u at offset 8 needs at least %llu bytes of "
+                   "records; the message has %zu", h->nrecs,
+                   (unsigned long long)h->nrecs * CUC__WIRE_REC_HDR,
+                   len - CUC__WIRE_HDR);
+    h->nfds = cuc__get32(b + 12);
+    if (h->nfds > CUC_MSG_MAX_FDS)
+        return bad("fd count %u at offset 12 exceeds the maximum of %u", h->nfds,
+                   CUC_MSG_MAX_FDS);
+    if (h->nfds != nfds)
+        return bad("fd count %u at offset 12, but %zu fds arrived with the "
+                   "message", h->nfds, nfds);
     return 0;
 }
 
-static int check_payload(const struct rec *r, const uint8_t *p, size_t off)
+static int check_shape(const struct rec_shape *s, uint32_t i, size_t off,
+                       const uint8_t *b, uint32_t len, uint32_t nfds)
 {
-    if (r->version == 0)
-        return cuc__seterr(CUC_E_BADMSG, "record at offset %zu has version 0", off);
-    if (r->version > 1)
-        return cuc__seterr(CUC_E_VERSION, "record type %u version %u at offset %zu is "
-                           "newer than this cucore reads (1)", r->type, r->version, off);
-    if (r->type == CUC_RECORD_DEVICE && (r->len != 16 || r->nfds != 0))
-        return cuc__seterr(CUC_E_BADMSG, "device record at offset %zu: %u bytes and "
-                           "%u fds, want 16 bytes and no fd", off, r->len, r->nfds);
-    if (r->type == CUC_RECORD_FD &&
-        (r->len != 8 || r->nfds != 1 || cuc__get32(p + 4) != 0))
-        return cuc__seterr(CUC_E_BADMSG, "fd record at offset %zu: %u bytes and %u "
-                           "fds, want 8 bytes and 1 fd", off, r->len, r->nfds);
+    if (len < s->min_len || len > s->max_len || len % s->multiple)
+        return bad("record %u at offset %zu: %s payload length %u outside "
+                   "%u..%u (multiple of %u)", i, off, cuc__record_type_name(s->type), len, s->min_len,
+                   s->max_len, s->multiple);
+    if (nfds < s->min_fds || nfds > s->max_fds)
+        return bad("record %u at offset %zu: %s record with %u fds (it carries "
+                   "%u..%u)", i, off, cuc__record_type_name(s->type), nfds, s->min_fds, s->max_fds);
+    if (s->type == CUC_RECORD_FD && cuc__get32(b + off + CUC__WIRE_REC_HDR + 4))
+        return bad("record %u at offset %zu: reserved fd record field at "
+                   "offset %zu is not 0", i, off, off + CUC__WIRE_REC_HDR + 4);
     return 0;
 }
 
-static int parse_record(cuc_msg *m, size_t i, size_t pos, size_t nfds, size_t *fd_next)
+static int check_fd_range(uint32_t i, size_t off, uint32_t first, uint32_t n,
+                          uint32_t total, uint32_t *next)
 {
-    const uint8_t *h = m->buf + pos;
-    struct rec *r = &m->recs[i];
-    size_t padded, j;
-
-    if (m->len - pos < REC_HEADER_LEN)
-        return cuc__seterr(CUC_E_BADMSG, "record %zu header at offset %zu runs past "
-                           "the end (%zu bytes)", i, pos, m->len);
-    r->type = cuc__get16(h);
-    r->version = cuc__get16(h + 2);
-    r->len = cuc__get32(h + 4);
-    r->fd_first = cuc__get32(h + 8);
-    r->nfds = cuc__get32(h + 12);
-    r->off = pos + REC_HEADER_LEN;
-    padded = pad8((size_t)r->len);
-    if (padded > m->len - r->off)
-        return cuc__seterr(CUC_E_BADMSG, "record %zu at offset %zu claims %u payload "
-                           "bytes; %zu remain", i, pos, r->len, m->len - r->off);
-    if (!known_type(r->type))
-        return cuc__seterr(CUC_E_VERSION, "record %zu at offset %zu has unknown type %u",
-                           i, pos, r->type);
-    /* fds are referenced in order, each exactly once. */
-    if (r->fd_first != *fd_next || (uint64_t)r->fd_first + r->nfds > nfds)
-        return cuc__seterr(CUC_E_BADMSG, "record %zu at offset %zu references fds "
-                           "%u..+%u; expected to start at %zu of %zu", i, pos,
-                           r->fd_first, r->nfds, *fd_next, nfds);
-    *fd_next += r->nfds;
-    for (j = r->len; j < padded; j++)
-        if (m->buf[r->off + j])
-            return cuc__seterr(CUC_E_BADMSG, "record %zu: padding byte at offset %zu "
-                               "is not zero", i, r->off + j);
-    return check_payload(r, m->buf + r->off, pos);
+    if (n == 0) {
+        if (first)
+            return bad("record %u at offset %zu: fd index %u (offset %zu) with "
+                       "fd count 0, must be 0", i, off, first, off + 8);
+        return 0;
+    }
+    if ((uint64_t)first + n > total)
+        return bad("record %u at offset %zu: fds %u..%llu (offset %zu) are outside "
+                   "the %u fds of the message", i, off, first,
+                   (unsigned long long)first + n - 1, off + 8, total);
+    if (first < *next)
+        return bad("record %u at offset %zu: fd %u (offset %zu) is already "
+                   "referenced by an earlier record", i, off, first, off + 8);
+    if (first > *next)
+        return bad("record %u at offset %zu: fd index %u (offset %zu) skips fds "
+                   "%u..%u, which no record references", i, off, first, off + 8,
+                   *next, first - 1);
+    *next = first + n;
+    return 0;
 }
 
-static int parse_records(cuc_msg *m, uint32_t nrec, size_t nfds)
+static int check_zero(const uint8_t *p, size_t n)
 {
-    size_t pos = MSG_HEADER_LEN, fd_next = 0, i;
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* Walks the records, checking each against the bytes left; fills m->recs
+ * (offsets relative to the record area, which m->data copies). */
+static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h)
+{
+    size_t off = CUC__WIRE_HDR;
+    uint32_t i, next_fd = 0;
     int rc;
 
-    for (i = 0; i < nrec; i++) {
-        rc = parse_record(m, i, pos, nfds, &fd_next);
+    for (i = 0; i < h->nrecs; i++) {
+        const struct rec_shape *s;
+        struct wire_rec *r = &m->recs[i];
+        size_t left = len - off;
+        uint64_t padded;
+
+        if (left < CUC__WIRE_REC_HDR)
+            return bad("record %u at offset %zu: its %u-byte header is cut off "
+                       "(%zu bytes left)", i, off, CUC__WIRE_REC_HDR, left);
+        r->type = cuc__get16(b + off);
+        r->version = cuc__get16(b + off + 2);
+        r->len = cuc__get32(b + off + 4);
+        r->fd_first = cuc__get32(b + off + 8);
+        r->nfds = cuc__get32(b + off + 12);
+        padded = ((uint64_t)r->len + 7u) & ~(uint64_t)7u;
+        if (padded > left - CUC__WIRE_REC_HDR)
+            return bad("record %u at offset %zu: payload length %u (offset %zu) "
+                       "exceeds the %zu bytes left", i, off, r->len, off + 4,
+                       left - CUC__WIRE_REC_HDR);
+        s = shape_of(r->type);
+        if (!s)
+            return cuc__seterr(CUC_E_VERSION, "record %u at offset %zu: unknown "
+                               "record type %u: the sender runs a newer cucore",
+                               i, off, r->type);
+        if (r->version > s->version)
+            return cuc__seterr(CUC_E_VERSION, "record %u at offset %zu: %s record "
+                               "version %u is newer than this cucore reads (%u)",
+                               i, off, cuc__record_type_name(s->type), r->version, s->version);
+        if (r->version == 0)
+            return bad("record %u at offset %zu: version 0 is not valid", i, off);
+        rc = check_fd_range(i, off, r->fd_first, r->nfds, h->nfds, &next_fd);
+        if (!rc)
+            rc = check_shape(s, i, off, b, r->len, r->nfds);
         if (rc)
             return rc;
-        pos = m->recs[i].off + pad8(m->recs[i].len);
+        if (!check_zero(b + off + CUC__WIRE_REC_HDR + r->len, (size_t)padded - r->len))
+            return bad("record %u at offset %zu: padding after the payload "
+                       "(offset %zu) is not zero", i, off,
+                       off + CUC__WIRE_REC_HDR + r->len);
+        r->off = (uint32_t)(off + CUC__WIRE_REC_HDR - CUC__WIRE_HDR);
+        off += CUC__WIRE_REC_HDR + (size_t)padded;
     }
-    if (pos != m->len)
-        return cuc__seterr(CUC_E_BADMSG, "%zu bytes after the last record", m->len - pos);
-    if (fd_next != nfds)
-        return cuc__seterr(CUC_E_BADMSG, "%zu fds arrived but records reference %zu",
-                           nfds, fd_next);
+    if (off != len)
+        return bad("%zu bytes after the last record (offset %zu)", len - off, off);
+    if (next_fd != h->nfds)
+        return bad("fds %u..%u arrived with the message but no record "
+                   "references them", next_fd, h->nfds - 1);
     return 0;
 }
 
-static int copy_in(cuc_msg *m, const void *bytes, size_t len, uint32_t nrec)
+/* A message sized for h, with nothing in it yet. */
+static int msg_alloc_for(const struct hdr *h, size_t data_len, cuc_msg **out)
 {
-    if (len > m->cap) {
-        uint8_t *b = malloc(len);
-        if (!b)
-            return cuc__seterr(CUC_E_NOMEM, "message of %zu bytes: out of memory", len);
-        m->buf = b;
-        m->cap = len;
-    }
-    memcpy(m->buf, bytes, len);
-    m->len = len;
-    if (nrec > m->rcap) {
-        struct rec *r = malloc((size_t)nrec * sizeof(*r));
-        if (!r)
-            return cuc__seterr(CUC_E_NOMEM, "%u records: out of memory", nrec);
-        m->recs = r;
-        m->rcap = nrec;
-    }
-    return 0;
-}
+    cuc_msg *m = msg_new();
+    int rc = CUC_E_NOMEM;
 
-static int adopt_fds(cuc_msg *m, const int *fds, size_t nfds)
-{
-    if (!nfds)
-        return 0;
-    m->fds = malloc(nfds * sizeof(int));
-    if (!m->fds)
-        return cuc__seterr(CUC_E_NOMEM, "fd table of %zu: out of memory", nfds);
-    memcpy(m->fds, fds, nfds * sizeof(int));
-    m->nfds = m->fdcap = nfds;
-    return 0;
-}
-
-int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds, cuc_msg **out)
-{
-    cuc_msg *m = NULL;
-    uint32_t nrec = 0;
-    int rc;
-
-    if (!bytes || !out) {
-        rc = cuc__seterr(CUC_E_INVALID, "cuc_msg decode: NULL argument");
-        goto close_fds;
-    }
-    if (len > CUC_MSG_MAX_BYTES) {
-        rc = cuc__seterr(CUC_E_BADMSG, "message of %zu bytes exceeds the limit of %u",
-                         len, CUC_MSG_MAX_BYTES);
-        goto close_fds;
-    }
-    rc = check_header(bytes, len, nfds, &nrec);
-    if (rc)
-        goto close_fds;
-    rc = cuc_msg_create(&m);
-    if (rc)
-        goto close_fds;
-    rc = copy_in(m, bytes, len, nrec);
-    if (!rc)
-        rc = parse_records(m, nrec, nfds);
-    if (rc)
-        goto destroy_msg;
-    m->nrec = nrec;
-    rc = adopt_fds(m, fds, nfds);
-    if (rc)
-        goto destroy_msg;
+    if (!m)
+        goto fail;
+    msg_init(m);
+    if (CUC_UNLIKELY(h->nrecs > m->rec_cap || h->nfds > m->fd_cap ||
+                     data_len > m->data_cap) &&
+        (grow_recs(m, h->nrecs) || grow_fds(m, h->nfds) ||
+         grow((void **)&m->data, m->data_inline, &m->data_cap, data_len, 1)))
+        goto free_msg;
     *out = m;
     return 0;
-
-destroy_msg:
+free_msg:
     cuc_msg_destroy(m);
-close_fds:
-    close_fds(fds, nfds);
+fail:
+    return cuc__seterr(rc, "out of memory decoding a message of %u records, "
+                       "%zu bytes", h->nrecs, data_len);
+}
+
+int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
+                    cuc_msg **out)
+{
+    const uint8_t *b = bytes;
+    struct hdr h = {0, 0};
+    cuc_msg *m = NULL;
+    int rc;
+
+    if ((!bytes && len) || (nfds && !fds) || !out) {
+        rc = cuc__seterr(CUC_E_INVALID, "cuc__msg_decode: NULL argument");
+        goto close_given;
+    }
+    rc = check_header(b, len, nfds, &h);
+    if (rc)
+        goto close_given;
+    rc = msg_alloc_for(&h, len - CUC__WIRE_HDR, &m);
+    if (rc)
+        goto close_given;
+    rc = walk_records(m, b, len, &h);
+    if (rc)
+        goto free_msg;
+    m->nrecs = h.nrecs;
+    memcpy(m->data, b + CUC__WIRE_HDR, len - CUC__WIRE_HDR);
+    m->data_len = len - CUC__WIRE_HDR;
+    if (nfds)
+        memcpy(m->fds, fds, nfds * sizeof(int));
+    m->nfds = m->fds_owned = h.nfds;
+    m->wire_len = len;
+    for (size_t i = 0; i < nfds; i++)
+        fds[i] = -1;
+    *out = m;
+    return 0;
+free_msg:
+    cuc_msg_destroy(m);
+close_given:
+    if (fds)
+        close_fds(fds, nfds);
     return rc;
 }
 

@@ -1,6 +1,7 @@
 /* Internal interface of the wire format (wire.c): the generic record
- * container that each object module fills with its own payload, and that a
- * channel moves with its fds. Layout: docs/wire-format.md. */
+ * container that each object module (device.c, stream.c, kernel.c,
+ * memory.c) fills with its own payload, and that channel.c moves with its
+ * fds. Layout: docs/wire-format.md. */
 #ifndef CUC_WIRE_H
 #define CUC_WIRE_H
 
@@ -8,6 +9,41 @@
 #include <stdint.h>
 
 #include "cucore/msg.h"
+
+/* Format version of the message container (docs/wire-format.md). */
+#define CUC__WIRE_FORMAT 1u
+/* Message header and record header sizes; payloads pad to 8 bytes. */
+#define CUC__WIRE_HDR 24u
+#define CUC__WIRE_REC_HDR 16u
+
+/* Every record type the decoder knows, with the newest payload version it
+ * reads and the shape it enforces on decode and on add:
+ *   X(type, version, min_len, max_len, len_multiple, min_fds, max_fds)
+ * A record outside its shape is CUC_E_BADMSG on decode (CUC_E_INVALID on
+ * add); a type not listed, or a version above the one listed, is
+ * CUC_E_VERSION on decode. The module that owns a payload owns its line:
+ * bump the version when the payload changes, narrow the shape to what the
+ * payload needs. */
+#define CUC__RECORD_TYPES(X)                                               \
+    X(CUC_RECORD_DEVICE, 1, 16, 16, 1, 0, 0)                               \
+    X(CUC_RECORD_STREAM, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                 \
+    X(CUC_RECORD_EVENT, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                  \
+    X(CUC_RECORD_LAUNCH_CONFIG, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)          \
+    X(CUC_RECORD_KERNEL, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                 \
+    X(CUC_RECORD_POOL, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, CUC_MSG_MAX_FDS)     \
+    X(CUC_RECORD_BUFFER, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                 \
+    X(CUC_RECORD_VMM, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, CUC_MSG_MAX_FDS)      \
+    X(CUC_RECORD_FD, 1, 8, 8, 1, 1, 1)                                     \
+    X(CUC_RECORD_RELEASE, 1, 8, CUC_MSG_MAX_BYTES, 8, 0, 0)
+
+/* Payload versions, for cuc__msg_add_record callers. */
+#define CUC__RECORD_VERSION_OF_(type, version, a, b, c, d, e) type##_VERSION = version,
+enum { CUC__RECORD_TYPES(CUC__RECORD_VERSION_OF_) };
+#undef CUC__RECORD_VERSION_OF_
+
+/* Short lower-case name of a record type ("device", "fd", ...);
+ * "unknown" for a type not listed. Never NULL. */
+const char *cuc__record_type_name(unsigned type);
 
 /* Appends a record. payload is copied; fds are dup'ed (F_DUPFD_CLOEXEC)
  * into the message, which owns the copies. */
@@ -41,9 +77,10 @@ int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
                     const int **fds, size_t *nfds);
 
 /* Parses bytes that arrived with nfds fds. Takes ownership of every fd in
- * fds, on success (into the message) and on failure (closed). The header's
- * fd count must equal nfds, and each fd must be referenced by exactly one
- * record, in order. */
+ * fds, on success (into the message) and on failure (closed); either way
+ * each fds[i] is set to -1 on return. The header's fd count must equal
+ * nfds, and each fd must be referenced by exactly one record. O(len)
+ * time and memory, no system call but close() on failure. */
 int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
                     cuc_msg **out);
 

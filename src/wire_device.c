@@ -1,5 +1,5 @@
-/* Device records: the UUID and nothing else (an ordinal would mean another
- * GPU in a process with other visibility). */
+/* Device records: the 16-byte UUID and nothing else (an ordinal would name
+ * another GPU in a process with other visibility). */
 #include "internal.h"
 #include "wire.h"
 
@@ -9,7 +9,8 @@ int cuc_msg_add_device(cuc_msg *m, const cuc_device *dev)
 {
     if (!m || !dev)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_device: NULL argument");
-    return cuc__msg_add_record_owned(m, CUC_RECORD_DEVICE, 1, dev->uuid.bytes, 16, NULL, 0);
+    return cuc__msg_add_record_owned(m, CUC_RECORD_DEVICE, CUC_RECORD_DEVICE_VERSION,
+                                     dev->uuid.bytes, sizeof(dev->uuid.bytes), NULL, 0);
 }
 
 int cuc_msg_get_device(const cuc_msg *m, size_t index, cuc_device **dev)
@@ -18,14 +19,17 @@ int cuc_msg_get_device(const cuc_msg *m, size_t index, cuc_device **dev)
     cuc_uuid u;
     int rc;
 
-    if (!dev)
-        return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_device: dev is NULL");
+    if (!m || !dev)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_device: NULL argument");
     rc = cuc__msg_record(m, index, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_DEVICE || r.len != 16)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is not a device (type %u)", index,
-                           r.type);
-    memcpy(u.bytes, r.payload, 16);
+    if (r.type != CUC_RECORD_DEVICE)
+        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not a device",
+                           index, cuc__record_type_name(r.type));
+    if (r.len != sizeof(u.bytes))
+        return cuc__seterr(CUC_E_BADMSG, "device record %zu has a %u-byte payload, "
+                           "not a 16-byte UUID", index, r.len);
+    memcpy(u.bytes, r.payload, sizeof(u.bytes));
     return cuc_device_get_by_uuid(&u, dev);
 }

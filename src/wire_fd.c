@@ -1,19 +1,20 @@
-/* Plain fd records: an fd with a caller's tag, for anything that is not a
- * CUDA object (a socket, a memfd, an eventfd). */
+/* Plain fd records: an fd with the caller's tag, for what is not a CUDA
+ * object (a socket, a memfd, an eventfd). Payload: tag u32, reserved u32. */
 #include "internal.h"
 #include "wire.h"
-
-#include <string.h>
 
 int cuc_msg_add_fd(cuc_msg *m, int fd, uint32_t tag)
 {
     uint8_t payload[8];
 
-    if (!m || fd < 0)
-        return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_fd: %s", m ? "negative fd" : "msg is NULL");
+    if (!m)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_fd: msg is NULL");
+    if (fd < 0)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_fd: fd %d is negative", fd);
     cuc__put32(payload, tag);
     cuc__put32(payload + 4, 0);
-    return cuc__msg_add_record(m, CUC_RECORD_FD, 1, payload, sizeof(payload), &fd, 1);
+    return cuc__msg_add_record(m, CUC_RECORD_FD, CUC_RECORD_FD_VERSION, payload,
+                               sizeof(payload), &fd, 1);
 }
 
 int cuc_msg_take_fd(cuc_msg *m, size_t index, int *fd, uint32_t *tag)
@@ -21,13 +22,17 @@ int cuc_msg_take_fd(cuc_msg *m, size_t index, int *fd, uint32_t *tag)
     struct cuc__record r;
     int rc, got;
 
-    if (!fd)
-        return cuc__seterr(CUC_E_INVALID, "cuc_msg_take_fd: fd is NULL");
+    if (!m || !fd)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_take_fd: NULL argument");
     rc = cuc__msg_record(m, index, &r);
     if (rc)
         return rc;
     if (r.type != CUC_RECORD_FD)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is not an fd (type %u)", index, r.type);
+        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not an fd",
+                           index, cuc__record_type_name(r.type));
+    if (r.len != 8 || r.nfds != 1)
+        return cuc__seterr(CUC_E_BADMSG, "fd record %zu is malformed (%u-byte "
+                           "payload, %u fds)", index, r.len, r.nfds);
     rc = cuc__msg_take_record_fd(m, index, 0, &got);
     if (rc)
         return rc;

@@ -121,13 +121,6 @@ static void common_cases(const char *gpus)
      * keeps one device, it does not fail as for "0,0". */
     snprintf(cvd, sizeof(cvd), "0,%s", phys[0]);
     expect_devices(cvd, gpus, first);
-    snprintf(cvd, sizeof(cvd), "%s,0", phys[0]); /* UUID, then its index */
-    expect_devices(cvd, gpus, first);
-    snprintf(cvd, sizeof(cvd), "0,%s,0", phys[0]);
-    expect_devices(cvd, gpus, first);
-    expect_error("0, 0", gpus, twice);
-    expect_devices(" 0", gpus, first);
-    expect_devices("0,abc,0", gpus, first);
     /* A full UUID, and its GPU- prefix of 4 hex digits. */
     expect_devices(phys[nphys - 1], gpus, last);
     snprintf(cvd, sizeof(cvd), "%.8s", phys[0]);

@@ -9,6 +9,10 @@
 /* Each subcommand gets argv after its own name; returns the exit code. */
 int cli_devices(int argc, char **argv);
 int cli_demo(int argc, char **argv);
+int cli_pack(int argc, char **argv);
+int cli_inspect(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+int cli_connect(int argc, char **argv);
 
 /* Prints "cucore: <what>: <cuc_errmsg()>" to stderr; returns exit code 1. */
 int cli_fail(const char *what, int status);

@@ -11,6 +11,10 @@ struct subcommand {
 
 static const struct subcommand commands[] = {
     {"devices", cli_devices, "list the devices this process sees [--json]"},
+    {"pack", cli_pack, "write a message holding one object to stdout [--json]"},
+    {"inspect", cli_inspect, "show what a message's records mean here: FILE|- [--json]"},
+    {"serve", cli_serve, "accept one peer at PATH and print the messages it sends"},
+    {"connect", cli_connect, "send a message to PATH: [device N | --fd FILE]..."},
     {"demo", cli_demo, "producer and consumer with reversed GPU visibility share objects"},
 };
 

@@ -3,8 +3,7 @@
  *
  * A message is an ordered list of records. The sender adds objects; the
  * message serializes to bytes (and, for objects backed by file descriptors,
- * a list of fds that must travel beside the bytes over a Unix-domain
- * socket; the channel module that does it is not in this release).
+ * a list of fds that must travel beside the bytes: see cucore/channel.h).
  * The receiver parses the bytes, which checks every length, count, index
  * and enum but resolves nothing; cuc_msg_get_*() then resolves one record
  * to a local object (a device by UUID, an IPC event by its handle, ...).
@@ -76,7 +75,7 @@ CUC_API int cuc_msg_add_fd(cuc_msg *msg, int fd, uint32_t tag);
 CUC_API int cuc_msg_take_fd(cuc_msg *msg, size_t index, int *fd, uint32_t *tag);
 
 /* Serializes to a malloc'd buffer (free() it). CUC_E_NEEDS_CHANNEL if the
- * message carries fds. */
+ * message carries fds (send it with cuc_channel_send()). */
 CUC_API int cuc_msg_to_bytes(const cuc_msg *msg, void **bytes, size_t *len);
 /* Parses bytes that carry no fds. */
 CUC_API int cuc_msg_from_bytes(const void *bytes, size_t len, cuc_msg **msg);

@@ -1,0 +1,162 @@
+/* Channels: messages (cucore/msg.h) and the file descriptors they carry,
+ * between two processes on one machine, over a Unix-domain socket.
+ *
+ * A channel is one end of a connected AF_UNIX SOCK_SEQPACKET socket. A
+ * message travels as one or more frames (a message with more than 253 fds,
+ * the kernel's SCM_RIGHTS limit, or more than 64 KiB of bytes is split and
+ * rejoined transparently); fds travel as SCM_RIGHTS and arrive close-on-exec.
+ * docs/wire-format.md has the frame layout.
+ *
+ * The peer is untrusted. A receive checks every frame before it uses it,
+ * caps what a peer can make it allocate (CUC_MSG_MAX_BYTES bytes,
+ * CUC_MSG_MAX_FDS fds), closes every fd that arrived with anything it
+ * refuses, and never waits past its timeout. A framing error (a malformed or
+ * truncated frame, fds the frame header does not account for, a sequence
+ * gap) leaves the channel unusable: that call and every later receive report
+ * the same status and message. A message whose frames are sound but whose
+ * content does not decode is dropped with CUC_E_BADMSG or CUC_E_VERSION and
+ * the channel stays usable.
+ *
+ * Leases. When a process exports an object that the importer maps (a pool
+ * buffer, a VMM chunk), the exporter must not free it while the importer
+ * still uses it. The exporting module registers a lease on the channel it
+ * sends the object on; the importer ends it by sending a release
+ * (cuc_channel_release(), or implicitly when it frees the imported object).
+ * A lease also ends when the exporter's channel sees the peer close or die,
+ * and when the exporter closes the channel. Each lease's end callback runs
+ * exactly once, on the thread that noticed: inside cuc_channel_recv(),
+ * cuc_channel_pump(), cuc_channel_lease_wait() or cuc_channel_close(). An
+ * exporter that only sends must call cuc_channel_pump() or
+ * cuc_channel_lease_wait() now and then, or it will not notice releases.
+ * Release messages are consumed by the channel and never returned by
+ * cuc_channel_recv().
+ *
+ * Threads: one thread may send while another receives on the same channel;
+ * concurrent sends are serialized (a message's frames never interleave),
+ * concurrent receives too. cuc_channel_close() must not race any other call
+ * on that channel.
+ *
+ * Timeouts are in milliseconds: -1 waits forever, 0 does not wait.
+ */
+#ifndef CUCORE_CHANNEL_H
+#define CUCORE_CHANNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cucore/version.h>
+#include <cucore/msg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cuc_channel cuc_channel;
+typedef struct cuc_listener cuc_listener;
+
+/* Two connected channels (socketpair). Typical use: create the pair, hand
+ * one end to a child (cuc_channel_fd()), close that end in the parent. */
+CUC_API int cuc_channel_pair(cuc_channel **a, cuc_channel **b);
+
+/* A channel over fd, a connected AF_UNIX SOCK_SEQPACKET socket (one end of
+ * a cuc_channel_pair() that a child inherited, for instance). Takes
+ * ownership of fd in every case: it is closed on failure. The fd is made
+ * close-on-exec. CUC_E_INVALID if fd is not such a socket. */
+CUC_API int cuc_channel_from_fd(int fd, cuc_channel **ch);
+
+/* The channel's socket, still owned by the channel (or CUC_E_INVALID for
+ * NULL). It is close-on-exec; to pass it to a child, clear that between
+ * fork() and exec() in the child:
+ *     fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) & ~FD_CLOEXEC);
+ * (or dup2() it onto the number the child expects, which clears it), give
+ * the child the number (argv or environment), and have it call
+ * cuc_channel_from_fd(). The parent then closes its copy of that end with
+ * cuc_channel_close(). */
+CUC_API int cuc_channel_fd(const cuc_channel *ch);
+
+/* Closes the socket, ends every lease still held on the channel (their
+ * callbacks run now), and frees queued messages and their fds. NULL is a
+ * no-op. */
+CUC_API void cuc_channel_close(cuc_channel *ch);
+
+/* Listens at path, a filesystem path of at most 107 bytes. The socket file
+ * is created with mode 0600, before any peer can connect. A stale socket
+ * at path (nobody listening) is replaced; a live one is CUC_E_BUSY, and so
+ * is anything at path that is not a socket (it is never removed). Telling
+ * stale from live takes one connection attempt: a live listener's accept
+ * then returns a peer that has already closed.
+ * cuc_listener_close() removes the socket file. */
+CUC_API int cuc_channel_listen(const char *path, cuc_listener **l);
+
+/* Waits up to timeout_ms for a peer and returns its channel. A peer whose
+ * uid (SO_PEERCRED) is not this process's effective uid is disconnected
+ * without a word sent to it and the call fails with CUC_E_PERMISSION
+ * (the message gives its pid and uid; nothing is logged). CUC_E_TIMEOUT if
+ * no peer came. */
+CUC_API int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch);
+
+/* Stops listening and unlinks the socket file if it is still the one this
+ * listener created. NULL is a no-op. */
+CUC_API void cuc_listener_close(cuc_listener *l);
+
+/* Connects to a listener at path. While nothing listens there yet (no
+ * socket, or a stale one), retries until timeout_ms has passed: then
+ * CUC_E_TIMEOUT, or with timeout_ms 0 CUC_E_NOT_FOUND. A listener run by
+ * another uid is refused with CUC_E_PERMISSION. */
+CUC_API int cuc_channel_connect(const char *path, int timeout_ms, cuc_channel **ch);
+
+/* Sends the message and its fds; the message is unchanged (its fds are
+ * duplicated in flight, the sender keeps its own). Blocks while the
+ * socket's buffer is full. CUC_E_PEER_CLOSED if the peer has gone (no
+ * SIGPIPE is raised); CUC_E_LIMIT if the kernel refuses more fds in flight
+ * (RLIMIT_NOFILE). A failure after part of a split message went out leaves
+ * the channel unusable for sending. */
+CUC_API int cuc_channel_send(cuc_channel *ch, const cuc_msg *m);
+
+/* Receives the next message, waiting up to timeout_ms (a message split in
+ * frames counts as one: the whole wait is bounded by timeout_ms, and a
+ * message cut short by the timeout resumes on the next call). The caller
+ * owns *m and its fds. Messages queued by cuc_channel_pump() come first.
+ * CUC_E_TIMEOUT: nothing complete arrived in time. CUC_E_PEER_CLOSED: the
+ * peer closed or died (also mid-message); the leases it held ended.
+ * CUC_E_BADMSG / CUC_E_VERSION: see the framing rules above. */
+CUC_API int cuc_channel_recv(cuc_channel *ch, int timeout_ms, cuc_msg **m);
+
+/* Processes incoming traffic without losing any: waits up to timeout_ms
+ * for a message, then takes every message already available; releases end
+ * their leases, other messages are queued for cuc_channel_recv(). 0 if at
+ * least one message was processed, CUC_E_TIMEOUT if none came,
+ * CUC_E_PEER_CLOSED if the peer has gone (its leases ended; queued
+ * messages stay readable), CUC_E_BUSY if CUC_CHANNEL_MAX_QUEUED messages
+ * wait to be received (call cuc_channel_recv()). */
+CUC_API int cuc_channel_pump(cuc_channel *ch, int timeout_ms);
+#define CUC_CHANNEL_MAX_QUEUED 4096u
+
+/* Importer side: tells the peer (the exporter) that this process no longer
+ * uses the objects it imported under these lease ids; the exporter's
+ * leases end when its channel processes the release. n must be at least 1;
+ * ids the exporter does not know (or already ended) are ignored there. */
+CUC_API int cuc_channel_release(cuc_channel *ch, const uint64_t *lease_ids, size_t n);
+
+/* Exporter side: the number of leases not yet ended on objects this process
+ * exported over the channel. Counts what has been noticed so far: it drops
+ * when a receive, pump or lease wait processes releases. */
+CUC_API int cuc_channel_lease_count(cuc_channel *ch, size_t *n);
+
+/* Pumps (as cuc_channel_pump()) until at most max_left leases remain, or
+ * timeout_ms has passed (CUC_E_TIMEOUT). Returns 0 as soon as the count is
+ * low enough, also when the peer's death ended the leases; CUC_E_BUSY if
+ * the queue of received messages is full. */
+CUC_API int cuc_channel_lease_wait(cuc_channel *ch, size_t max_left, int timeout_ms);
+
+/* The peer's process id and user id, as the kernel recorded them when the
+ * connection was made (SO_PEERCRED). For a cuc_channel_pair() end, the
+ * process that created the pair. */
+CUC_API int cuc_channel_peer_pid(const cuc_channel *ch, pid_t *pid);
+CUC_API int cuc_channel_peer_uid(const cuc_channel *ch, uid_t *uid);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,88 @@
+/* Kernels: a symbol of a loaded image (cubin, PTX or fatbin).
+ *
+ * Images are loaded with the driver's context-independent library API
+ * (cuLibraryLoadData), so one loaded kernel launches on any device whose
+ * context can run it. cucore keeps a process-wide cache of loaded images
+ * keyed by (image kind, SHA-256 of the image bytes): loading a kernel from
+ * an image already loaded (by cuc_kernel_load or by cuc_msg_get_kernel)
+ * shares that library instead of loading it again. A library is unloaded
+ * when the last kernel that uses it is destroyed.
+ *
+ * A kernel crosses processes as its image bytes, kind, symbol name and
+ * hash; the receiver checks the hash against the bytes and loads the image
+ * through its own cache.
+ */
+#ifndef CUCORE_KERNEL_H
+#define CUCORE_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cucore/version.h>
+#include <cucore/msg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cuc_kernel cuc_kernel;
+
+/* Image kinds; the values are also those on the wire. */
+enum cuc_image_kind {
+    CUC_IMAGE_CUBIN = 1, /* an ELF64 CUDA binary */
+    CUC_IMAGE_PTX = 2,   /* PTX text */
+    CUC_IMAGE_FATBIN = 3 /* a fat binary (not the wrapper struct nvcc emits) */
+};
+
+/* SHA-256. */
+#define CUC_KERNEL_HASH_LEN 32
+/* Longest symbol name, without the NUL. */
+#define CUC_KERNEL_NAME_MAX 4095
+/* Largest image cuc_kernel_load accepts (a message holds less: see
+ * CUC_MSG_MAX_BYTES). */
+#define CUC_KERNEL_IMAGE_MAX ((size_t)1 << 30)
+
+/* Loads symbol name from image (len bytes of the given kind) and returns a
+ * new kernel (destroy it). The bytes are copied. For PTX, len may count a
+ * terminating NUL (trailing NULs are not part of the image); a NUL inside
+ * the text is CUC_E_INVALID. The bytes must match the kind (a cubin starts
+ * with the ELF magic, a fatbin with 0xBA55ED50) and every extent the
+ * image's headers declare must lie within len: CUC_E_INVALID otherwise.
+ * An image the driver refuses gives its error (CUC_E_DRIVER, the message
+ * names the CUDA error, e.g. CUDA_ERROR_INVALID_IMAGE); a symbol that is not
+ * in the image is CUC_E_NOT_FOUND naming it. */
+CUC_API int cuc_kernel_load(enum cuc_image_kind kind, const void *image, size_t len,
+                            const char *name, cuc_kernel **out);
+
+/* Releases the kernel (and its library, if it was the last user). NULL is a
+ * no-op. */
+CUC_API void cuc_kernel_destroy(cuc_kernel *kernel);
+
+CUC_API const char *cuc_kernel_name(const cuc_kernel *kernel);
+CUC_API enum cuc_image_kind cuc_kernel_kind(const cuc_kernel *kernel);
+/* SHA-256 of the image bytes (CUC_KERNEL_HASH_LEN bytes): what
+ * `sha256sum` prints for a cubin or fatbin file, or a PTX file without
+ * trailing NULs. */
+CUC_API const uint8_t *cuc_kernel_hash(const cuc_kernel *kernel);
+/* The image as loaded (for PTX without trailing NULs). */
+CUC_API const void *cuc_kernel_image(const cuc_kernel *kernel, size_t *len);
+/* The driver's CUkernel, for raw driver calls. */
+CUC_API void *cuc_kernel_handle(const cuc_kernel *kernel);
+
+/* Since the process started: images actually loaded into the driver, and
+ * kernel loads that reused an image already loaded. Either may be NULL. */
+CUC_API void cuc_kernel_cache_stats(size_t *loads, size_t *hits);
+
+/* The kernel with its image. CUC_E_LIMIT when the image does not fit a
+ * message. */
+CUC_API int cuc_msg_add_kernel(cuc_msg *msg, const cuc_kernel *kernel);
+/* Loads the record's kernel (through the cache: an image already loaded
+ * here is not loaded again) and returns a new kernel. CUC_E_BADMSG when the
+ * record is malformed or its hash does not match its bytes; a load failure
+ * gives the driver's error, named. */
+CUC_API int cuc_msg_get_kernel(const cuc_msg *msg, size_t index, cuc_kernel **kernel);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,119 @@
+/* Streams: created streams and the per-device default streams.
+ *
+ * A created stream (cuc_stream_create) is a driver handle that is valid only
+ * in the process that created it; it never crosses a process boundary
+ * (cuc_msg_add_stream refuses it with CUC_E_NOT_SERIALIZABLE). To order work
+ * across processes, record an IPC event (cucore/event.h) and have the
+ * receiver wait on it from a stream of its own.
+ *
+ * The default streams are per-device singletons that cucore never frees:
+ *   cuc_stream_legacy()     CU_STREAM_LEGACY, the legacy default stream
+ *                           (it synchronizes with every blocking stream of
+ *                           the device's context);
+ *   cuc_stream_per_thread() CU_STREAM_PER_THREAD, the calling thread's
+ *                           default stream (one object per device; the
+ *                           driver picks the thread's stream at each call);
+ *   cuc_stream_default()    what CUDA's stream "0" means in this process:
+ *                           the legacy or the per-thread stream, per the
+ *                           default-stream mode below.
+ * In CUDA the meaning of stream 0 is a compile-time choice of the code that
+ * uses the runtime (--default-stream per-thread). cucore makes it a process
+ * setting instead: cuc_stream_set_default_mode(), else the environment
+ * variable CUCORE_DEFAULT_STREAM=legacy|per-thread read at first use, else
+ * legacy. Default streams cross processes as their kind (legacy or
+ * per-thread) and their device's UUID; "default" is resolved by the sender
+ * and never travels as 0.
+ *
+ * Every operation makes the stream's device context current on the calling
+ * thread first (its primary context, as cuc_device_set_current does).
+ */
+#ifndef CUCORE_STREAM_H
+#define CUCORE_STREAM_H
+
+#include <stddef.h>
+
+#include <cucore/version.h>
+#include <cucore/device.h>
+#include <cucore/msg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cuc_stream cuc_stream;
+typedef struct cuc_event cuc_event;
+
+/* cuc_stream_create() flags. */
+#define CUC_STREAM_NON_BLOCKING 0x1u /* no implicit sync with the legacy stream */
+
+/* What a stream object is. The two default kinds are also their values on
+ * the wire. */
+enum cuc_stream_kind {
+    CUC_STREAM_LEGACY_DEFAULT = 1,
+    CUC_STREAM_PER_THREAD_DEFAULT = 2,
+    CUC_STREAM_CREATED = 3
+};
+
+/* What cuc_stream_default() returns. */
+enum cuc_stream_mode {
+    CUC_STREAM_MODE_LEGACY = 1,
+    CUC_STREAM_MODE_PER_THREAD = 2
+};
+
+/* A new stream on dev. flags: 0 or CUC_STREAM_NON_BLOCKING. priority is
+ * passed to the driver, which clamps it to the device's range (lower
+ * numbers are higher priority; 0 is the default). */
+CUC_API int cuc_stream_create(cuc_device *dev, unsigned flags, int priority,
+                              cuc_stream **out);
+
+/* Destroys a created stream (work already queued still runs). NULL and the
+ * default streams are a no-op: the singletons live as long as the
+ * process. */
+CUC_API void cuc_stream_destroy(cuc_stream *stream);
+
+/* Waits until all work queued on the stream has completed. */
+CUC_API int cuc_stream_synchronize(cuc_stream *stream);
+
+/* Makes future work on stream wait until event completes (the event may
+ * belong to another device, or be an IPC event opened from another
+ * process). */
+CUC_API int cuc_stream_wait_event(cuc_stream *stream, cuc_event *event);
+
+/* *done = 1 when all queued work has completed, 0 when some is pending. */
+CUC_API int cuc_stream_query(cuc_stream *stream, int *done);
+
+CUC_API cuc_device *cuc_stream_device(const cuc_stream *stream);
+/* enum cuc_stream_kind. */
+CUC_API int cuc_stream_kind(const cuc_stream *stream);
+/* The driver's CUstream (CU_STREAM_LEGACY / CU_STREAM_PER_THREAD for the
+ * default streams), for raw driver calls: `CUstream s = cuc_stream_handle(x);`
+ * Make the stream's device current before using it
+ * (cuc_device_set_current). */
+CUC_API void *cuc_stream_handle(const cuc_stream *stream);
+
+/* The device's default-stream singletons (see above). */
+CUC_API int cuc_stream_legacy(cuc_device *dev, cuc_stream **out);
+CUC_API int cuc_stream_per_thread(cuc_device *dev, cuc_stream **out);
+CUC_API int cuc_stream_default(cuc_device *dev, cuc_stream **out);
+
+/* Sets what cuc_stream_default() returns from now on, for every thread
+ * (enum cuc_stream_mode); overrides CUCORE_DEFAULT_STREAM. */
+CUC_API int cuc_stream_set_default_mode(int mode);
+/* The current mode. CUC_E_INVALID if CUCORE_DEFAULT_STREAM holds anything
+ * but "legacy" or "per-thread" and no mode was set. */
+CUC_API int cuc_stream_default_mode(int *mode);
+
+/* A default stream, as its kind and its device's UUID. A created stream is
+ * CUC_E_NOT_SERIALIZABLE (see the top of this file). */
+CUC_API int cuc_msg_add_stream(cuc_msg *msg, const cuc_stream *stream);
+/* The default stream of that kind on the local device with the record's
+ * UUID (the same singleton cuc_stream_legacy / _per_thread returns).
+ * CUC_E_NOT_VISIBLE when the device is not visible here; CUC_E_BADMSG for a
+ * kind other than legacy or per-thread; CUC_E_INVALID if the record is not
+ * a stream. */
+CUC_API int cuc_msg_get_stream(const cuc_msg *msg, size_t index, cuc_stream **stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/* Messages as hex text, to hand them to an exec'd child on its command line
+ * (tests of streams, events and kernels). */
+#ifndef CUC_TEST_MSG_HEX_H
+#define CUC_TEST_MSG_HEX_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cucore.h"
+#include "check.h"
+
+/* The message's bytes as a malloc'd hex string. */
+static inline char *msg_to_hex(const cuc_msg *m)
+{
+    static const char digits[] = "0123456789abcdef";
+    void *bytes;
+    size_t len, i;
+    char *hex;
+
+    CHECK_OK(cuc_msg_to_bytes(m, &bytes, &len));
+    hex = malloc(2 * len + 1);
+    CHECK(hex != NULL);
+    for (i = 0; i < len; i++) {
+        hex[2 * i] = digits[((const unsigned char *)bytes)[i] >> 4];
+        hex[2 * i + 1] = digits[((const unsigned char *)bytes)[i] & 0xf];
+    }
+    hex[2 * len] = '\0';
+    free(bytes);
+    return hex;
+}
+
+static inline int hex_nibble(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Parses hex into a message; the status of cuc_msg_from_bytes (or
+ * CUC_E_INVALID for bad hex). */
+static inline int msg_from_hex(const char *hex, cuc_msg **m)
+{
+    size_t n = strlen(hex), i;
+    unsigned char *b;
+    int rc;
+
+    if (n % 2)
+        return CUC_E_INVALID;
+    b = malloc(n / 2 + 1);
+    CHECK(b != NULL);
+    for (i = 0; i < n / 2; i++) {
+        int hi = hex_nibble(hex[2 * i]), lo = hex_nibble(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            free(b);
+            return CUC_E_INVALID;
+        }
+        b[i] = (unsigned char)(hi << 4 | lo);
+    }
+    rc = cuc_msg_from_bytes(b, n / 2, m);
+    free(b);
+    return rc;
+}
+
+#endif

@@ -1,0 +1,50 @@
+/* PTX images for the kernel tests: real kernels (they run on a GPU) whose
+ * `.entry` names the simulator also finds. */
+#ifndef CUC_TEST_PTX_KERNELS_H
+#define CUC_TEST_PTX_KERNELS_H
+
+/* twice(u32 *out, u32 n): out[i] = 2 * i for i < n; noop(). */
+static const char ptx_twice[] =
+    ".version 7.0\n"
+    ".target sm_70\n"
+    ".address_size 64\n"
+    "\n"
+    ".visible .entry twice(.param .u64 out, .param .u32 n)\n"
+    "{\n"
+    "  .reg .u32 %r<6>;\n"
+    "  .reg .u64 %rd<4>;\n"
+    "  .reg .pred %p;\n"
+    "  ld.param.u64 %rd1, [out];\n"
+    "  ld.param.u32 %r1, [n];\n"
+    "  mov.u32 %r2, %ctaid.x;\n"
+    "  mov.u32 %r3, %ntid.x;\n"
+    "  mov.u32 %r4, %tid.x;\n"
+    "  mad.lo.u32 %r5, %r2, %r3, %r4;\n"
+    "  setp.ge.u32 %p, %r5, %r1;\n"
+    "  @%p bra DONE;\n"
+    "  cvta.to.global.u64 %rd1, %rd1;\n"
+    "  mul.wide.u32 %rd2, %r5, 4;\n"
+    "  add.u64 %rd3, %rd1, %rd2;\n"
+    "  shl.b32 %r1, %r5, 1;\n"
+    "  st.global.u32 [%rd3], %r1;\n"
+    "DONE:\n"
+    "  ret;\n"
+    "}\n"
+    "\n"
+    ".visible .entry noop()\n"
+    "{\n"
+    "  ret;\n"
+    "}\n";
+
+/* A different image with one kernel. */
+static const char ptx_other[] =
+    ".version 7.0\n"
+    ".target sm_70\n"
+    ".address_size 64\n"
+    "\n"
+    ".visible .entry other()\n"
+    "{\n"
+    "  ret;\n"
+    "}\n";
+
+#endif

@@ -1,0 +1,219 @@
+/* Streams on the wire: a created stream is refused with a message that
+ * says what to do instead; default streams travel as kind + UUID, come
+ * back as the identical singleton in-process, and resolve by UUID in exec'd
+ * children whose CUDA_VISIBLE_DEVICES permutes the GPUs; "default" goes
+ * out as legacy or per-thread, never 0. */
+#include "cucore.h"
+#include "check.h"
+#include "internal.h"
+#include "msg_hex.h"
+#include "wire.h"
+
+static int n_dev;
+static cuc_device *devs[64];
+
+static void open_all(void)
+{
+    int i;
+
+    CHECK_OK(cuc_device_count(&n_dev));
+    if (n_dev > 64)
+        n_dev = 64;
+    for (i = 0; i < n_dev; i++) {
+        CHECK_OK(cuc_device_get(i, &devs[i]));
+        CHECK_OK(cuc_device_set_current(devs[i]));
+    }
+}
+
+static void test_created_refused(void)
+{
+    cuc_stream *s;
+    cuc_msg *m;
+
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_stream_create(devs[0], 0, 0, &s));
+    CHECK_RC(cuc_msg_add_stream(m, s), CUC_E_NOT_SERIALIZABLE);
+    CHECK(strstr(cuc_errmsg(), "valid only in its process") != NULL);
+    CHECK(strstr(cuc_errmsg(), "IPC event") != NULL);
+    CHECK(strstr(cuc_errmsg(), "CUC_EVENT_IPC") != NULL);
+    CHECK(strstr(cuc_errmsg(), "cuc_stream_create") != NULL);
+    CHECK(strstr(cuc_errmsg(), "cuc_stream_wait_event") != NULL);
+    CHECK(cuc_msg_count(m) == 0);
+    cuc_stream_destroy(s);
+    cuc_msg_destroy(m);
+}
+
+/* The kind field of record 0 in the message's bytes. */
+static uint32_t wire_kind(const cuc_msg *m)
+{
+    void *bytes;
+    size_t len;
+    uint32_t kind;
+
+    CHECK_OK(cuc_msg_to_bytes(m, &bytes, &len));
+    CHECK(len == CUC__WIRE_HDR + CUC__WIRE_REC_HDR + 24);
+    CHECK(cuc__get16((uint8_t *)bytes + CUC__WIRE_HDR) == CUC_RECORD_STREAM);
+    CHECK(cuc__get32((uint8_t *)bytes + CUC__WIRE_HDR + 4) == 24);
+    kind = cuc__get32((uint8_t *)bytes + CUC__WIRE_HDR + CUC__WIRE_REC_HDR);
+    CHECK(memcmp((uint8_t *)bytes + CUC__WIRE_HDR + CUC__WIRE_REC_HDR + 8,
+                 cuc_device_uuid(devs[n_dev - 1])->bytes, 16) == 0);
+    free(bytes);
+    return kind;
+}
+
+static void test_default_resolved(void)
+{
+    cuc_stream *s;
+    cuc_msg *m;
+
+    CHECK_OK(cuc_stream_set_default_mode(CUC_STREAM_MODE_PER_THREAD));
+    CHECK_OK(cuc_stream_default(devs[n_dev - 1], &s));
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_stream(m, s));
+    CHECK(wire_kind(m) == CUC_STREAM_PER_THREAD_DEFAULT);
+    cuc_msg_destroy(m);
+
+    CHECK_OK(cuc_stream_set_default_mode(CUC_STREAM_MODE_LEGACY));
+    CHECK_OK(cuc_stream_default(devs[n_dev - 1], &s));
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_stream(m, s));
+    CHECK(wire_kind(m) == CUC_STREAM_LEGACY_DEFAULT);
+    cuc_msg_destroy(m);
+}
+
+static void test_in_process(void)
+{
+    cuc_stream *s, *back;
+    cuc_msg *m, *r;
+    char *hex;
+    int i, per_thread;
+
+    for (i = 0; i < n_dev; i++)
+        for (per_thread = 0; per_thread < 2; per_thread++) {
+            if (per_thread)
+                CHECK_OK(cuc_stream_per_thread(devs[i], &s));
+            else
+                CHECK_OK(cuc_stream_legacy(devs[i], &s));
+            CHECK_OK(cuc_msg_create(&m));
+            CHECK_OK(cuc_msg_add_stream(m, s));
+            hex = msg_to_hex(m);
+            CHECK_OK(msg_from_hex(hex, &r));
+            CHECK_OK(cuc_msg_get_stream(r, 0, &back));
+            CHECK(back == s); /* the identical singleton */
+            CHECK_RC(cuc_msg_get_stream(r, 1, &back), CUC_E_INVALID);
+            free(hex);
+            cuc_msg_destroy(r);
+            cuc_msg_destroy(m);
+        }
+}
+
+/* Child: resolves the stream of the message in argv[0]; prints
+ * "OK <uuid> <kind> <ordinal>" or "ERR <code>". */
+static int child_resolve(int argc, char **argv)
+{
+    cuc_stream *s;
+    cuc_msg *m;
+    int rc;
+
+    CHECK(argc == 1);
+    CHECK_OK(msg_from_hex(argv[0], &m));
+    rc = cuc_msg_get_stream(m, 0, &s);
+    if (rc) {
+        printf("ERR %s %s\n", cuc_errname(rc), cuc_errmsg());
+    } else {
+        CHECK_OK(cuc_stream_synchronize(s));
+        printf("OK %s %d %d\n", cuc_device_uuid_string(cuc_stream_device(s)),
+               cuc_stream_kind(s), cuc_device_ordinal(cuc_stream_device(s)));
+    }
+    cuc_msg_destroy(m);
+    return 0;
+}
+
+/* Position of physical index phys in the list cvd, or -1. */
+static int position_in(const char *cvd, int phys)
+{
+    int pos = 0;
+    const char *p = cvd;
+
+    while (*p) {
+        if (atoi(p) == phys)
+            return pos;
+        pos++;
+        p = strchr(p, ',');
+        if (!p)
+            break;
+        p++;
+    }
+    return -1;
+}
+
+static void check_child(int dev, int per_thread, const char *cvd)
+{
+    char env[128], out[4096], want[256];
+    const char *args[2];
+    cuc_stream *s;
+    cuc_msg *m;
+    char *hex;
+    int pos = cvd[0] ? position_in(cvd, dev) : -1;
+
+    if (per_thread)
+        CHECK_OK(cuc_stream_per_thread(devs[dev], &s));
+    else
+        CHECK_OK(cuc_stream_legacy(devs[dev], &s));
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_stream(m, s));
+    hex = msg_to_hex(m);
+    args[0] = hex;
+    args[1] = NULL;
+    snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%s", cvd);
+    CHECK(spawn_self_capture("resolve", args, (const char *const[]){env, NULL}, out,
+                             sizeof(out)) == 0);
+    if (pos >= 0) {
+        snprintf(want, sizeof(want), "OK %s %d %d\n", cuc_device_uuid_string(devs[dev]),
+                 per_thread ? CUC_STREAM_PER_THREAD_DEFAULT : CUC_STREAM_LEGACY_DEFAULT,
+                 pos);
+        if (strcmp(out, want)) {
+            fprintf(stderr, "device %d, CUDA_VISIBLE_DEVICES=%s: got \"%s\", want \"%s\"\n",
+                    dev, cvd, out, want);
+            exit(1);
+        }
+    } else {
+        CHECK(strncmp(out, "ERR CUC_E_NOT_VISIBLE ", 22) == 0);
+        CHECK(strstr(out, cuc_device_uuid_string(devs[dev])) != NULL);
+    }
+    free(hex);
+    cuc_msg_destroy(m);
+}
+
+static void test_children(void)
+{
+    static const char *const four[] = {"3,2,1,0", "1,3", "2", ""};
+    static const char *const one[] = {"0", ""};
+    const char *const *lists = n_dev >= 4 ? four : one;
+    size_t nl = n_dev >= 4 ? 4 : 2, i;
+    int d;
+
+    for (i = 0; i < nl; i++)
+        for (d = 0; d < (n_dev >= 4 ? 4 : 1); d++) {
+            check_child(d, 0, lists[i]);
+            check_child(d, 1, lists[i]);
+        }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "--child")) {
+        if (!strcmp(argv[2], "resolve"))
+            return child_resolve(argc - 3, argv + 3);
+        return 2;
+    }
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    open_all();
+    FD_BASELINE();
+    test_created_refused();
+    test_default_resolved();
+    test_in_process();
+    test_children();
+    FD_CHECK_NO_LEAK();
+    return test_finish();
+}

@@ -1,0 +1,298 @@
+/* `cucore inspect FILE|- [--json]`: each record of a message and what it
+ * resolves to in this process. Exit 0 when the message and every record
+ * are well-formed (a device that is not visible here is an answer, not a
+ * failure); 1 for malformed input. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "hash.h"
+#include "objects.h"
+
+struct out {
+    int json;
+    int first;
+    int malformed;
+};
+
+static int read_input(const char *path, uint8_t **data, size_t *len)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    size_t n = 0, cap = 0;
+    uint8_t *buf = NULL;
+
+    if (!f) {
+        fprintf(stderr, "cucore: inspect: cannot open %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    for (;;) {
+        size_t got;
+        if (n == cap) {
+            uint8_t *nb;
+            cap = cap ? cap * 2 : 65536;
+            if (cap > (size_t)CUC_MSG_MAX_BYTES * 2 || !(nb = realloc(buf, cap)))
+                break;
+            buf = nb;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (f != stdin)
+        fclose(f);
+    if (n > CUC_MSG_MAX_BYTES) {
+        fprintf(stderr, "cucore: inspect: %s is larger than any message (%u bytes)\n",
+                path, CUC_MSG_MAX_BYTES);
+        free(buf);
+        return 1;
+    }
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+/* Starts record i's line (text) or object (JSON). */
+static void begin(struct out *o, size_t i, const char *type)
+{
+    if (o->json) {
+        printf("%s{\"index\":%zu,\"type\":\"%s\"", o->first ? "" : ",", i, type);
+        o->first = 0;
+    } else {
+        printf("[%zu] %s", i, type);
+    }
+}
+
+/* Ends it with the resolution: ok, or the failure of rc. */
+static void end(struct out *o, int rc, const char *ok)
+{
+    if (rc == CUC_E_BADMSG || rc == CUC_E_VERSION)
+        o->malformed = 1;
+    if (o->json) {
+        printf(",\"resolved\":%s", rc ? "false" : "true");
+        if (rc) {
+            printf(",\"error\":\"%s\",\"message\":", cuc_errname(rc));
+            json_str(stdout, cuc_errmsg());
+        }
+        printf("}");
+    } else if (rc) {
+        printf("\n    -> %s: %s\n", rc == CUC_E_BADMSG ? "MALFORMED" : cuc_errname(rc),
+               cuc_errmsg());
+    } else {
+        printf("\n    -> %s\n", ok);
+    }
+}
+
+static void field_s(struct out *o, const char *name, const char *v)
+{
+    if (o->json) {
+        printf(",\"%s\":", name);
+        json_str(stdout, v);
+    } else {
+        printf(" %s=%s", name, v);
+    }
+}
+
+static void field_u(struct out *o, const char *name, unsigned long long v)
+{
+    if (o->json)
+        printf(",\"%s\":%llu", name, v);
+    else
+        printf(" %s=%llu", name, v);
+}
+
+static void show_device(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc__record r;
+    char text[CUC_UUID_STRLEN], ok[96];
+    cuc_device *d;
+    cuc_uuid u;
+    int rc;
+
+    begin(o, i, "device");
+    if (cuc__msg_record(m, i, &r) == 0 && r.len == 16) {
+        memcpy(u.bytes, r.payload, 16);
+        cuc_uuid_format(&u, text);
+        field_s(o, "uuid", text);
+    }
+    rc = cuc_msg_get_device(m, i, &d);
+    if (!rc) {
+        snprintf(ok, sizeof(ok), "local ordinal %d (%s)", cuc_device_ordinal(d),
+                 cuc_device_name(d));
+        if (o->json)
+            printf(",\"ordinal\":%d", cuc_device_ordinal(d));
+    }
+    end(o, rc, ok);
+}
+
+static void show_stream(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc__stream_rec rec;
+    char text[CUC_UUID_STRLEN], ok[96];
+    cuc_stream *s;
+    int rc;
+
+    begin(o, i, "stream");
+    rc = cuc__stream_rec_parse(m, i, &rec);
+    if (!rc) {
+        cuc_uuid_format(&rec.uuid, text);
+        field_s(o, "kind", rec.kind == CUC_STREAM_LEGACY_DEFAULT ? "legacy" : "per-thread");
+        field_s(o, "uuid", text);
+        rc = cuc_msg_get_stream(m, i, &s);
+    }
+    if (!rc) {
+        snprintf(ok, sizeof(ok), "the %s default stream of local device %d",
+                 rec.kind == CUC_STREAM_LEGACY_DEFAULT ? "legacy" : "per-thread",
+                 cuc_device_ordinal(cuc_stream_device(s)));
+        if (o->json)
+            printf(",\"ordinal\":%d", cuc_device_ordinal(cuc_stream_device(s)));
+    }
+    end(o, rc, ok);
+}
+
+static void show_event(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc__event_rec rec;
+    char text[CUC_UUID_STRLEN], ok[96];
+    cuc_event *ev;
+    int rc;
+
+    begin(o, i, "event");
+    rc = cuc__event_rec_parse(m, i, &rec);
+    if (!rc) {
+        cuc_uuid_format(&rec.uuid, text);
+        field_s(o, "uuid", text);
+        field_u(o, "flags", rec.flags);
+        rc = cuc_msg_get_event(m, i, &ev);
+    }
+    if (!rc) {
+        snprintf(ok, sizeof(ok), "an IPC event opened on local device %d",
+                 cuc_device_ordinal(cuc_event_device(ev)));
+        if (o->json)
+            printf(",\"ordinal\":%d", cuc_device_ordinal(cuc_event_device(ev)));
+        cuc_event_destroy(ev);
+    }
+    end(o, rc, ok);
+}
+
+static void show_launch_config(struct out *o, const cuc_msg *m, size_t i)
+{
+    cuc_launch_config c;
+    char v[160];
+    int rc;
+
+    begin(o, i, "launch_config");
+    rc = cuc_msg_get_launch_config(m, i, &c);
+    if (!rc && o->json)
+        printf(",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"cluster\":[%u,%u,%u],"
+               "\"shared_mem\":%u,\"cooperative\":%u", c.grid[0], c.grid[1], c.grid[2],
+               c.block[0], c.block[1], c.block[2], c.cluster[0], c.cluster[1],
+               c.cluster[2], c.shared_mem, c.cooperative);
+    if (!rc)
+        snprintf(v, sizeof(v), "grid %ux%ux%u, block %ux%ux%u, cluster %ux%ux%u, "
+                 "shared_mem %u, cooperative %u", c.grid[0], c.grid[1], c.grid[2],
+                 c.block[0], c.block[1], c.block[2], c.cluster[0], c.cluster[1],
+                 c.cluster[2], c.shared_mem, c.cooperative);
+    end(o, rc, v);
+}
+
+static void show_kernel(struct out *o, const cuc_msg *m, size_t i)
+{
+    char hex[2 * CUC__SHA256_LEN + 1];
+    struct cuc__kernel_rec rec;
+    cuc_kernel *k;
+    int rc;
+
+    begin(o, i, "kernel");
+    rc = cuc__kernel_rec_parse(m, i, &rec);
+    if (!rc) {
+        cuc__hex(rec.hash, sizeof(rec.hash), hex);
+        field_s(o, "name", rec.name);
+        field_s(o, "kind", cuc__image_kind_name((int)rec.kind));
+        field_u(o, "image_bytes", rec.image_len);
+        field_s(o, "sha256", hex);
+        rc = cuc_msg_get_kernel(m, i, &k);
+    }
+    if (!rc)
+        cuc_kernel_destroy(k);
+    end(o, rc, "loadable here");
+}
+
+static void show_other(struct out *o, const cuc_msg *m, size_t i, int type)
+{
+    struct cuc__record r;
+
+    begin(o, i, cuc__record_type_name((unsigned)type));
+    if (cuc__msg_record(m, i, &r) == 0) {
+        field_u(o, "payload_bytes", r.len);
+        field_u(o, "fds", r.nfds);
+    }
+    end(o, 0, "not resolved by inspect");
+}
+
+static void show(struct out *o, const cuc_msg *m, size_t i)
+{
+    int type = 0;
+
+    cuc_msg_record_type(m, i, &type);
+    switch (type) {
+    case CUC_RECORD_DEVICE: show_device(o, m, i); break;
+    case CUC_RECORD_STREAM: show_stream(o, m, i); break;
+    case CUC_RECORD_EVENT: show_event(o, m, i); break;
+    case CUC_RECORD_LAUNCH_CONFIG: show_launch_config(o, m, i); break;
+    case CUC_RECORD_KERNEL: show_kernel(o, m, i); break;
+    default: show_other(o, m, i, type); break;
+    }
+}
+
+static int inspect_usage(void)
+{
+    fprintf(stderr, "usage: cucore inspect FILE|- [--json]\n"
+            "Shows each record of a cucore message and what it resolves to in this\n"
+            "process. Exit 1 when the input is not a well-formed message.\n");
+    return 2;
+}
+
+int cli_inspect(int argc, char **argv)
+{
+    struct out o = {0, 1, 0};
+    const char *path = NULL;
+    cuc_msg *m;
+    uint8_t *data;
+    size_t len, i;
+    int k, rc;
+
+    for (k = 0; k < argc; k++) {
+        if (!strcmp(argv[k], "--json"))
+            o.json = 1;
+        else if (!path && (!strcmp(argv[k], "-") || argv[k][0] != '-'))
+            path = argv[k];
+        else
+            return inspect_usage();
+    }
+    if (!path)
+        return inspect_usage();
+    if (read_input(path, &data, &len))
+        return 1;
+    rc = cuc_msg_from_bytes(data, len, &m);
+    free(data);
+    if (rc) {
+        fprintf(stderr, "cucore: inspect: %s is not a valid cucore message: %s (%s)\n",
+                path, cuc_errmsg(), cuc_errname(rc));
+        return 1;
+    }
+    if (o.json)
+        printf("{\"bytes\":%zu,\"records\":[", len);
+    else
+        printf("message: %zu bytes, %zu record%s\n", len, cuc_msg_count(m),
+               cuc_msg_count(m) == 1 ? "" : "s");
+    for (i = 0; i < cuc_msg_count(m); i++)
+        show(&o, m, i);
+    if (o.json)
+        printf("],\"malformed\":%s}\n", o.malformed ? "true" : "false");
+    cuc_msg_destroy(m);
+    if (o.malformed)
+        fprintf(stderr, "cucore: inspect: %s holds malformed records\n", path);
+    return o.malformed ? 1 : 0;
+}

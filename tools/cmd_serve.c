@@ -1,0 +1,114 @@
+/* `cucore serve PATH`: listens at PATH, accepts one peer and prints each
+ * message it sends, record by record (what a device record's UUID is here,
+ * what an fd record's fd is), until the peer closes. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "internal.h"
+#include "wire.h"
+
+static const char *fd_kind(int fd)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) < 0)
+        return "unknown";
+    if (S_ISREG(st.st_mode))
+        return "regular file";
+    if (S_ISDIR(st.st_mode))
+        return "directory";
+    if (S_ISSOCK(st.st_mode))
+        return "socket";
+    if (S_ISFIFO(st.st_mode))
+        return "pipe";
+    if (S_ISCHR(st.st_mode))
+        return "character device";
+    return "other";
+}
+
+static void print_device(const cuc_msg *m, size_t i, const struct cuc__record *r)
+{
+    char text[CUC_UUID_STRLEN];
+    cuc_device *d;
+    cuc_uuid u;
+
+    memcpy(u.bytes, r->payload, sizeof(u.bytes));
+    cuc_uuid_format(&u, text);
+    if (cuc_msg_get_device(m, i, &d) == 0)
+        printf("  record %zu: device %s (ordinal %d here, %s)\n", i, text,
+               cuc_device_ordinal(d), cuc_device_name(d));
+    else
+        printf("  record %zu: device %s, not usable here: %s\n", i, text, cuc_errmsg());
+}
+
+static void print_fd(cuc_msg *m, size_t i)
+{
+    uint32_t tag;
+    int fd;
+
+    if (cuc_msg_take_fd(m, i, &fd, &tag)) {
+        printf("  record %zu: fd, unusable: %s\n", i, cuc_errmsg());
+        return;
+    }
+    printf("  record %zu: fd tag %u (%s)\n", i, tag, fd_kind(fd));
+    close(fd);
+}
+
+static void print_msg(cuc_msg *m, long seq)
+{
+    size_t i, n = cuc_msg_count(m);
+
+    printf("message %ld: %zu record%s, %zu fd%s\n", seq, n, n == 1 ? "" : "s",
+           cuc_msg_fd_count(m), cuc_msg_fd_count(m) == 1 ? "" : "s");
+    for (i = 0; i < n; i++) {
+        struct cuc__record r;
+        if (cuc__msg_record(m, i, &r))
+            continue;
+        if (r.type == CUC_RECORD_DEVICE)
+            print_device(m, i, &r);
+        else if (r.type == CUC_RECORD_FD)
+            print_fd(m, i);
+        else
+            printf("  record %zu: %s (version %u, %u bytes, %u fds)\n", i,
+                   cuc__record_type_name(r.type), r.version, r.len, r.nfds);
+    }
+    fflush(stdout);
+}
+
+int cli_serve(int argc, char **argv)
+{
+    cuc_listener *l;
+    cuc_channel *ch;
+    cuc_msg *m;
+    long seq = 0;
+    pid_t pid = 0;
+    int rc;
+
+    if (argc != 1 || argv[0][0] == '-') {
+        fprintf(stderr, "usage: cucore serve PATH\n");
+        return 2;
+    }
+    rc = cuc_channel_listen(argv[0], &l);
+    if (rc)
+        return cli_fail("cannot listen", rc);
+    fprintf(stderr, "listening on %s\n", argv[0]);
+    rc = cuc_listener_accept(l, -1, &ch);
+    cuc_listener_close(l);
+    if (rc)
+        return cli_fail("accept", rc);
+    cuc_channel_peer_pid(ch, &pid);
+    printf("peer pid %ld connected\n", (long)pid);
+    fflush(stdout);
+    while ((rc = cuc_channel_recv(ch, -1, &m)) == 0) {
+        print_msg(m, seq++);
+        cuc_msg_destroy(m);
+    }
+    cuc_channel_close(ch);
+    if (rc != CUC_E_PEER_CLOSED)
+        return cli_fail("receive", rc);
+    printf("peer closed after %ld message%s\n", seq, seq == 1 ? "" : "s");
+    return 0;
+}
