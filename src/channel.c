@@ -120,6 +120,7 @@ int cuc__channel_wrap(int fd, cuc_channel **out)
         rc = cuc__seterr(CUC_E_NOMEM, "out of memory for a channel's frame buffer");
         goto free_ch;
     }
+    atomic_init(&ch->refs, 1);
     ch->fd = fd;
     ch->peer_pid = cred.pid;
     ch->peer_uid = cred.uid;
@@ -199,14 +200,16 @@ static void queue_free(cuc_channel *ch)
     ch->qlen = 0;
 }
 
-void cuc_channel_close(cuc_channel *ch)
+void cuc__channel_ref(cuc_channel *ch)
 {
-    if (!ch)
+    atomic_fetch_add_explicit(&ch->refs, 1, memory_order_relaxed);
+}
+
+void cuc__channel_unref(cuc_channel *ch)
+{
+    if (atomic_fetch_sub_explicit(&ch->refs, 1, memory_order_acq_rel) != 1)
         return;
-    close(ch->fd);
-    cuc__leases_end_all(ch, CUC__LEASE_CHANNEL_CLOSED);
     cuc__leases_free(ch);
-    queue_free(ch);
     cuc__reasm_reset(&ch->rx);
     free(ch->rxbuf);
     pthread_mutex_destroy(&ch->send_lock);
@@ -215,11 +218,34 @@ void cuc_channel_close(cuc_channel *ch)
     free(ch);
 }
 
+void cuc_channel_close(cuc_channel *ch)
+{
+    if (!ch)
+        return;
+    pthread_mutex_lock(&ch->send_lock);
+    close(ch->fd);
+    ch->fd = -1;
+    pthread_mutex_unlock(&ch->send_lock);
+    cuc__leases_end_all(ch, CUC__LEASE_CHANNEL_CLOSED);
+    pthread_mutex_lock(&ch->recv_lock);
+    queue_free(ch);
+    pthread_mutex_unlock(&ch->recv_lock);
+    cuc__channel_unref(ch);
+}
+
 int cuc_channel_send(cuc_channel *ch, const cuc_msg *m)
 {
+    int rc;
+
     if (!ch || !m)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_send: NULL argument");
-    return cuc__channel_send_frames(ch, m);
+    rc = cuc__leases_begin_msg(ch, m);
+    if (rc)
+        return rc;
+    rc = cuc__channel_send_frames(ch, m);
+    if (rc)
+        cuc__leases_abort_msg(ch, m);
+    return rc;
 }
 
 static int check_timeout(const char *fn, int timeout_ms)
@@ -271,15 +297,19 @@ int cuc_channel_recv(cuc_channel *ch, int timeout_ms, cuc_msg **out)
         if (!ch->qhead)
             ch->qtail = NULL;
         ch->qlen--;
-        *out = q->m;
+        m = q->m;
         free(q);
         pthread_mutex_unlock(&ch->recv_lock);
+        cuc__msg_set_channel(m, ch);
+        *out = m;
         return 0;
     }
     rc = next_user_msg(ch, cuc__deadline(timeout_ms), &m);
     pthread_mutex_unlock(&ch->recv_lock);
-    if (!rc)
+    if (!rc) {
+        cuc__msg_set_channel(m, ch);
         *out = m;
+    }
     return rc;
 }
 

@@ -5,6 +5,7 @@
 #define CUC_CHANNEL_IMPL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -31,7 +32,8 @@ struct cuc__sticky {
 };
 
 struct cuc_channel {
-    int fd;
+    _Atomic unsigned refs; /* the user's, received messages', importers' */
+    int fd;                /* -1 once closed */
     pid_t peer_pid;
     uid_t peer_uid;
 

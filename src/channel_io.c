@@ -115,6 +115,8 @@ int cuc__channel_send_frames(cuc_channel *ch, const cuc_msg *m)
     nparts = cuc__frame_parts((uint32_t)len, (uint32_t)nfds);
     pthread_mutex_lock(&ch->send_lock);
     rc = cuc__sticky_get(&ch->send_err);
+    if (!rc && ch->fd < 0)
+        rc = cuc__seterr(CUC_E_INVALID, "the channel was closed by this process");
     for (part = 0; !rc && part < nparts; part++) {
         rc = send_part(ch, bytes, (uint32_t)len, fds, (uint32_t)nfds, part, nparts);
         if (!rc)

@@ -5,6 +5,7 @@
 #include "channel_impl.h"
 #include "wire.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,6 +209,89 @@ int cuc__leases_take_release(cuc_channel *ch, cuc_msg *m)
     return 1;
 }
 
+uint64_t cuc__lease_id_next(void)
+{
+    static _Atomic uint64_t next = 1;
+
+    return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+}
+
+/* What a message's lease registers on the channel: the end callback needs
+ * both the module's ops and its object. */
+struct msg_lease {
+    const struct cuc__lease_ops *ops;
+    void *obj;
+};
+
+static void msg_lease_end(void *arg, uint64_t id, int why)
+{
+    struct msg_lease *l = arg;
+
+    l->ops->end(l->obj, id, why);
+    free(l);
+}
+
+static int begin_one(cuc_channel *ch, const struct cuc__lease_att *a)
+{
+    struct msg_lease *l = malloc(sizeof(*l));
+    int rc;
+
+    if (!l)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for lease %llu",
+                           (unsigned long long)a->id);
+    *l = (struct msg_lease){a->ops, a->obj};
+    a->ops->begin(a->obj);
+    rc = cuc__channel_lease_add(ch, a->id, msg_lease_end, l);
+    if (rc) {
+        a->ops->end(a->obj, a->id, CUC__LEASE_SEND_FAILED);
+        free(l);
+    }
+    return rc;
+}
+
+/* Ends leases [0, n) of a message that did not go out. A lease the channel
+ * no longer holds has already ended (the peer went meanwhile). */
+static void abort_first(cuc_channel *ch, const struct cuc__lease_att *atts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct cuc__lease_slot *e;
+        struct cuc__lease_slot got = {0, NULL, NULL};
+
+        pthread_mutex_lock(&ch->lease_lock);
+        e = find(ch, atts[i].id);
+        if (e) {
+            got = *e;
+            erase(ch, e);
+        }
+        pthread_mutex_unlock(&ch->lease_lock);
+        if (got.id)
+            got.fn(got.arg, got.id, CUC__LEASE_SEND_FAILED);
+    }
+}
+
+int cuc__leases_begin_msg(cuc_channel *ch, const cuc_msg *m)
+{
+    const struct cuc__lease_att *atts;
+    size_t n = cuc__msg_leases(m, &atts);
+
+    for (size_t i = 0; i < n; i++) {
+        int rc = begin_one(ch, &atts[i]);
+        if (rc) {
+            abort_first(ch, atts, i);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void cuc__leases_abort_msg(cuc_channel *ch, const cuc_msg *m)
+{
+    const struct cuc__lease_att *atts;
+    size_t n = cuc__msg_leases(m, &atts);
+
+    abort_first(ch, atts, n);
+}
+
 int cuc_channel_release(cuc_channel *ch, const uint64_t *ids, size_t n)
 {
     uint8_t *payload;
@@ -217,6 +301,8 @@ int cuc_channel_release(cuc_channel *ch, const uint64_t *ids, size_t n)
     if (!ch || !ids || n == 0)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_release: %s",
                            n ? "NULL argument" : "no lease id given");
+    if (ch->fd < 0)
+        return 0; /* closed here: the peer has already ended these leases */
     payload = malloc(8 * (size_t)(n < RELEASE_IDS_PER_RECORD ? n : RELEASE_IDS_PER_RECORD));
     if (!payload)
         return cuc__seterr(CUC_E_NOMEM, "out of memory releasing %zu leases", n);

@@ -2,6 +2,7 @@
  * the bounds-checked decoding of untrusted bytes (docs/wire-format.md). */
 #include "internal.h"
 #include "wire.h"
+#include "lease.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -34,6 +35,9 @@ struct cuc_msg {
     uint32_t fds_owned; /* entries of fds that are not -1 */
     size_t data_len, data_cap;
     size_t wire_len; /* encoded size */
+    struct cuc__lease_att *atts; /* leases to register when sent */
+    size_t natts, att_cap;
+    cuc_channel *channel; /* the channel it arrived on (a reference) */
     struct wire_rec rec_inline[INLINE_RECS];
     int fd_inline[INLINE_FDS];
     _Alignas(8) uint8_t data_inline[INLINE_DATA];
@@ -131,6 +135,9 @@ static void msg_init(cuc_msg *m)
     m->data_len = 0;
     m->data_cap = INLINE_DATA;
     m->wire_len = CUC__WIRE_HDR;
+    m->atts = NULL;
+    m->natts = m->att_cap = 0;
+    m->channel = NULL;
 }
 
 int cuc_msg_create(cuc_msg **msg)
@@ -169,7 +176,51 @@ void cuc_msg_destroy(cuc_msg *m)
         free(m->data);
     if (m->fds != m->fd_inline)
         free(m->fds);
+    for (size_t i = 0; i < m->natts; i++)
+        m->atts[i].ops->unref(m->atts[i].obj);
+    free(m->atts);
+    if (m->channel)
+        cuc__channel_unref(m->channel);
     msg_release(m);
+}
+
+int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
+                          const struct cuc__lease_ops *ops, void *obj)
+{
+    if (!m || !ops || !obj || lease_id == 0)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_lease_attach: %s",
+                           lease_id ? "NULL argument" : "lease id 0 is reserved");
+    if (m->natts == m->att_cap) {
+        size_t cap = m->att_cap ? 2 * m->att_cap : 8;
+        void *p = realloc(m->atts, cap * sizeof(*m->atts));
+        if (!p)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory attaching lease %zu "
+                               "to a message", m->natts + 1);
+        m->atts = p;
+        m->att_cap = cap;
+    }
+    ops->ref(obj);
+    m->atts[m->natts++] = (struct cuc__lease_att){lease_id, ops, obj};
+    return 0;
+}
+
+size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts)
+{
+    *atts = m->atts;
+    return m->natts;
+}
+
+cuc_channel *cuc__msg_channel(const cuc_msg *m)
+{
+    return m ? m->channel : NULL;
+}
+
+void cuc__msg_set_channel(cuc_msg *m, cuc_channel *ch)
+{
+    cuc__channel_ref(ch);
+    if (m->channel)
+        cuc__channel_unref(m->channel);
+    m->channel = ch;
 }
 
 size_t cuc_msg_count(const cuc_msg *m)

@@ -84,6 +84,27 @@ int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
 int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
                     cuc_msg **out);
 
+/* Leases to register when the message is sent on a channel (lease.h). */
+struct cuc__lease_ops;
+struct cuc__lease_att {
+    uint64_t id;
+    const struct cuc__lease_ops *ops;
+    void *obj;
+};
+/* Attaches object obj under lease_id (its record's payload carries the id):
+ * calls ops->ref(obj) now and ops->unref(obj) when the message is
+ * destroyed. See lease.h for what the channel does with it. */
+int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
+                          const struct cuc__lease_ops *ops, void *obj);
+/* The attached leases, in attach order. */
+size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts);
+
+/* The channel a message was received on (NULL if it was parsed from
+ * bytes); the message holds a reference on it (cuc__channel_ref) until
+ * destroyed, and an object imported from it should take its own. */
+struct cuc_channel *cuc__msg_channel(const cuc_msg *m);
+void cuc__msg_set_channel(cuc_msg *m, struct cuc_channel *ch);
+
 /* Little-endian helpers for payload codecs. */
 static inline void cuc__put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static inline void cuc__put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }

@@ -76,8 +76,10 @@ CUC_API int cuc_channel_from_fd(int fd, cuc_channel **ch);
 CUC_API int cuc_channel_fd(const cuc_channel *ch);
 
 /* Closes the socket, ends every lease still held on the channel (their
- * callbacks run now), and frees queued messages and their fds. NULL is a
- * no-op. */
+ * callbacks run now), and frees queued messages and their fds. Messages
+ * received from it and objects imported from them stay valid: releasing
+ * such an object later is a no-op (the peer saw the close and ended the
+ * leases itself). NULL is a no-op. */
 CUC_API void cuc_channel_close(cuc_channel *ch);
 
 /* Listens at path, a filesystem path of at most 107 bytes. The socket file
@@ -136,7 +138,8 @@ CUC_API int cuc_channel_pump(cuc_channel *ch, int timeout_ms);
 /* Importer side: tells the peer (the exporter) that this process no longer
  * uses the objects it imported under these lease ids; the exporter's
  * leases end when its channel processes the release. n must be at least 1;
- * ids the exporter does not know (or already ended) are ignored there. */
+ * ids the exporter does not know (or already ended) are ignored there.
+ * Returns 0 without sending if this process has closed the channel. */
 CUC_API int cuc_channel_release(cuc_channel *ch, const uint64_t *lease_ids, size_t n);
 
 /* Exporter side: the number of leases not yet ended on objects this process

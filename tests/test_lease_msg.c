@@ -1,0 +1,173 @@
+/* Leases carried by messages (lease.h, cuc__msg_lease_attach): a send
+ * begins each attached lease on that channel, a release or the channel's
+ * end ends it exactly once, a failed send ends it with SEND_FAILED, a
+ * message holds its objects until destroyed, a received message knows its
+ * channel and keeps it alive past cuc_channel_close(). */
+#include "check.h"
+#include "internal.h"
+#include "lease.h"
+#include "wire.h"
+
+struct obj {
+    int refs, begun, ended;
+    int last_why;
+    uint64_t last_id;
+};
+
+static void o_begin(void *p) { ((struct obj *)p)->begun++; }
+static void o_ref(void *p) { ((struct obj *)p)->refs++; }
+static void o_unref(void *p) { ((struct obj *)p)->refs--; }
+static void o_end(void *p, uint64_t id, int why)
+{
+    struct obj *o = p;
+    o->ended++;
+    o->last_id = id;
+    o->last_why = why;
+}
+
+static const struct cuc__lease_ops ops = {o_begin, o_end, o_ref, o_unref};
+
+/* A message of one device record with obj attached under a fresh id. */
+static cuc_msg *leased_msg(struct obj *o, uint64_t *id)
+{
+    cuc_device *d;
+    cuc_msg *m;
+
+    CHECK_OK(cuc_device_get(0, &d));
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_device(m, d));
+    *id = cuc__lease_id_next();
+    CHECK(*id != 0);
+    CHECK_OK(cuc__msg_lease_attach(m, *id, &ops, o));
+    return m;
+}
+
+static size_t leases(cuc_channel *ch)
+{
+    size_t n;
+    CHECK_OK(cuc_channel_lease_count(ch, &n));
+    return n;
+}
+
+static void test_release(void)
+{
+    struct obj o = {0};
+    cuc_channel *a, *b;
+    cuc_msg *m, *got;
+    uint64_t id;
+
+    CHECK_OK(cuc_channel_pair(&a, &b));
+    m = leased_msg(&o, &id);
+    CHECK(o.refs == 1 && o.begun == 0);
+    CHECK_OK(cuc_channel_send(a, m));
+    CHECK(o.begun == 1 && o.ended == 0);
+    CHECK(leases(a) == 1);
+    cuc_msg_destroy(m);
+    CHECK(o.refs == 0);
+
+    CHECK_OK(cuc_channel_recv(b, 1000, &got));
+    CHECK(cuc__msg_channel(got) == b);
+    CHECK_OK(cuc_channel_release(b, &id, 1));
+    CHECK_OK(cuc_channel_lease_wait(a, 0, 1000));
+    CHECK(o.ended == 1 && o.last_id == id && o.last_why == CUC__LEASE_RELEASED);
+    CHECK(leases(a) == 0);
+
+    /* The received message keeps b alive after the user's close; a release
+     * through it is then a no-op. */
+    cuc_channel_close(b);
+    CHECK_OK(cuc_channel_release(cuc__msg_channel(got), &id, 1));
+    cuc_msg_destroy(got);
+    CHECK_RC(cuc_channel_pump(a, 1000), CUC_E_PEER_CLOSED);
+    cuc_channel_close(a);
+    CHECK(o.ended == 1);
+}
+
+static void test_close_ends(void)
+{
+    struct obj o = {0};
+    cuc_channel *a, *b;
+    cuc_msg *m;
+    uint64_t id;
+
+    /* The importer goes: its leases end with PEER_CLOSED. */
+    CHECK_OK(cuc_channel_pair(&a, &b));
+    m = leased_msg(&o, &id);
+    CHECK_OK(cuc_channel_send(a, m));
+    cuc_channel_close(b);
+    CHECK_OK(cuc_channel_lease_wait(a, 0, 1000));
+    CHECK(o.ended == 1 && o.last_why == CUC__LEASE_PEER_CLOSED);
+    /* Sending again on a channel whose peer has gone: the lease is begun
+     * and ended at once, the send fails. */
+    CHECK(cuc_channel_send(a, m) < 0);
+    CHECK(o.begun == 2 && o.ended == 2 && o.last_why == CUC__LEASE_SEND_FAILED);
+    cuc_channel_close(a);
+
+    /* The exporter closes: CHANNEL_CLOSED. */
+    CHECK_OK(cuc_channel_pair(&a, &b));
+    CHECK_OK(cuc_channel_send(a, m));
+    cuc_channel_close(a);
+    CHECK(o.begun == 3 && o.ended == 3 && o.last_why == CUC__LEASE_CHANNEL_CLOSED);
+    /* Sending on a closed channel is refused: nothing stays begun. */
+    cuc_channel_close(b);
+    cuc_msg_destroy(m);
+    CHECK(o.refs == 0);
+}
+
+static void test_send_twice(void)
+{
+    struct obj o1 = {0}, o2 = {0};
+    cuc_channel *a, *b, *c, *d;
+    cuc_msg *m;
+    uint64_t id1, id2;
+
+    m = leased_msg(&o1, &id1);
+    id2 = cuc__lease_id_next();
+    CHECK(id2 != id1);
+    CHECK_OK(cuc__msg_lease_attach(m, id2, &ops, &o2));
+    CHECK_OK(cuc_channel_pair(&a, &b));
+    CHECK_OK(cuc_channel_pair(&c, &d));
+    CHECK_OK(cuc_channel_send(a, m));
+    /* The same leases on another channel: a second, independent lease. */
+    CHECK_OK(cuc_channel_send(c, m));
+    CHECK(o1.begun == 2 && o2.begun == 2 && leases(a) == 2 && leases(c) == 2);
+    /* On the same channel again: refused, and the lease begun for it (the
+     * first one) is ended; the two held stay held. */
+    CHECK_RC(cuc_channel_send(a, m), CUC_E_INVALID);
+    CHECK(o1.begun == 3 && o1.ended == 1 && o1.last_why == CUC__LEASE_SEND_FAILED);
+    CHECK(o2.begun == 2 && o2.ended == 0);
+    CHECK(leases(a) == 2);
+    cuc_channel_close(b);
+    cuc_channel_close(d);
+    cuc_channel_close(a);
+    cuc_channel_close(c);
+    CHECK(o1.ended == 3 && o2.ended == 2);
+    cuc_msg_destroy(m);
+    CHECK(o1.refs == 0 && o2.refs == 0);
+}
+
+static void test_bad_args(void)
+{
+    struct obj o = {0};
+    cuc_msg *m;
+
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_RC(cuc__msg_lease_attach(m, 0, &ops, &o), CUC_E_INVALID);
+    CHECK_RC(cuc__msg_lease_attach(m, 5, NULL, &o), CUC_E_INVALID);
+    CHECK(o.refs == 0);
+    CHECK(cuc__msg_channel(m) == NULL);
+    cuc_msg_destroy(m);
+}
+
+int main(void)
+{
+    int n;
+
+    CHECK_OK(cuc_device_count(&n));
+    FD_BASELINE();
+    test_release();
+    test_close_ends();
+    test_send_twice();
+    test_bad_args();
+    FD_CHECK_NO_LEAK();
+    return test_finish();
+}
