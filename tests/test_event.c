@@ -5,6 +5,7 @@
 
 #include "cucore.h"
 #include "check.h"
+#include "driver_warm.h"
 #include "internal.h"
 
 static int n_dev;
@@ -144,6 +145,8 @@ static void test_refs(void)
     cuc_event_destroy(again);
     /* One reference left: still usable. */
     CHECK_OK(cuc_event_record(third, s));
+    /* A record is asynchronous on a GPU: only a synchronize makes it done. */
+    CHECK_OK(cuc_event_synchronize(third));
     CHECK_OK(cuc_event_query(third, &done));
     CHECK(done == 1);
     cuc_event_destroy(third);
@@ -153,6 +156,7 @@ static void test_refs(void)
 int main(void)
 {
     open_all();
+    test_warm_driver_fds(devs[0]);
     FD_BASELINE();
     test_basic();
     test_timing();

@@ -6,6 +6,7 @@
  * the child really waits for a running kernel.) */
 #include "cucore.h"
 #include "check.h"
+#include "driver_warm.h"
 #include "internal.h"
 #include "msg_hex.h"
 #include "wire.h"
@@ -192,6 +193,7 @@ int main(int argc, char **argv)
     }
     unsetenv("CUDA_VISIBLE_DEVICES");
     open_all();
+    test_warm_driver_fds(devs[0]);
     FD_BASELINE();
     test_refused();
     test_layout();

@@ -864,6 +864,107 @@ static void probe_risky(void)
     }
 }
 
+/* ---- lazy loading and driver-held fds ---------------------------------------- */
+
+static int nfds_open(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 4096; fd++)
+        n += fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
+
+/* Which bad images cuLibraryLoadData refuses at once and which it takes
+ * (lazy loading) and only cuLibraryGetKernel refuses. */
+static void load_then_get(const char *key, const void *img, const char *name)
+{
+    char k2[128];
+    CUlibrary lib;
+    CUkernel k;
+    CUresult r = D.cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0);
+
+    printf("%s-load %s\n", key, en(r));
+    if (r != CUDA_SUCCESS)
+        return;
+    snprintf(k2, sizeof(k2), "%s-getkernel", key);
+    P(k2, D.cuLibraryGetKernel(&k, lib, name));
+    snprintf(k2, sizeof(k2), "%s-unload", key);
+    P(k2, D.cuLibraryUnload(lib));
+}
+
+static void probe_lazy(void)
+{
+    unsigned char elf[128];
+    static const char ptx[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
+                              ".visible .entry k1()\n{\n\tret;\n}\n";
+
+    memset(elf, 0, sizeof(elf));
+    memcpy(elf, "\x7f" "ELF", 4);
+    elf[4] = 2, elf[5] = 1, elf[6] = 1, elf[16] = 1, elf[18] = 62, elf[20] = 1;
+    elf[40] = 64, elf[52] = 64, elf[58] = 64, elf[60] = 1;
+    load_then_get("lazy-x86-elf", elf, "k");
+    load_then_get("lazy-not-ptx", "this is not PTX", "k");
+    load_then_get("lazy-garbage-text", "garbage text", "twice");
+    load_then_get("lazy-sm70-ptx", ptx, "k1");
+    load_then_get("lazy-sm70-ptx-missing", ptx, "nope");
+}
+
+static void probe_fds(void)
+{
+    CUipcEventHandle h;
+    CUevent e;
+    int n0, n1, n2, n3;
+
+    n0 = nfds_open();
+    for (int i = 0; i < 3; i++) {
+        CU_OK(D.cuEventCreate(&e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+        n1 = nfds_open();
+        CU_OK(D.cuIpcGetEventHandle(&h, e));
+        n2 = nfds_open();
+        CU_OK(D.cuEventDestroy(e));
+        n3 = nfds_open();
+        printf("fds-ipc-event-%d base %d created %+d handle %+d destroyed %+d\n", i, n0,
+               n1 - n0, n2 - n0, n3 - n0);
+    }
+    for (int i = 0; i < 3; i++) {
+        CUmemPoolProps pp;
+        CUmemoryPool pool;
+        CUdeviceptr b;
+        CUmemPoolPtrExportData d1, d2;
+        int fd;
+
+        memset(&pp, 0, sizeof(pp));
+        pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        pp.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        pp.location.id = 0;
+        n0 = nfds_open();
+        CU_OK(D.cuMemPoolCreate(&pool, &pp));
+        n1 = nfds_open();
+        CU_OK(D.cuMemPoolExportToShareableHandle(
+            &fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        n2 = nfds_open();
+        CU_OK(D.cuMemAllocFromPoolAsync(&b, 1 << 20, pool, NULL));
+        CU_OK(D.cuCtxSynchronize());
+        memset(&d1, 0xa5, sizeof(d1));
+        memset(&d2, 0x5a, sizeof(d2));
+        CU_OK(D.cuMemPoolExportPointer(&d1, b));
+        CU_OK(D.cuMemPoolExportPointer(&d2, b));
+        printf("exportptr-twice-same-bytes %d\n", memcmp(&d1, &d2, sizeof(d1)) == 0);
+        printf("exportptr-bytes");
+        for (size_t j = 0; j < sizeof(d1); j++)
+            printf("%s%02x", j % 8 ? "" : " ", d1.reserved[j]);
+        printf("\n");
+        CU_OK(D.cuMemFreeAsync(b, NULL));
+        CU_OK(D.cuCtxSynchronize());
+        close(fd);
+        CU_OK(D.cuMemPoolDestroy(pool));
+        n3 = nfds_open();
+        printf("fds-ipc-pool-%d base %d created %+d exported %+d destroyed+closed %+d\n",
+               i, n0, n1 - n0, n2 - n0, n3 - n0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -873,6 +974,14 @@ int main(int argc, char **argv)
                                                 : 2;
     unsetenv("CUDA_VISIBLE_DEVICES");
     sim_t_load();
+    if (argc >= 2 && strcmp(argv[1], "--lazy-fds") == 0) {
+        int n = nfds_open();
+        sim_t_init_ctx(0);
+        printf("fds-primary-ctx %+d\n", nfds_open() - n);
+        probe_lazy();
+        probe_fds();
+        return 0;
+    }
     probe_proc();
     probe_devices();
     probe_cvd();
@@ -881,6 +990,8 @@ int main(int argc, char **argv)
     probe_pools();
     probe_cross();
     probe_vmm();
+    probe_lazy();
+    probe_fds();
     probe_risky();
     printf("done\n");
     return 0;
