@@ -1,7 +1,9 @@
 /* Writes the seed corpus of fuzz_objects into the directory given: valid
- * stream, event, launch-config and kernel messages (PTX and, if given as
- * further arguments, cubin / fatbin files), and the hostile variants of
- * tests/test_objects_hostile.c. Each file is one message.
+ * stream, event, launch-config, kernel (PTX and, if given as further
+ * arguments, cubin / fatbin files) and vmm messages, and the hostile
+ * variants of tests/test_objects_hostile.c and tests/test_vmm_wire.c. Each
+ * file is one message; a vmm message's fds are left out (the target
+ * supplies them: chunks of 2 and 4 MiB, in turn).
  *
  *   CUCORE_DRIVER=sim CUCORE_SIM_GPUS=4 fuzz_gen_corpus_objects fuzz/corpus/objects \
  *       [build/sim/test-images/sim_kernels.cubin ...]
@@ -12,6 +14,7 @@
 
 #include "internal.h"
 #include "objects.h"
+#include "fuzz_pool.h"
 
 static const char *dir;
 
@@ -26,21 +29,27 @@ static void die(const char *what)
     exit(1);
 }
 
-static void put_msg(const char *name, cuc_msg *m)
+static void put_file(const char *name, const void *b, size_t len)
 {
     char path[4096];
-    void *b;
-    size_t len;
     FILE *f;
 
-    if (cuc_msg_to_bytes(m, &b, &len))
-        die(name);
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     f = fopen(path, "wb");
     if (!f || fwrite(b, 1, len, f) != len || fclose(f) != 0) {
         perror(path);
         exit(1);
     }
+}
+
+static void put_msg(const char *name, cuc_msg *m)
+{
+    void *b;
+    size_t len;
+
+    if (cuc_msg_to_bytes(m, &b, &len))
+        die(name);
+    put_file(name, b, len);
     free(b);
     cuc_msg_destroy(m);
 }
@@ -173,6 +182,159 @@ static void kernels(void)
     put_raw("kernel_bad_kind", CUC_RECORD_KERNEL, p, (uint32_t)(53 + n));
 }
 
+/* A message that carries fds, as its bytes alone. */
+static void put_encoded(const char *name, cuc_msg *m)
+{
+    const int *fds;
+    size_t len, nfds;
+    uint8_t *b;
+
+    if (cuc__msg_encode(m, &b, &len, &fds, &nfds))
+        die(name);
+    put_file(name, b, len);
+    free(b);
+    cuc_msg_destroy(m);
+}
+
+/* One vmm record of payload p, with nfds fds (in the header and the
+ * record), built by hand: the shape checks of cuc__msg_add_record would
+ * refuse some of these. */
+static void put_raw_vmm(const char *name, uint16_t version, const uint8_t *p,
+                        uint32_t len, uint32_t nfds)
+{
+    static uint8_t b[24 + 16 + 16384];
+    size_t padded = (len + 7u) & ~(size_t)7u, total = 24 + 16 + padded;
+
+    if (padded > 16384)
+        die(name);
+    memset(b, 0, total);
+    cuc__put32(b, 0x4d435543u);
+    cuc__put16(b + 4, 1);
+    cuc__put32(b + 8, 1);
+    cuc__put32(b + 12, nfds);
+    cuc__put32(b + 16, (uint32_t)total);
+    cuc__put16(b + 24, CUC_RECORD_VMM);
+    cuc__put16(b + 26, version);
+    cuc__put32(b + 28, len);
+    cuc__put32(b + 36, nfds);
+    memcpy(b + 40, p, len);
+    put_file(name, b, total);
+}
+
+static void vmms(void)
+{
+    size_t sizes[2] = {(size_t)2 << 20, (size_t)4 << 20};
+    cuc_device *d0, *d1;
+    const cuc_device *peers[1];
+    struct cuc__record r;
+    uint8_t p[128], q[128];
+    cuc_vmm *v, *w;
+    cuc_msg *m;
+    uint32_t len;
+
+    if (cuc_device_get(0, &d0) || cuc_device_get(1, &d1))
+        die("vmm devices (run with CUCORE_SIM_GPUS=4)");
+    peers[0] = d1;
+    if (cuc_vmm_create(d0, peers, 1, sizes, 2, &v) || cuc_vmm_create(d0, NULL, 0, sizes, 1, &w))
+        die("cuc_vmm_create");
+    m = new_msg();
+    if (cuc_msg_add_vmm(m, v) || cuc__msg_record(m, 0, &r) || r.len > sizeof(p))
+        die("vmm");
+    memcpy(p, r.payload, r.len);
+    len = r.len;
+    put_encoded("vmm", m);
+    m = new_msg();
+    if (cuc_msg_add_vmm(m, w))
+        die("vmm_one_chunk");
+    put_encoded("vmm_one_chunk", m);
+    m = new_msg();
+    if (cuc_msg_add_vmm(m, v) || cuc_msg_add_device(m, d1) || cuc_msg_add_vmm(m, v))
+        die("vmm_two_records");
+    put_encoded("vmm_two_records", m);
+    cuc_vmm_unref(w);
+    cuc_vmm_unref(v);
+
+    /* payload: type 0, chunks 4, peers 8, reserved 12, lease 16, owner 24,
+     * peer 40, sizes 56 and 64 */
+    memcpy(q, p, len);
+    cuc__put32(q, 2);
+    put_raw_vmm("vmm_handle_type2", 1, q, len, 2);
+    memcpy(q, p, len);
+    put_raw_vmm("vmm_one_fd_two_chunks", 1, q, len, 1);
+    put_raw_vmm("vmm_three_fds", 1, q, len, 3);
+    put_raw_vmm("vmm_version2", 2, q, len, 2);
+    put_raw_vmm("vmm_short", 1, q, 40, 2);
+    cuc__put32(q + 4, 0xffffffffu);
+    put_raw_vmm("vmm_chunk_count_lie", 1, q, len, 2);
+    memcpy(q, p, len);
+    cuc__put32(q + 8, 0xffffffffu);
+    put_raw_vmm("vmm_peer_count_lie", 1, q, len, 2);
+    memcpy(q, p, len);
+    cuc__put64(q + 56, (uint64_t)4 << 20);
+    put_raw_vmm("vmm_size_not_the_fds", 1, q, len, 2);
+    cuc__put64(q + 56, UINT64_MAX);
+    put_raw_vmm("vmm_size_overflow", 1, q, len, 2);
+    cuc__put64(q + 56, 0xffffffffu);
+    put_raw_vmm("vmm_size_not_granular", 1, q, len, 2);
+    memcpy(q, p, len);
+    cuc__put64(q + 16, 0);
+    put_raw_vmm("vmm_lease0", 1, q, len, 2);
+    memcpy(q, p, len);
+    memset(q + 24, 0xab, 16);
+    put_raw_vmm("vmm_unknown_owner", 1, q, len, 2);
+    memcpy(q, p, len);
+    memset(q + 40, 0xcd, 16);
+    put_raw_vmm("vmm_unknown_peer", 1, q, len, 2);
+    memcpy(q + 40, q + 24, 16);
+    put_raw_vmm("vmm_peer_is_owner", 1, q, len, 2);
+}
+
+/* Pool and buffer records (the variants of tests/test_pool_wire.c). A
+ * buffer names FUZZ_POOL_ID, the pool the target imports; its export data
+ * is a real allocation's of this process (the target's pool has another
+ * simulator uid: the import is refused, mutations reach the checks). */
+static void pools_buffers(void)
+{
+    cuc_pool *local, *imported;
+    struct cuc__record r;
+    uint8_t p[104], q[104];
+    cuc_buffer *b;
+    cuc_msg *m;
+
+    if (fuzz_pool_setup(&local, &imported) || cuc_buffer_alloc(local, 4096, NULL, &b))
+        die("fuzz pool");
+    m = new_msg();
+    if (cuc_msg_add_pool(m, imported) || cuc_msg_add_buffer(m, b))
+        die("pool and buffer");
+    put_encoded("pool_buffer", m); /* the target gives its record a vmm fd */
+    m = new_msg();
+    if (cuc_msg_add_buffer(m, b) || cuc__msg_record(m, 0, &r))
+        die("buffer");
+    memcpy(p, r.payload, sizeof(p));
+    memcpy(p, FUZZ_POOL_ID, 16);
+    cuc_msg_destroy(m);
+    put_raw("buffer", CUC_RECORD_BUFFER, p, 104);
+    memcpy(q, p, 104);
+    cuc__put64(q + 16, 0);
+    put_raw("buffer_size0", CUC_RECORD_BUFFER, q, 104);
+    memcpy(q, p, 104);
+    cuc__put64(q + 24, 8);
+    put_raw("buffer_offset", CUC_RECORD_BUFFER, q, 104);
+    memcpy(q, p, 104);
+    cuc__put64(q + 32, 0);
+    put_raw("buffer_lease0", CUC_RECORD_BUFFER, q, 104);
+    memcpy(q, p, 104);
+    q[0] ^= 0xff;
+    put_raw("buffer_unknown_pool", CUC_RECORD_BUFFER, q, 104);
+    memcpy(q, p, 104);
+    cuc__put64(q + 16, UINT64_MAX);
+    put_raw("buffer_size_max", CUC_RECORD_BUFFER, q, 104);
+    if (cuc_buffer_free(b, NULL))
+        die("cuc_buffer_free");
+    cuc_pool_unref(imported);
+    cuc_pool_unref(local);
+}
+
 static void image_file(const char *path)
 {
     const char *base = strrchr(path, '/');
@@ -213,6 +375,8 @@ int main(int argc, char **argv)
     events(d);
     configs();
     kernels();
+    vmms();
+    pools_buffers();
     for (i = 2; i < argc; i++)
         image_file(argv[i]);
     return 0;

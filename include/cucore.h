@@ -21,5 +21,8 @@
 #include <cucore/event.h>
 #include <cucore/kernel.h>
 #include <cucore/launch.h>
+#include <cucore/pool.h>
+#include <cucore/memory.h>
+#include <cucore/vmm.h>
 
 #endif

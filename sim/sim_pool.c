@@ -325,8 +325,12 @@ SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
         phys = sim.vis[dev];
         break;
     case CU_MEM_LOCATION_TYPE_HOST:
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        /* cuMemPoolCreate's documentation: not IPC capable */
+        if (poolProps->handleTypes != CU_MEM_HANDLE_TYPE_NONE)
+            return CUDA_ERROR_INVALID_VALUE;
         break;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        return CUDA_ERROR_INVALID_VALUE; /* documented so for pools */
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
         if (poolProps->location.id < 0 || poolProps->location.id > 1)
             return CUDA_ERROR_INVALID_VALUE;
@@ -740,6 +744,17 @@ SIM_API CUresult CUDAAPI cuMemPoolImportPointer(
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
+    /* cuda.core's account of the driver (its IPC pointer cache, written for
+     * NVIDIA bug 5570902): a second import of a pinned host allocation is
+     * CUDA_ERROR_ALREADY_MAPPED; one of device memory gives the same
+     * pointer again, and the first free unmaps it for both. */
+    for (imp = p->imports; imp; imp = imp->next)
+        if (imp->off == d.offset)
+            break;
+    if (imp && p->dev < 0) {
+        rc = CUDA_ERROR_ALREADY_MAPPED;
+        goto out;
+    }
     imp = calloc(1, sizeof(*imp));
     if (!imp) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -824,18 +839,24 @@ SIM_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
         block_free(p, b);
         update_reserved(p, 1);
     } else {
-        struct sim_import **ip;
-        for (ip = &p->imports; *ip; ip = &(*ip)->next)
-            if ((*ip)->off == off)
-                break;
-        if (!*ip) {
+        struct sim_import **ip = &p->imports;
+        int found = 0;
+        /* every import of that pointer goes (see cuMemPoolImportPointer) */
+        while (*ip) {
+            struct sim_import *imp = *ip;
+            if (imp->off != off) {
+                ip = &imp->next;
+                continue;
+            }
+            *ip = imp->next;
+            free(imp);
+            p->nlive--;
+            found = 1;
+        }
+        if (!found) {
             rc = CUDA_ERROR_INVALID_VALUE;
             goto out;
         }
-        struct sim_import *imp = *ip;
-        *ip = imp->next;
-        free(imp);
-        p->nlive--;
     }
     if (p->destroyed && p->nlive == 0)
         pool_release(p);

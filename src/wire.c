@@ -204,6 +204,14 @@ int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
     return 0;
 }
 
+void cuc__msg_lease_pop(cuc_msg *m)
+{
+    if (m && m->natts) {
+        m->natts--;
+        m->atts[m->natts].ops->unref(m->atts[m->natts].obj);
+    }
+}
+
 size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts)
 {
     *atts = m->atts;

@@ -30,9 +30,9 @@
     X(CUC_RECORD_EVENT, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                  \
     X(CUC_RECORD_LAUNCH_CONFIG, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)          \
     X(CUC_RECORD_KERNEL, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                 \
-    X(CUC_RECORD_POOL, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, CUC_MSG_MAX_FDS)     \
-    X(CUC_RECORD_BUFFER, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                 \
-    X(CUC_RECORD_VMM, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, CUC_MSG_MAX_FDS)      \
+    X(CUC_RECORD_POOL, 1, 40, 40, 8, 1, 1)                                 \
+    X(CUC_RECORD_BUFFER, 1, 104, 104, 8, 0, 0)                             \
+    X(CUC_RECORD_VMM, 1, 48, 9256, 8, 1, 1024) /* wire_vmm.c */            \
     X(CUC_RECORD_FD, 1, 8, 8, 1, 1, 1)                                     \
     X(CUC_RECORD_RELEASE, 1, 8, CUC_MSG_MAX_BYTES, 8, 0, 0)
 
@@ -96,6 +96,9 @@ struct cuc__lease_att {
  * destroyed. See lease.h for what the channel does with it. */
 int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
                           const struct cuc__lease_ops *ops, void *obj);
+/* Undoes the last cuc__msg_lease_attach (ops->unref runs), for an add
+ * that fails after attaching. */
+void cuc__msg_lease_pop(cuc_msg *m);
 /* The attached leases, in attach order. */
 size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts);
 

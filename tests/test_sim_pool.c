@@ -450,6 +450,56 @@ static void test_host_pool(void)
     p.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
     p.location.id = 5;
     CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_INVALID_VALUE);
+    /* as cuMemPoolCreate documents: the plain host location is not IPC
+     * capable, and HOST_NUMA_CURRENT is not a pool location */
+    p.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    p.location.id = 0;
+    p.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_INVALID_VALUE);
+    p.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    p.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+    CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* One pointer imported twice (cuda.core's account of the driver, NVIDIA
+ * bug 5570902): device memory gives the same pointer and the first free
+ * unmaps both; pinned host memory is CUDA_ERROR_ALREADY_MAPPED. */
+static void test_duplicate_imports(void)
+{
+    CUmemPoolProps p = dev_props(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 2 * MiB);
+    CUmemPoolPtrExportData data;
+    CUmemoryPool pool, imp;
+    CUdeviceptr a, i1, i2;
+    char got[4];
+    int fd;
+
+    for (int host = 0; host < 2; host++) {
+        if (host) {
+            p.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+            p.location.id = 0;
+        }
+        CU_OK(D.cuMemPoolCreate(&pool, &p));
+        CU_OK(D.cuMemPoolExportToShareableHandle(
+            &fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        a = alloc(pool, 4096);
+        CU_OK(D.cuMemPoolExportPointer(&data, a));
+        CU_OK(D.cuMemPoolImportFromShareableHandle(
+            &imp, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        CU_OK(D.cuMemPoolImportPointer(&i1, imp, &data));
+        if (host) {
+            CU_RC(D.cuMemPoolImportPointer(&i2, imp, &data), CUDA_ERROR_ALREADY_MAPPED);
+        } else {
+            CU_OK(D.cuMemPoolImportPointer(&i2, imp, &data));
+            CHECK(i2 == i1);
+        }
+        CU_OK(D.cuMemFreeAsync(i1, NULL));
+        CU_RC(D.cuMemcpyDtoHAsync(got, i1, sizeof(got), NULL), CUDA_ERROR_INVALID_VALUE);
+        CU_RC(D.cuMemFreeAsync(i1, NULL), CUDA_ERROR_INVALID_VALUE);
+        CU_OK(D.cuMemPoolDestroy(imp));
+        CU_OK(D.cuMemFreeAsync(a, NULL));
+        CU_OK(D.cuMemPoolDestroy(pool));
+        close(fd);
+    }
 }
 
 struct thr {
@@ -644,11 +694,13 @@ static void test_cross_process(void)
     snprintf(want, sizeof(want), "import %d", (int)CUDA_ERROR_INVALID_DEVICE);
     cross(pool, fd, a, 64, "0,2,3", want);
 
-    /* a pinned host pool crosses whatever the child sees */
+    /* a pinned host pool crosses whatever the child sees (an IPC one is
+     * of a host NUMA node: the plain host location is not IPC capable) */
     memset(&p, 0, sizeof(p));
     p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    p.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    p.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    p.location.id = 0;
     p.maxSize = 2 * MiB;
     CU_OK(D.cuMemPoolCreate(&hpool, &p));
     CU_OK(D.cuMemPoolExportToShareableHandle(
@@ -717,6 +769,7 @@ int main(int argc, char **argv)
     test_access();
     test_export_local();
     test_host_pool();
+    test_duplicate_imports();
     test_threads();
     test_cross_process();
     CHECK(sim_t_run("pool_bytes", NULL, pb, out, sizeof(out)) == 0);

@@ -1,0 +1,163 @@
+/* Buffers: allocations from a memory pool (cucore/pool.h), stream-ordered,
+ * and copies and fills of device and host memory.
+ *
+ * A buffer of an IPC pool can be sent in a message (cuc_msg_add_buffer):
+ * it travels as bytes only, its pool's id, the driver's 64-byte pointer
+ * export data, its size and a lease id. The receiver must have imported
+ * the pool first (cuc_msg_get_pool, from an earlier record or message);
+ * otherwise cuc_msg_get_buffer() is CUC_E_POOL_NOT_IMPORTED naming the
+ * pool id. The export data is computed once per buffer, at its first
+ * send, and cached (the driver's export costs ~18 us on an H200).
+ *
+ * Importing the same buffer again in a process (the same pool id and
+ * export data, from any message or channel) returns the same object with
+ * one more reference, and the driver's mapping is made once: the driver
+ * does not count repeated imports (cuda.core works around NVIDIA bug
+ * 5570902 the same way). Each reference is dropped by cuc_buffer_free().
+ * An imported buffer can be sent on to a third process (A -> B -> C; send
+ * the pool first there too); a buffer that comes back to the process that
+ * allocated it is the original object.
+ *
+ * Leases. The driver requires memory imported from a pool to be freed by
+ * every importer before the exporter frees it. A buffer sent on a channel
+ * is therefore leased to the receiver: each cuc_channel_send() of a
+ * message holding it starts one lease, which ends when the receiver frees
+ * its last reference (cucore sends the release then), closes its end of
+ * the channel or dies, or when the sender closes the channel. The
+ * sender's cuc_buffer_free() of a buffer with leases outstanding returns
+ * at once and defers the driver's free until the last lease ends; it then
+ * runs, stream-ordered after the work that the free's stream had queued,
+ * on the thread that noticed the end (see cucore/channel.h: the exporter
+ * must receive, pump or wait on the channel to notice releases). An
+ * imported buffer that was sent on stays mapped, and keeps its own lease
+ * from upstream, until the downstream leases end too.
+ *
+ * A lease is the receiver's to end: a buffer record that the receiver
+ * never gets (or fails to get, e.g. CUC_E_POOL_NOT_IMPORTED) keeps its
+ * lease until the channel closes.
+ *
+ * Plain bytes carry no lease: a buffer in a message turned into bytes
+ * (cuc_msg_to_bytes) and imported from them (cuc_msg_from_bytes) is not
+ * leased, and the exporter must keep it allocated while the importer uses
+ * it; such an importer releases nothing when it frees.
+ *
+ * When an importer's last reference goes, it releases every lease under
+ * which the buffer arrived (once mapped, the same buffer may arrive again
+ * under other leases, from the same or another channel): those other
+ * leases are released at once, the lease it was first imported under
+ * after the downstream leases have ended as well.
+ *
+ * Every function here is thread-safe. A buffer must not be used after the
+ * cuc_buffer_free() that drops the reference the caller holds.
+ */
+#ifndef CUCORE_MEMORY_H
+#define CUCORE_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cucore/version.h>
+#include <cucore/device.h>
+#include <cucore/msg.h>
+#include <cucore/channel.h>
+#include <cucore/pool.h>
+#include <cucore/stream.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cuc_buffer cuc_buffer;
+
+/* size bytes from pool, allocated in stream order on stream (NULL: the
+ * legacy default stream of the pool's device); the memory is usable by
+ * work queued on stream after this call (or once it is synchronized).
+ * CUC_E_INVALID: a NULL argument, size 0, or an imported pool (the message
+ * says why: allocate in the exporting process and send the buffer).
+ * CUC_E_DRIVER: the driver refused (out of memory in the pool: the driver's
+ * code is in cuc_errcuda()). */
+CUC_API int cuc_buffer_alloc(cuc_pool *pool, size_t size, cuc_stream *stream,
+                             cuc_buffer **out);
+
+/* Takes another reference; returns buf. NULL is returned as NULL. */
+CUC_API cuc_buffer *cuc_buffer_ref(cuc_buffer *buf);
+
+/* Drops one reference. The last one frees the memory in stream order on
+ * stream (NULL: the legacy default stream of the buffer's device), or,
+ * while leases are outstanding, defers that until they end (see above).
+ * An imported buffer's last free unmaps it, waits for stream (so that the
+ * exporter never reuses memory this process still reads), then sends the
+ * releases. NULL buf is a no-op returning 0. On an error (a stream of
+ * another context, a driver failure) the reference is dropped all the
+ * same, and the memory may stay allocated. */
+CUC_API int cuc_buffer_free(cuc_buffer *buf, cuc_stream *stream);
+
+/* The buffer's address: a device address (valid on its device, or in any
+ * context with unified addressing) or, for a pinned host pool, a host
+ * address that devices with access can use. */
+CUC_API void *cuc_buffer_ptr(const cuc_buffer *buf);
+CUC_API size_t cuc_buffer_size(const cuc_buffer *buf);
+CUC_API cuc_device *cuc_buffer_device(const cuc_buffer *buf);
+/* The pool (no new reference: it lives at least as long as buf). */
+CUC_API cuc_pool *cuc_buffer_pool(const cuc_buffer *buf);
+/* 1 for a buffer imported from another process. */
+CUC_API int cuc_buffer_is_imported(const cuc_buffer *buf);
+
+/* Leases of this buffer not yet ended (sent from this process and not
+ * released, as the channels have noticed so far). */
+CUC_API int cuc_buffer_lease_count(const cuc_buffer *buf, size_t *n);
+
+/* Waits until at most max_left leases of buf remain, or timeout_ms has
+ * passed (-1: forever; CUC_E_TIMEOUT names how many are left). With ch,
+ * pumps that channel while waiting (cuc_channel_pump(): messages other
+ * than releases are queued for cuc_channel_recv(); a full queue is
+ * CUC_E_BUSY); with ch NULL, waits for other threads to process the
+ * channels. The caller must hold a reference to buf. */
+CUC_API int cuc_buffer_lease_wait(cuc_buffer *buf, cuc_channel *ch, size_t max_left,
+                                  int timeout_ms);
+
+/* Copies n bytes from src to dst in stream order on stream (required: its
+ * device's context is made current). Either may be device memory (a
+ * buffer's address plus an offset) or host memory: the driver infers the
+ * direction (unified addressing). Pageable host memory makes the copy
+ * return only once the host side has been read or written.
+ * CUC_E_INVALID: a NULL argument with n > 0. CUC_E_DRIVER: the driver
+ * refused (a range outside any allocation, for instance). n 0 does
+ * nothing. */
+CUC_API int cuc_memcpy_async(void *dst, const void *src, size_t n, cuc_stream *stream);
+/* cuc_memcpy_async(), then waits for stream. */
+CUC_API int cuc_memcpy(void *dst, const void *src, size_t n, cuc_stream *stream);
+
+/* Sets n bytes at dst (device memory or pinned host pool memory) to value,
+ * in stream order on stream. Errors as cuc_memcpy_async(). */
+CUC_API int cuc_memset_async(void *dst, uint8_t value, size_t n, cuc_stream *stream);
+/* cuc_memset_async(), then waits for stream. */
+CUC_API int cuc_memset(void *dst, uint8_t value, size_t n, cuc_stream *stream);
+
+/* A buffer of an IPC pool: its pool id, export data (computed now the
+ * first time, then cached), size and a new lease id. The message holds a
+ * reference to buf until it is destroyed, so the buffer stays allocated
+ * that long; each cuc_channel_send() of the message starts a lease. The
+ * receiver needs the pool: add it to this message before the buffer, or
+ * send it earlier. The importer may touch the memory only once the
+ * allocation and the writes it should see are complete: synchronize their
+ * stream before sending (or send an IPC event to wait on).
+ * CUC_E_NOT_SERIALIZABLE: the pool was created without CUC_POOL_IPC.
+ * CUC_E_DRIVER: the driver refused to export the pointer. */
+CUC_API int cuc_msg_add_buffer(cuc_msg *msg, const cuc_buffer *buf);
+
+/* The buffer of record index, with a new reference (see above for the
+ * same buffer imported twice, and for leases).
+ * CUC_E_INVALID: the record is not a buffer record.
+ * CUC_E_BADMSG: a malformed record (size 0, a nonzero offset).
+ * CUC_E_POOL_NOT_IMPORTED: this process has not imported the buffer's pool
+ * (the message names the pool id in hex): get the pool record first.
+ * CUC_E_NOT_FOUND: the buffer's pool was created here, but no buffer of it
+ * has that export data (it was freed).
+ * CUC_E_DRIVER: the driver refused the export data. */
+CUC_API int cuc_msg_get_buffer(const cuc_msg *msg, size_t index, cuc_buffer **buf);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,148 @@
+/* Memory pools: stream-ordered pools of device memory or of pinned host
+ * memory, optionally shared with other processes.
+ *
+ * A pool created with CUC_POOL_IPC can be sent in a message
+ * (cuc_msg_add_pool): it travels as a POSIX fd (SCM_RIGHTS, so it needs a
+ * channel: cuc_msg_to_bytes() refuses it with CUC_E_NEEDS_CHANNEL), its
+ * random 128-bit pool id, its owner device's UUID, its kind and the handle
+ * type. The receiver (cuc_msg_get_pool) imports it on the device with that
+ * UUID, whatever the device's ordinal there, and registers it under its id,
+ * so that buffers of the pool (cucore/memory.h) that arrive later find it.
+ * An imported pool cannot allocate; it maps the buffers the owner sends.
+ *
+ * A pinned host pool lives in host memory; it is created for a device,
+ * which gets read-write access to it, whose context the driver calls use,
+ * and whose UUID it carries on the wire. An IPC pinned host pool uses the
+ * driver's host NUMA location 0 (the one host location the driver exports
+ * from), a local one the plain host location.
+ *
+ * An IPC pool is exported to the driver's shareable handle once, when it
+ * is created (the driver refuses to export a pool's pointers before the
+ * pool itself is exported); the pool keeps that fd and every message gets
+ * a duplicate. An imported pool keeps a duplicate of the fd it was
+ * imported from, so that it can be sent on to a third process (A -> B ->
+ * C: the driver does not export an imported pool again). Each IPC pool
+ * thus holds one fd while it lives.
+ *
+ * Pools are reference counted: cuc_pool_create() and cuc_msg_get_pool()
+ * return a reference, cuc_pool_unref() drops one, and every buffer of the
+ * pool holds one, so a pool lives until its last buffer is freed. Every
+ * function here is thread-safe; the getters cannot fail.
+ */
+#ifndef CUCORE_POOL_H
+#define CUCORE_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cucore/version.h>
+#include <cucore/device.h>
+#include <cucore/msg.h>
+#include <cucore/channel.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cuc_pool cuc_pool;
+
+/* What a pool holds; the values are also those on the wire. */
+enum cuc_pool_kind {
+    CUC_POOL_DEVICE = 1,     /* device memory of its device */
+    CUC_POOL_PINNED_HOST = 2 /* page-locked host memory */
+};
+
+/* How an IPC pool is named across processes; the values are also those on
+ * the wire. */
+enum cuc_pool_handle_type {
+    CUC_POOL_HANDLE_POSIX_FD = 1 /* a POSIX fd, passed with SCM_RIGHTS */
+};
+
+/* cuc_pool_props.flags */
+#define CUC_POOL_IPC 0x1u /* can be sent to other processes */
+
+/* Bytes of a pool id. */
+#define CUC_POOL_ID_LEN 16
+
+struct cuc_pool_props {
+    int kind;        /* enum cuc_pool_kind */
+    unsigned flags;  /* 0 or CUC_POOL_IPC */
+    size_t max_size; /* most bytes the pool may reserve; 0: the driver's default */
+};
+
+/* A new pool for dev, with a fresh random pool id. An IPC pool is exported
+ * here, once (see above).
+ * CUC_E_INVALID: a NULL argument, an unknown kind or flag.
+ * CUC_E_NOT_SUPPORTED: dev has no memory pools, or (CUC_POOL_IPC) its pools
+ * cannot be exported as POSIX fds (cuc_device_caps()).
+ * CUC_E_DRIVER (and the driver's code in cuc_errcuda()): the driver refused
+ * to create or export the pool. */
+CUC_API int cuc_pool_create(cuc_device *dev, const struct cuc_pool_props *props,
+                            cuc_pool **out);
+
+/* Takes another reference; returns pool. NULL is returned as NULL. */
+CUC_API cuc_pool *cuc_pool_ref(cuc_pool *pool);
+
+/* Drops one reference. The last one destroys the driver's pool (or, for an
+ * imported pool, its import), closes the pool's fd and removes the pool
+ * from the registry of pools by id. NULL is a no-op. */
+CUC_API void cuc_pool_unref(cuc_pool *pool);
+
+/* The pool's 128-bit id (random; an imported pool has its owner's). */
+CUC_API void cuc_pool_id(const cuc_pool *pool, uint8_t id[CUC_POOL_ID_LEN]);
+/* The device the pool belongs to (for a pinned host pool, the device it was
+ * created for). An imported pool's device is the local device with the
+ * owner's UUID. */
+CUC_API cuc_device *cuc_pool_device(const cuc_pool *pool);
+/* enum cuc_pool_kind. */
+CUC_API int cuc_pool_kind(const cuc_pool *pool);
+/* 1 for an IPC pool (created with CUC_POOL_IPC, or imported). */
+CUC_API int cuc_pool_is_ipc(const cuc_pool *pool);
+/* 1 for a pool imported from another process. */
+CUC_API int cuc_pool_is_imported(const cuc_pool *pool);
+/* The driver's CUmemoryPool, for raw driver calls. */
+CUC_API void *cuc_pool_handle(const cuc_pool *pool);
+
+/* The IPC pool of this process (created or imported here) whose id is id,
+ * with a new reference; CUC_E_POOL_NOT_IMPORTED, naming the id in hex,
+ * when there is none. */
+CUC_API int cuc_pool_find(const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **pool);
+
+/* Leases not yet ended on the buffers of this pool that this process sent
+ * (cucore/memory.h), including those of buffers already freed whose free
+ * is deferred. Counts what the channels have noticed so far. */
+CUC_API int cuc_pool_lease_count(const cuc_pool *pool, size_t *n);
+
+/* Waits until at most max_left leases of the pool's buffers remain, or
+ * timeout_ms has passed (-1: forever; CUC_E_TIMEOUT names how many are
+ * left). With ch, pumps that channel while waiting (cuc_channel_pump():
+ * messages other than releases are queued for cuc_channel_recv(); a full
+ * queue is CUC_E_BUSY); with ch NULL, waits for other threads to process
+ * the channels. Deferred frees whose last lease ended have run when it
+ * returns 0. The caller must hold a reference to pool. */
+CUC_API int cuc_pool_lease_wait(cuc_pool *pool, cuc_channel *ch, size_t max_left,
+                                int timeout_ms);
+
+/* An IPC pool: its fd (duplicated into the message, which owns the copy),
+ * id, owner UUID, kind and handle type. Plain bytes cannot carry it
+ * (cuc_msg_to_bytes() is CUC_E_NEEDS_CHANNEL). A pool without CUC_POOL_IPC
+ * is CUC_E_NOT_SERIALIZABLE. An imported pool can be sent on. */
+CUC_API int cuc_msg_add_pool(cuc_msg *msg, const cuc_pool *pool);
+
+/* The pool of record index, with a new reference. A pool already known
+ * here (created here, or imported before) is that same object, and the
+ * record's fd is left unused; otherwise the pool is imported on the local
+ * device with the record's owner UUID and registered under its id. The
+ * message keeps its fd (it is duplicated, not taken).
+ * CUC_E_INVALID: the record is not a pool record, or its fd was taken.
+ * CUC_E_BADMSG: a malformed record (kind, handle type, reserved field,
+ * fd count; named), or an id already known here with another owner.
+ * CUC_E_NOT_VISIBLE: the owner's UUID is not visible here (the message
+ * names it and lists the visible devices).
+ * CUC_E_DRIVER: the driver refused the import (an fd that is no pool's). */
+CUC_API int cuc_msg_get_pool(const cuc_msg *msg, size_t index, cuc_pool **pool);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,350 @@
+/* Buffers: allocation, references, the lease callbacks that keep a freed
+ * buffer's memory while importers map it, and the free itself.
+ *
+ * A buffer is kept by its references (refs), by the messages it is
+ * attached to (holds) and by its leases. The memory is freed when all
+ * three reach zero; a last cuc_buffer_free() that finds holds or leases
+ * left records an event on its stream instead, and the free that happens
+ * later, on whichever thread drops the last hold or lease, waits for that
+ * event on the device's legacy stream. */
+#include "memory_impl.h"
+#include "lease.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
+                    cuc_buffer **out)
+{
+    cuc_buffer *b = calloc(1, sizeof(*b));
+
+    if (!b)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a buffer");
+    b->pool = cuc_pool_ref(pool);
+    b->ptr = ptr;
+    b->size = size;
+    b->imported = imported;
+    b->refs = 1;
+    *out = b;
+    return 0;
+}
+
+static int stream_for(cuc_device *dev, cuc_stream *s, cuc_stream **out)
+{
+    if (s) {
+        *out = s;
+        return 0;
+    }
+    return cuc_stream_legacy(dev, out);
+}
+
+static int pool_id_err(int status, const cuc_pool *p, const char *fmt, const char *what)
+{
+    char hex[2 * CUC_POOL_ID_LEN + 1];
+
+    cuc__pool_id_hex(p->id, hex);
+    return cuc__seterr(status, fmt, hex, what);
+}
+
+int cuc_buffer_alloc(cuc_pool *pool, size_t size, cuc_stream *stream, cuc_buffer **out)
+{
+    CUdeviceptr ptr = 0;
+    cuc_stream *s;
+    CUresult r;
+    int rc;
+
+    if (!pool || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc: NULL argument");
+    if (pool->imported)
+        return pool_id_err(CUC_E_INVALID, pool, "cuc_buffer_alloc: pool %s was "
+                           "imported from another process, and %s",
+                           "the driver does not allocate from an imported pool: "
+                           "allocate in the process that created it and send the "
+                           "buffer");
+    if (size == 0)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc: size 0 (allocate at "
+                           "least one byte)");
+    rc = stream_for(pool->dev, stream, &s);
+    if (!rc)
+        rc = cuc__device_activate(s->dev);
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuMemAllocFromPoolAsync(&ptr, size, pool->cu, s->cu);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuMemAllocFromPoolAsync", "%zu bytes from the %s "
+                             "pool of device %d (%s)", size, cuc__pool_kind_name(pool->kind),
+                             cuc_device_ordinal(pool->dev), cuc_device_uuid_string(pool->dev));
+    rc = cuc__buffer_new(pool, ptr, size, 0, out);
+    if (rc)
+        CUC_DRV->cuMemFreeAsync(ptr, s->cu);
+    return rc;
+}
+
+cuc_buffer *cuc_buffer_ref(cuc_buffer *b)
+{
+    if (!b)
+        return NULL;
+    pthread_mutex_lock(&b->pool->lock);
+    b->refs++;
+    pthread_mutex_unlock(&b->pool->lock);
+    return b;
+}
+
+int cuc__buffer_unkept_locked(cuc_buffer *b)
+{
+    if (b->refs || b->holds || b->leases || b->state == CUC__BUF_FREEING)
+        return 0;
+    b->state = CUC__BUF_FREEING;
+    return 1;
+}
+
+static void release_upstream(struct cuc__upstream *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!up[i].ch)
+            continue;
+        /* A channel already closed has nobody left to tell. */
+        cuc_channel_release(up[i].ch, &up[i].id, 1);
+        cuc__channel_unref(up[i].ch);
+    }
+}
+
+/* Moves the extra upstream leases out (pool->lock held). */
+static struct cuc__upstream *take_extra_locked(cuc_buffer *b, size_t *n)
+{
+    struct cuc__upstream *e = b->extra;
+
+    *n = b->nextra;
+    b->extra = NULL;
+    b->nextra = b->extra_cap = 0;
+    return e;
+}
+
+static void release_extra(struct cuc__upstream *e, size_t n)
+{
+    release_upstream(e, n);
+    free(e);
+}
+
+/* The driver's part of the free; the first failure is returned. */
+static int free_memory(cuc_buffer *b, cuc_stream *stream)
+{
+    cuc_stream *s;
+    CUresult r;
+    int rc;
+
+    rc = stream_for(b->pool->dev, stream, &s);
+    if (!rc)
+        rc = cuc__device_activate(s->dev);
+    if (rc)
+        return rc;
+    if (b->free_after) {
+        r = CUC_DRV->cuStreamWaitEvent(s->cu, b->free_after, CU_EVENT_WAIT_DEFAULT);
+        CUC_DRV->cuEventDestroy(b->free_after);
+        b->free_after = NULL;
+        if (r != CUDA_SUCCESS)
+            return cuc__cuda_err(r, "cuStreamWaitEvent", "deferred free of a %zu-byte "
+                                 "buffer on device %s", b->size,
+                                 cuc_device_uuid_string(b->pool->dev));
+    }
+    r = CUC_DRV->cuMemFreeAsync(b->ptr, s->cu);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuMemFreeAsync", "%s%zu-byte buffer of device %s",
+                             b->imported ? "imported " : "", b->size,
+                             cuc_device_uuid_string(b->pool->dev));
+    /* The exporter may reuse the memory once we release: the driver wants
+     * the importer's free complete by then. */
+    if (b->imported) {
+        r = CUC_DRV->cuStreamSynchronize(s->cu);
+        if (r != CUDA_SUCCESS)
+            return cuc__cuda_err(r, "cuStreamSynchronize", "after freeing an imported "
+                                 "%zu-byte buffer of device %s", b->size,
+                                 cuc_device_uuid_string(b->pool->dev));
+    }
+    return 0;
+}
+
+int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream)
+{
+    cuc_pool *pool = b->pool;
+    struct cuc__upstream *extra;
+    size_t nextra;
+    int rc = free_memory(b, stream);
+
+    pthread_mutex_lock(&pool->lock);
+    cuc__buffer_forget_locked(b);
+    extra = take_extra_locked(b, &nextra);
+    pthread_cond_broadcast(&pool->cond);
+    pthread_mutex_unlock(&pool->lock);
+    release_upstream(&b->anchor, 1);
+    release_extra(extra, nextra);
+    free(b);
+    cuc_pool_unref(pool);
+    return rc;
+}
+
+/* A last reference dropped while messages or leases keep the memory: the
+ * free will wait for what stream has queued so far. */
+static int defer_free(cuc_buffer *b, cuc_stream *stream)
+{
+    cuc_pool *pool = b->pool;
+    CUevent ev = NULL, old = NULL;
+    cuc_stream *s;
+    CUresult r = CUDA_SUCCESS;
+    int rc, last;
+
+    rc = stream_for(pool->dev, stream, &s);
+    if (!rc)
+        rc = cuc__device_activate(s->dev);
+    if (!rc) {
+        r = CUC_DRV->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS)
+            r = CUC_DRV->cuEventRecord(ev, s->cu);
+        if (r != CUDA_SUCCESS)
+            rc = cuc__cuda_err(r, "cuEventRecord", "ordering the deferred free of a "
+                               "%zu-byte buffer after its stream", b->size);
+    }
+    pthread_mutex_lock(&pool->lock);
+    if (!rc && b->refs == 0) {
+        old = b->free_after;
+        b->free_after = ev;
+        ev = NULL;
+    }
+    b->holds--; /* the hold cuc_buffer_free took */
+    last = cuc__buffer_unkept_locked(b);
+    pthread_mutex_unlock(&pool->lock);
+    if (ev)
+        CUC_DRV->cuEventDestroy(ev);
+    if (old)
+        CUC_DRV->cuEventDestroy(old);
+    if (last) {
+        int rc2 = cuc__buffer_release(b, stream);
+        if (!rc)
+            rc = rc2;
+    }
+    return rc;
+}
+
+int cuc_buffer_free(cuc_buffer *b, cuc_stream *stream)
+{
+    cuc_pool *pool;
+    struct cuc__upstream *extra;
+    size_t nextra;
+    int rc, kept;
+
+    if (!b)
+        return 0;
+    pool = b->pool;
+    pthread_mutex_lock(&pool->lock);
+    if (b->refs <= 0) {
+        pthread_mutex_unlock(&pool->lock);
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_free: the buffer has no "
+                           "reference left (freed twice?)");
+    }
+    if (--b->refs > 0) {
+        pthread_mutex_unlock(&pool->lock);
+        return 0;
+    }
+    /* Leases that only repeat one we keep go now (memory.h). */
+    extra = take_extra_locked(b, &nextra);
+    kept = b->holds || b->leases;
+    if (kept) {
+        b->state = CUC__BUF_DEFERRED;
+        b->holds++; /* keeps b while the event is made unlocked */
+    } else {
+        b->state = CUC__BUF_FREEING;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    release_extra(extra, nextra);
+    if (kept)
+        return defer_free(b, stream);
+    rc = cuc__buffer_release(b, stream);
+    return rc;
+}
+
+/* ---- the lease callbacks (lease.h) ---- */
+
+static void hold(void *obj)
+{
+    cuc_buffer *b = obj;
+
+    pthread_mutex_lock(&b->pool->lock);
+    b->holds++;
+    pthread_mutex_unlock(&b->pool->lock);
+}
+
+static void unhold(void *obj)
+{
+    cuc_buffer *b = obj;
+    int last;
+
+    pthread_mutex_lock(&b->pool->lock);
+    b->holds--;
+    last = cuc__buffer_unkept_locked(b);
+    pthread_mutex_unlock(&b->pool->lock);
+    if (last)
+        cuc__buffer_release(b, NULL); /* no caller to report to */
+}
+
+static void lease_begin(void *obj)
+{
+    cuc_buffer *b = obj;
+
+    pthread_mutex_lock(&b->pool->lock);
+    b->leases++;
+    b->pool->leases++;
+    pthread_mutex_unlock(&b->pool->lock);
+}
+
+static void lease_end(void *obj, uint64_t id, int why)
+{
+    cuc_buffer *b = obj;
+    cuc_pool *pool = b->pool;
+    int last;
+
+    (void)id;
+    (void)why; /* released, closed, died or never sent: the same to us */
+    pthread_mutex_lock(&pool->lock);
+    b->leases--;
+    pool->leases--;
+    pthread_cond_broadcast(&pool->cond);
+    last = cuc__buffer_unkept_locked(b);
+    pthread_mutex_unlock(&pool->lock);
+    if (last)
+        cuc__buffer_release(b, NULL);
+}
+
+const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin, lease_end, hold, unhold};
+
+/* ---- getters, lease counts ---- */
+
+void *cuc_buffer_ptr(const cuc_buffer *b) { return (void *)(uintptr_t)b->ptr; }
+size_t cuc_buffer_size(const cuc_buffer *b) { return b->size; }
+cuc_device *cuc_buffer_device(const cuc_buffer *b) { return b->pool->dev; }
+cuc_pool *cuc_buffer_pool(const cuc_buffer *b) { return b->pool; }
+int cuc_buffer_is_imported(const cuc_buffer *b) { return b->imported; }
+
+int cuc_buffer_lease_count(const cuc_buffer *cb, size_t *n)
+{
+    cuc_buffer *b = (cuc_buffer *)cb;
+
+    if (!b || !n)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_lease_count: NULL argument");
+    pthread_mutex_lock(&b->pool->lock);
+    *n = b->leases;
+    pthread_mutex_unlock(&b->pool->lock);
+    return 0;
+}
+
+int cuc_buffer_lease_wait(cuc_buffer *b, cuc_channel *ch, size_t max_left, int timeout_ms)
+{
+    char what[96];
+
+    if (!b || timeout_ms < -1)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_lease_wait: %s",
+                           b ? "timeout below -1" : "buffer is NULL");
+    snprintf(what, sizeof(what), "the %zu-byte buffer at %p", b->size,
+             (void *)(uintptr_t)b->ptr);
+    return cuc__lease_wait(b->pool, &b->leases, ch, max_left, timeout_ms, what);
+}

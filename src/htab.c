@@ -1,0 +1,96 @@
+/* Intrusive chained hash table: buckets double when the load passes 1, so
+ * chains stay short; a failed grow leaves the table as it was. */
+#include "internal.h"
+#include "htab.h"
+
+#include <stdlib.h>
+
+#define FIRST_BUCKETS 16u
+
+struct cuc__hnode *cuc__htab_find(const struct cuc__htab *t, uint64_t hash,
+                                  int (*match)(const struct cuc__hnode *, const void *),
+                                  const void *key)
+{
+    struct cuc__hnode *n;
+
+    if (!t->buckets)
+        return NULL;
+    for (n = t->buckets[hash & (t->nbuckets - 1)]; n; n = n->next)
+        if (n->hash == hash && match(n, key))
+            return n;
+    return NULL;
+}
+
+static int grow(struct cuc__htab *t)
+{
+    size_t nb = t->nbuckets ? 2 * t->nbuckets : FIRST_BUCKETS, i;
+    struct cuc__hnode **b = calloc(nb, sizeof(*b));
+
+    if (!b)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory growing a table of %zu "
+                           "entries to %zu buckets", t->count, nb);
+    for (i = 0; i < t->nbuckets; i++) {
+        struct cuc__hnode *n = t->buckets[i], *next;
+        for (; n; n = next) {
+            next = n->next;
+            n->next = b[n->hash & (nb - 1)];
+            b[n->hash & (nb - 1)] = n;
+        }
+    }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = nb;
+    return 0;
+}
+
+int cuc__htab_insert(struct cuc__htab *t, struct cuc__hnode *n)
+{
+    struct cuc__hnode **slot;
+
+    if (t->count >= t->nbuckets) {
+        int rc = grow(t);
+        if (rc)
+            return rc;
+    }
+    slot = &t->buckets[n->hash & (t->nbuckets - 1)];
+    n->next = *slot;
+    *slot = n;
+    t->count++;
+    return 0;
+}
+
+void cuc__htab_remove(struct cuc__htab *t, struct cuc__hnode *n)
+{
+    struct cuc__hnode **pp;
+
+    if (!t->buckets)
+        return;
+    for (pp = &t->buckets[n->hash & (t->nbuckets - 1)]; *pp; pp = &(*pp)->next)
+        if (*pp == n) {
+            *pp = n->next;
+            n->next = NULL;
+            t->count--;
+            return;
+        }
+}
+
+void cuc__htab_free(struct cuc__htab *t)
+{
+    free(t->buckets);
+    t->buckets = NULL;
+    t->nbuckets = t->count = 0;
+}
+
+uint64_t cuc__hash_bytes(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}

@@ -1,0 +1,708 @@
+/* Pools and buffers across processes, with exec'd children whose
+ * CUDA_VISIBLE_DEVICES reverses the parent's (the UUID form with one GPU):
+ *  - reversed: a pool per device and its buffers arrive on the device with
+ *    the parent's UUID (checked through the imported pool's device UUID,
+ *    and its ordinal there), the bytes the parent wrote are the bytes the
+ *    child reads and the child's writes come back; a buffer sent before its
+ *    pool is CUC_E_POOL_NOT_IMPORTED naming the pool id; an imported pool
+ *    cannot allocate; a second import is the same object; the parent's
+ *    frees wait for the child's releases; for device and pinned host pools;
+ *  - chain: A -> B -> C, B's own free waiting for C, A's for B;
+ *  - two children importing the same buffers at once;
+ *  - four threads of one child importing the same records at once, and no
+ *    fd or mapping left in that child after a round;
+ *  - SIGKILL: a child killed while holding leases; the parent's deferred
+ *    frees then happen, and no fd or mapping stays (counted in
+ *    /proc/self/fd and /proc/self/maps, around a second round).
+ * Runs as well on a real GPU as on the simulator. */
+#include <pthread.h>
+#include <signal.h>
+
+#include "pool_test.h"
+#include "memory_impl.h"
+
+#define RECV_MS 30000
+#define MAXP 16
+#define NBUF 2
+#define NTHREADS 4
+#define THREAD_BUFS 16
+
+static const size_t sizes[NBUF] = {(1u << 20) + 13, 4097};
+static int ndev;
+static cuc_device *devs[MAXP];
+
+static uint64_t seed_of(int phase, int pool, int buf)
+{
+    return 1000003ull * (uint64_t)phase + 101ull * (uint64_t)pool + (uint64_t)buf + 1;
+}
+
+/* ---- helpers shared by both sides ---- */
+
+static cuc_channel *child_channel(void)
+{
+    const char *s = getenv("CUC_TEST_FD");
+    cuc_channel *ch;
+
+    CHECK(s != NULL);
+    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
+    return ch;
+}
+
+static cuc_msg *recv_msg(cuc_channel *ch)
+{
+    cuc_msg *m;
+
+    CHECK_OK(cuc_channel_recv(ch, RECV_MS, &m));
+    return m;
+}
+
+static void send_empty(cuc_channel *ch)
+{
+    cuc_msg *m;
+
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+}
+
+static void wait_empty(cuc_channel *ch)
+{
+    cuc_msg *m = recv_msg(ch);
+
+    CHECK(cuc_msg_count(m) == 0);
+    cuc_msg_destroy(m);
+}
+
+/* Starts role with its end of a new channel; returns the parent's end. */
+static cuc_channel *start(const char *role, const char *const *args, const char *env,
+                          pid_t *pid)
+{
+    const char *envs[2] = {env, NULL};
+    cuc_channel *mine, *theirs;
+
+    CHECK_OK(cuc_channel_pair(&mine, &theirs));
+    *pid = spawn_self(role, args, envs, cuc_channel_fd(theirs));
+    CHECK(*pid > 0);
+    cuc_channel_close(theirs);
+    return mine;
+}
+
+static cuc_pool *new_pool(cuc_device *d, int kind)
+{
+    struct cuc_pool_props pr = {kind, CUC_POOL_IPC, 0};
+    cuc_pool *p;
+
+    CHECK_OK(cuc_pool_create(d, &pr, &p));
+    return p;
+}
+
+static void pool_hex(const cuc_pool *p, char out[33])
+{
+    uint8_t id[CUC_POOL_ID_LEN];
+
+    cuc_pool_id(p, id);
+    cuc__hex(id, CUC_POOL_ID_LEN, out);
+}
+
+static size_t pool_leases(const cuc_pool *p)
+{
+    size_t n = 999;
+
+    CHECK_OK(cuc_pool_lease_count(p, &n));
+    return n;
+}
+
+/* The importing side's checks of one pool record. */
+static cuc_pool *get_checked_pool(const cuc_msg *m, size_t i, const char *uuid, int ordinal)
+{
+    cuc_pool *p;
+    cuc_buffer *b;
+
+    CHECK_OK(cuc_msg_get_pool(m, i, &p));
+    CHECK(cuc_pool_is_imported(p) && cuc_pool_is_ipc(p));
+    if (strcmp(cuc_device_uuid_string(cuc_pool_device(p)), uuid) != 0) {
+        fprintf(stderr, "pool arrived on %s, want %s\n",
+                cuc_device_uuid_string(cuc_pool_device(p)), uuid);
+        exit(1);
+    }
+    if (ordinal >= 0 && cuc_device_ordinal(cuc_pool_device(p)) != ordinal) {
+        fprintf(stderr, "pool's device has ordinal %d here, want %d\n",
+                cuc_device_ordinal(cuc_pool_device(p)), ordinal);
+        exit(1);
+    }
+    CHECK_RC(cuc_buffer_alloc(p, 64, NULL, &b), CUC_E_INVALID);
+    CHECK(strstr(cuc_errmsg(), "imported") != NULL);
+    return p;
+}
+
+/* ---- reversed: child ----
+ * args: kind npools, then per pool: UUID, child ordinal, pool id hex. */
+static int child_reversed(int argc, char **argv)
+{
+    cuc_channel *ch = child_channel();
+    int np = atoi(argv[1]), rc;
+    cuc_pool *pools[MAXP];
+    cuc_buffer *bufs[MAXP][NBUF], *again;
+    cuc_msg *m, *ack;
+
+    CHECK(argc == 2 + 3 * np && np <= MAXP);
+    /* 1: a buffer before its pool */
+    m = recv_msg(ch);
+    rc = cuc_msg_get_buffer(m, 0, &again);
+    CHECK_RC(rc, CUC_E_POOL_NOT_IMPORTED);
+    CHECK(strstr(cuc_errmsg(), argv[4]) != NULL); /* pool 0's id */
+    cuc_msg_destroy(m);
+    send_empty(ch);
+    /* 2: the pools, each followed by its buffers */
+    m = recv_msg(ch);
+    CHECK(cuc_msg_count(m) == (size_t)np * (1 + NBUF));
+    CHECK_OK(cuc_msg_create(&ack));
+    for (int i = 0; i < np; i++) {
+        size_t base = (size_t)i * (1 + NBUF);
+        pools[i] = get_checked_pool(m, base, argv[2 + 3 * i], atoi(argv[3 + 3 * i]));
+        CHECK_OK(cuc_msg_add_device(ack, cuc_pool_device(pools[i])));
+        for (int j = 0; j < NBUF; j++) {
+            CHECK_OK(cuc_msg_get_buffer(m, base + 1 + j, &bufs[i][j]));
+            CHECK(cuc_buffer_is_imported(bufs[i][j]));
+            CHECK(cuc_buffer_pool(bufs[i][j]) == pools[i]);
+            CHECK(cuc_buffer_size(bufs[i][j]) == sizes[j]);
+            CHECK(pt_holds(bufs[i][j], seed_of(1, i, j)));
+            CHECK_OK(cuc_msg_get_buffer(m, base + 1 + j, &again));
+            CHECK(again == bufs[i][j]); /* mapped once, counted */
+            CHECK_OK(cuc_buffer_free(again, NULL));
+            pt_fill(bufs[i][j], seed_of(2, i, j));
+        }
+    }
+    cuc_msg_destroy(m);
+    CHECK_OK(cuc_channel_send(ch, ack));
+    cuc_msg_destroy(ack);
+    /* 3: free everything, say so, wait for the end */
+    wait_empty(ch);
+    for (int i = 0; i < np; i++) {
+        for (int j = 0; j < NBUF; j++)
+            CHECK_OK(cuc_buffer_free(bufs[i][j], NULL));
+        cuc_pool_unref(pools[i]);
+    }
+    send_empty(ch);
+    CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
+    cuc_channel_close(ch);
+    return 0;
+}
+
+static void test_reversed(int kind)
+{
+    char env[512], uuids[MAXP][CUC_UUID_STRLEN], ords[MAXP][16], hexes[MAXP][33], kbuf[16],
+        nbuf[16];
+    const char *args[2 + 3 * MAXP + 1];
+    cuc_pool *pools[MAXP];
+    cuc_buffer *bufs[MAXP][NBUF];
+    int np = ndev < MAXP ? ndev : MAXP, na = 0;
+    cuc_channel *ch;
+    cuc_msg *m;
+    pid_t pid;
+
+    pt_child_cvd(env, sizeof(env));
+    snprintf(kbuf, sizeof(kbuf), "%d", kind);
+    snprintf(nbuf, sizeof(nbuf), "%d", np);
+    args[na++] = kbuf;
+    args[na++] = nbuf;
+    for (int i = 0; i < np; i++) {
+        pools[i] = new_pool(devs[i], kind);
+        snprintf(uuids[i], sizeof(uuids[i]), "%s", cuc_device_uuid_string(devs[i]));
+        snprintf(ords[i], sizeof(ords[i]), "%d", pt_child_ordinal(i));
+        pool_hex(pools[i], hexes[i]);
+        args[na++] = uuids[i];
+        args[na++] = ords[i];
+        args[na++] = hexes[i];
+        for (int j = 0; j < NBUF; j++) {
+            CHECK_OK(cuc_buffer_alloc(pools[i], sizes[j], NULL, &bufs[i][j]));
+            pt_fill(bufs[i][j], seed_of(1, i, j)); /* synchronous: complete when sent */
+        }
+    }
+    args[na] = NULL;
+    ch = start("reversed", args, env, &pid);
+    /* 1: buffer 0 of pool 0 alone */
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_buffer(m, bufs[0][0]));
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    wait_empty(ch);
+    /* 2: everything, pools first */
+    CHECK_OK(cuc_msg_create(&m));
+    for (int i = 0; i < np; i++) {
+        CHECK_OK(cuc_msg_add_pool(m, pools[i]));
+        for (int j = 0; j < NBUF; j++)
+            CHECK_OK(cuc_msg_add_buffer(m, bufs[i][j]));
+    }
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    m = recv_msg(ch);
+    CHECK(cuc_msg_count(m) == (size_t)np);
+    for (int i = 0; i < np; i++) {
+        cuc_device *d;
+        CHECK_OK(cuc_msg_get_device(m, (size_t)i, &d));
+        CHECK(d == devs[i]); /* the child named the very GPU, by UUID */
+        for (int j = 0; j < NBUF; j++)
+            CHECK(pt_holds(bufs[i][j], seed_of(2, i, j))); /* the child's bytes */
+    }
+    cuc_msg_destroy(m);
+    /* the first message's lease was never released (the child could not
+     * import it): it ends with the channel */
+    CHECK(pool_leases(pools[0]) == 1 + NBUF);
+    for (int i = 0; i < np; i++) {
+        uint64_t used = pt_used(pools[i]);
+        for (int j = 0; j < NBUF; j++)
+            CHECK_OK(cuc_buffer_free(bufs[i][j], NULL)); /* deferred */
+        CHECK(pt_used(pools[i]) == used);
+    }
+    send_empty(ch);
+    wait_empty(ch);
+    for (int i = 0; i < np; i++) {
+        CHECK_OK(cuc_pool_lease_wait(pools[i], ch, i == 0 ? 1 : 0, RECV_MS));
+        CHECK(pt_used(pools[i]) == (i == 0 ? sizes[0] : 0));
+    }
+    cuc_channel_close(ch); /* ends the last lease */
+    CHECK(pool_leases(pools[0]) == 0 && pt_used(pools[0]) == 0);
+    CHECK(wait_child(pid) == 0);
+    for (int i = 0; i < np; i++)
+        cuc_pool_unref(pools[i]);
+}
+
+/* ---- chain A -> B -> C ---- */
+
+/* args: UUID of the pool's device, the CUDA_VISIBLE_DEVICES for C. */
+static int child_relay(int argc, char **argv)
+{
+    cuc_channel *up = child_channel(), *down;
+    const char *cargs[2] = {argv[0], NULL};
+    cuc_pool *p;
+    cuc_buffer *b;
+    cuc_msg *m, *fwd;
+    pid_t pid;
+
+    CHECK(argc == 2);
+    m = recv_msg(up);
+    p = get_checked_pool(m, 0, argv[0], -1);
+    CHECK_OK(cuc_msg_get_buffer(m, 1, &b));
+    CHECK(pt_holds(b, seed_of(1, 0, 0)));
+    cuc_msg_destroy(m);
+    down = start("leaf", cargs, argv[1], &pid);
+    CHECK_OK(cuc_msg_create(&fwd));
+    CHECK_OK(cuc_msg_add_pool(fwd, p)); /* an imported pool, sent on */
+    CHECK_OK(cuc_msg_add_buffer(fwd, b));
+    CHECK_OK(cuc_channel_send(down, fwd));
+    cuc_msg_destroy(fwd);
+    CHECK_OK(cuc_buffer_free(b, NULL)); /* deferred: C holds a lease */
+    wait_empty(down);                   /* C has read and written it */
+    send_empty(up);
+    wait_empty(up); /* A: go */
+    send_empty(down);
+    CHECK_OK(cuc_pool_lease_wait(p, down, 0, RECV_MS)); /* C's release, then ours */
+    cuc_pool_unref(p);
+    cuc_channel_close(down); /* C waits for it */
+    CHECK(wait_child(pid) == 0);
+    CHECK_RC(cuc_channel_recv(up, RECV_MS, &m), CUC_E_PEER_CLOSED);
+    cuc_channel_close(up);
+    return 0;
+}
+
+/* args: UUID of the pool's device. */
+static int child_leaf(int argc, char **argv)
+{
+    cuc_channel *ch = child_channel();
+    cuc_pool *p;
+    cuc_buffer *b;
+    cuc_msg *m;
+
+    CHECK(argc == 1);
+    m = recv_msg(ch);
+    p = get_checked_pool(m, 0, argv[0], -1);
+    CHECK_OK(cuc_msg_get_buffer(m, 1, &b));
+    cuc_msg_destroy(m);
+    CHECK(pt_holds(b, seed_of(1, 0, 0)));
+    pt_fill(b, seed_of(3, 0, 0));
+    send_empty(ch);
+    wait_empty(ch);
+    CHECK_OK(cuc_buffer_free(b, NULL));
+    cuc_pool_unref(p);
+    CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
+    cuc_channel_close(ch);
+    return 0;
+}
+
+/* C sees the devices rotated by one (the UUID form with one GPU). */
+static void rotated_cvd(char *out, size_t outsz)
+{
+    size_t len;
+
+    if (ndev == 1) {
+        snprintf(out, outsz, "CUDA_VISIBLE_DEVICES=%s", cuc_device_uuid_string(devs[0]));
+        return;
+    }
+    len = (size_t)snprintf(out, outsz, "CUDA_VISIBLE_DEVICES=");
+    for (int i = 0; i < ndev && len < outsz; i++)
+        len += (size_t)snprintf(out + len, outsz - len, "%d%s", (i + 1) % ndev,
+                                i + 1 < ndev ? "," : "");
+}
+
+static void test_chain(void)
+{
+    cuc_device *d = devs[ndev - 1];
+    cuc_pool *p = new_pool(d, CUC_POOL_DEVICE);
+    char env[512], cenv[512], uuid[CUC_UUID_STRLEN];
+    const char *args[3] = {uuid, cenv, NULL};
+    cuc_channel *ch;
+    cuc_buffer *b;
+    cuc_msg *m;
+    pid_t pid;
+
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
+    pt_child_cvd(env, sizeof(env));
+    rotated_cvd(cenv, sizeof(cenv));
+    CHECK_OK(cuc_buffer_alloc(p, sizes[0], NULL, &b));
+    pt_fill(b, seed_of(1, 0, 0));
+    ch = start("relay", args, env, &pid);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_pool(m, p));
+    CHECK_OK(cuc_msg_add_buffer(m, b));
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    wait_empty(ch); /* B forwarded, freed its reference; C wrote */
+    CHECK(pt_holds(b, seed_of(3, 0, 0))); /* C's bytes, in A's allocation */
+    /* B's lease stays while C maps the memory */
+    CHECK_RC(cuc_pool_lease_wait(p, ch, 0, 300), CUC_E_TIMEOUT);
+    CHECK(pool_leases(p) == 1);
+    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK(pt_used(p) == sizes[0]);
+    send_empty(ch);
+    CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
+    CHECK(pt_used(p) == 0);
+    cuc_channel_close(ch);
+    CHECK(wait_child(pid) == 0);
+    cuc_pool_unref(p);
+}
+
+/* ---- two children at once; four threads in one child ---- */
+
+/* args: UUID, number of buffers. Imports all, checks, frees, acks. */
+static int child_reader(int argc, char **argv)
+{
+    cuc_channel *ch = child_channel();
+    int n = atoi(argv[1]);
+    cuc_buffer *b;
+    cuc_pool *p;
+    cuc_msg *m;
+
+    CHECK(argc == 2);
+    m = recv_msg(ch);
+    CHECK(cuc_msg_count(m) == (size_t)n + 1);
+    p = get_checked_pool(m, 0, argv[0], -1);
+    for (int j = 0; j < n; j++) {
+        CHECK_OK(cuc_msg_get_buffer(m, (size_t)j + 1, &b));
+        CHECK(pt_holds(b, seed_of(4, 0, j)));
+        CHECK_OK(cuc_buffer_free(b, NULL));
+    }
+    cuc_msg_destroy(m);
+    cuc_pool_unref(p);
+    send_empty(ch);
+    CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
+    cuc_channel_close(ch);
+    return 0;
+}
+
+/* A pool of dev with n buffers of 8 KiB + j bytes, filled with phase's
+ * patterns, and the message carrying them. */
+static cuc_msg *pool_msg(cuc_device *dev, int n, int phase, cuc_pool **pool, cuc_buffer **bufs)
+{
+    cuc_msg *m;
+
+    *pool = new_pool(dev, CUC_POOL_DEVICE);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_pool(m, *pool));
+    for (int j = 0; j < n; j++) {
+        CHECK_OK(cuc_buffer_alloc(*pool, 8192 + (size_t)j, NULL, &bufs[j]));
+        pt_fill(bufs[j], seed_of(phase, 0, j));
+        CHECK_OK(cuc_msg_add_buffer(m, bufs[j]));
+    }
+    return m;
+}
+
+static void free_all(cuc_buffer **bufs, int n)
+{
+    for (int j = 0; j < n; j++)
+        CHECK_OK(cuc_buffer_free(bufs[j], NULL));
+}
+
+static void test_two_children(void)
+{
+    cuc_device *d = devs[0];
+    char env[512], uuid[CUC_UUID_STRLEN], nb[16];
+    const char *args[3] = {uuid, nb, NULL};
+    cuc_buffer *bufs[THREAD_BUFS];
+    cuc_channel *ch[2];
+    cuc_pool *p;
+    cuc_msg *m;
+    pid_t pid[2];
+
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
+    snprintf(nb, sizeof(nb), "%d", THREAD_BUFS);
+    pt_child_cvd(env, sizeof(env));
+    m = pool_msg(d, THREAD_BUFS, 4, &p, bufs);
+    for (int k = 0; k < 2; k++)
+        ch[k] = start("reader", args, env, &pid[k]);
+    for (int k = 0; k < 2; k++)
+        CHECK_OK(cuc_channel_send(ch[k], m)); /* one lease per buffer and child */
+    cuc_msg_destroy(m);
+    CHECK(pool_leases(p) == 2 * THREAD_BUFS);
+    free_all(bufs, THREAD_BUFS); /* deferred until both have released */
+    for (int k = 0; k < 2; k++)
+        wait_empty(ch[k]);
+    for (int k = 0; k < 2; k++)
+        CHECK_OK(cuc_pool_lease_wait(p, ch[k], (size_t)(1 - k) * THREAD_BUFS, RECV_MS));
+    CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
+    for (int k = 0; k < 2; k++) {
+        cuc_channel_close(ch[k]);
+        CHECK(wait_child(pid[k]) == 0);
+    }
+    cuc_pool_unref(p);
+}
+
+struct thread_res {
+    const cuc_msg *m;
+    int t;
+    cuc_pool *pool;
+    cuc_buffer *bufs[THREAD_BUFS];
+};
+
+static void *import_thread(void *arg)
+{
+    struct thread_res *r = arg;
+    size_t n = cuc_msg_count(r->m);
+
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (k + (size_t)r->t * 5) % n; /* each thread its own order */
+        int type;
+        CHECK_OK(cuc_msg_record_type(r->m, i, &type));
+        if (type == CUC_RECORD_POOL) {
+            CHECK_OK(cuc_msg_get_pool(r->m, i, &r->pool));
+        } else {
+            cuc_buffer *b;
+            int rc;
+            /* a buffer whose pool this thread has not got may still find
+             * it imported by another thread; else it is named missing */
+            rc = cuc_msg_get_buffer(r->m, i, &b);
+            CHECK(rc == 0 || rc == CUC_E_POOL_NOT_IMPORTED);
+            if (rc == CUC_E_POOL_NOT_IMPORTED) {
+                cuc_pool *p;
+                CHECK_OK(cuc_msg_get_pool(r->m, 0, &p));
+                CHECK_OK(cuc_msg_get_buffer(r->m, i, &b));
+                cuc_pool_unref(p);
+            }
+            r->bufs[i - 1] = b;
+        }
+    }
+    return NULL;
+}
+
+static void *free_thread(void *arg)
+{
+    struct thread_res *r = arg;
+
+    free_all(r->bufs, THREAD_BUFS);
+    cuc_pool_unref(r->pool);
+    return NULL;
+}
+
+static void threads_round(cuc_channel *ch, const char *uuid)
+{
+    struct thread_res res[NTHREADS];
+    pthread_t t[NTHREADS];
+    cuc_msg *m = recv_msg(ch);
+
+    CHECK(cuc_msg_count(m) == THREAD_BUFS + 1);
+    for (int k = 0; k < NTHREADS; k++) {
+        memset(&res[k], 0, sizeof(res[k]));
+        res[k].m = m;
+        res[k].t = k;
+        CHECK(pthread_create(&t[k], NULL, import_thread, &res[k]) == 0);
+    }
+    for (int k = 0; k < NTHREADS; k++)
+        CHECK(pthread_join(t[k], NULL) == 0);
+    CHECK(strcmp(cuc_device_uuid_string(cuc_pool_device(res[0].pool)), uuid) == 0);
+    for (int k = 1; k < NTHREADS; k++) {
+        CHECK(res[k].pool == res[0].pool);
+        for (int j = 0; j < THREAD_BUFS; j++)
+            CHECK(res[k].bufs[j] == res[0].bufs[j]);
+    }
+    for (int j = 0; j < THREAD_BUFS; j++)
+        CHECK(pt_holds(res[0].bufs[j], seed_of(5, 0, j)));
+    cuc_msg_destroy(m);
+    for (int k = 0; k < NTHREADS; k++)
+        CHECK(pthread_create(&t[k], NULL, free_thread, &res[k]) == 0);
+    for (int k = 0; k < NTHREADS; k++)
+        CHECK(pthread_join(t[k], NULL) == 0);
+    send_empty(ch);
+}
+
+/* args: UUID. Two rounds; the second must leave no fd and no mapping of a
+ * file (the threads' stacks and malloc arenas, anonymous, come and go). */
+static int child_threads(int argc, char **argv)
+{
+    cuc_channel *ch = child_channel();
+    int fds, maps;
+    cuc_msg *m;
+
+    CHECK(argc == 1);
+    threads_round(ch, argv[0]);
+    fds = test_fd_count();
+    maps = pt_maps_count_of(1);
+    threads_round(ch, argv[0]);
+    if (test_fd_count() != fds || pt_maps_count_of(1) != maps) {
+        fprintf(stderr, "child: %d fds and %d file mappings after the first round, %d "
+                "and %d after the second\n", fds, maps, test_fd_count(),
+                pt_maps_count_of(1));
+        exit(1);
+    }
+    CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
+    cuc_channel_close(ch);
+    return 0;
+}
+
+static void test_four_threads(void)
+{
+    cuc_device *d = devs[ndev - 1];
+    char env[512], uuid[CUC_UUID_STRLEN];
+    const char *args[2] = {uuid, NULL};
+    cuc_buffer *bufs[THREAD_BUFS];
+    cuc_channel *ch;
+    cuc_pool *p;
+    cuc_msg *m;
+    pid_t pid;
+
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
+    pt_child_cvd(env, sizeof(env));
+    ch = start("threads", args, env, &pid);
+    for (int round = 0; round < 2; round++) {
+        m = pool_msg(d, THREAD_BUFS, 5, &p, bufs);
+        CHECK_OK(cuc_channel_send(ch, m));
+        cuc_msg_destroy(m);
+        free_all(bufs, THREAD_BUFS);
+        wait_empty(ch);
+        /* one release per buffer, however many threads imported it */
+        CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
+        CHECK(pt_used(p) == 0);
+        cuc_pool_unref(p);
+    }
+    cuc_channel_close(ch);
+    CHECK(wait_child(pid) == 0);
+}
+
+/* ---- SIGKILL while holding leases ---- */
+
+/* args: UUID, number of buffers. Imports, acks, waits to be killed. */
+static int child_hold(int argc, char **argv)
+{
+    cuc_channel *ch = child_channel();
+    int n = atoi(argv[1]);
+    cuc_buffer *b;
+    cuc_pool *p;
+    cuc_msg *m;
+
+    CHECK(argc == 2);
+    m = recv_msg(ch);
+    p = get_checked_pool(m, 0, argv[0], -1);
+    for (int j = 0; j < n; j++) {
+        CHECK_OK(cuc_msg_get_buffer(m, (size_t)j + 1, &b));
+        CHECK(pt_holds(b, seed_of(6, 0, j)));
+    }
+    (void)p;
+    send_empty(ch);
+    for (;;)
+        pause();
+}
+
+static void sigkill_round(void)
+{
+    cuc_device *d = devs[0];
+    char env[512], uuid[CUC_UUID_STRLEN], nb[16];
+    const char *args[3] = {uuid, nb, NULL};
+    cuc_buffer *bufs[4];
+    cuc_channel *ch;
+    cuc_pool *p;
+    cuc_msg *m;
+    pid_t pid;
+
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
+    snprintf(nb, sizeof(nb), "%d", 4);
+    pt_child_cvd(env, sizeof(env));
+    ch = start("hold", args, env, &pid);
+    m = pool_msg(d, 4, 6, &p, bufs);
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    wait_empty(ch);
+    free_all(bufs, 4);
+    CHECK(pt_used(p) > 0); /* deferred: the child holds four leases */
+    CHECK(pool_leases(p) == 4);
+    CHECK(kill(pid, SIGKILL) == 0);
+    CHECK(wait_child(pid) == 128 + SIGKILL);
+    CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS)); /* sees the death */
+    CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
+    cuc_channel_close(ch);
+    cuc_pool_unref(p);
+}
+
+static void test_sigkill(void)
+{
+    int fds, maps;
+
+    sigkill_round(); /* the first may set up what the driver keeps */
+    fds = test_fd_count();
+    maps = pt_maps_count();
+    sigkill_round();
+    if (test_fd_count() != fds || pt_maps_count() != maps) {
+        fprintf(stderr, "%d fds and %d mappings before the second round, %d and %d "
+                "after it\n", fds, maps, test_fd_count(), pt_maps_count());
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "--child")) {
+        const char *role = argv[2];
+        signal(SIGPIPE, SIG_IGN);
+        if (!strcmp(role, "reversed"))
+            return child_reversed(argc - 3, argv + 3);
+        if (!strcmp(role, "relay"))
+            return child_relay(argc - 3, argv + 3);
+        if (!strcmp(role, "leaf"))
+            return child_leaf(argc - 3, argv + 3);
+        if (!strcmp(role, "reader"))
+            return child_reader(argc - 3, argv + 3);
+        if (!strcmp(role, "threads"))
+            return child_threads(argc - 3, argv + 3);
+        if (!strcmp(role, "hold"))
+            return child_hold(argc - 3, argv + 3);
+        return 2;
+    }
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    CHECK_OK(cuc_device_count(&ndev));
+    if (ndev > MAXP)
+        ndev = MAXP;
+    for (int i = 0; i < ndev; i++) {
+        CHECK_OK(cuc_device_get(i, &devs[i]));
+        CHECK_OK(cuc_device_set_current(devs[i]));
+    }
+    if (!(cuc_device_caps(devs[0]) & CUC_DEVICE_CAP_POOL_POSIX_FD))
+        SKIP("device 0 cannot export pools as POSIX fds");
+    pt_warm_up();
+    test_sigkill(); /* first: it also settles the fd baseline */
+    FD_BASELINE();
+    test_reversed(CUC_POOL_DEVICE);
+    test_reversed(CUC_POOL_PINNED_HOST);
+    test_chain();
+    test_two_children();
+    test_four_threads();
+    FD_CHECK_NO_LEAK();
+    return test_finish();
+}
