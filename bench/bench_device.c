@@ -8,17 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_report.h"
 #include "internal.h"
 #include "wire.h"
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static int raw_once(CUdevice dev, int n)
 {
@@ -69,28 +62,28 @@ int main(int argc, char **argv)
     double t0, raw_ns, cuc_ns;
     int n, last = -1;
 
+    if (bench_header("bench_device"))
+        return 1;
     if (cuc_device_count(&n) || cuc_device_get(n - 1, &dev)) {
         fprintf(stderr, "bench_device: %s\n", cuc_errmsg());
         return 1;
     }
     for (long i = 0; i < iters / 10; i++) /* warm-up */
         cucore_once(dev, &got);
-    t0 = now_ns();
+    t0 = bench_now_ns();
     for (long i = 0; i < iters; i++)
         last = raw_once(dev->cu, n);
-    raw_ns = (now_ns() - t0) / (double)iters;
-    t0 = now_ns();
+    raw_ns = (bench_now_ns() - t0) / (double)iters;
+    t0 = bench_now_ns();
     for (long i = 0; i < iters; i++)
         if (cucore_once(dev, &got))
             return 1;
-    cuc_ns = (now_ns() - t0) / (double)iters;
+    cuc_ns = (bench_now_ns() - t0) / (double)iters;
     if (got != dev || last != n - 1) {
         fprintf(stderr, "bench_device: wrong device resolved\n");
         return 1;
     }
-    printf("device encode+decode, last of %d devices, %ld iterations\n", n, iters);
-    printf("  raw driver (cuDeviceGetUuid + scan):  %8.1f ns\n", raw_ns);
-    printf("  cucore (message create, add, encode, decode, resolve, destroy): %8.1f ns\n",
-           cuc_ns);
+    bench_line("device encode+decode", raw_ns, cuc_ns,
+               "last of %d devices, %ld iterations; raw: cuDeviceGetUuid + scan", n, iters);
     return 0;
 }

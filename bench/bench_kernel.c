@@ -1,0 +1,251 @@
+/* Kernel send: the first time a receiver gets a kernel, and again (the same
+ * image, a cache hit), each beside the raw driver calls doing the same work.
+ *
+ *   encode      sender: message create, add the kernel record (the image is
+ *               copied in), encode, destroy. Raw: malloc + memcpy of the
+ *               image, the least any protocol does to send one.
+ *   first time  receiver with an empty cache: decode the bytes, get the
+ *               kernel (SHA-256 of the image checked, cuLibraryLoadData,
+ *               cuLibraryGetKernel), cuKernelGetFunction in the current
+ *               context (with lazy loading, where the module really loads),
+ *               destroy (the last kernel of the image: cuLibraryUnload).
+ *               Raw: cuLibraryLoadData + cuLibraryGetKernel +
+ *               cuKernelGetFunction + cuLibraryUnload.
+ *   again       receiver that holds a kernel of that image: decode, get
+ *               (SHA-256 checked, found in the cache: no load),
+ *               cuKernelGetFunction, destroy (the image stays loaded). Raw:
+ *               cuLibraryGetKernel + cuKernelGetFunction on a library the
+ *               program keeps.
+ *   SHA-256     of the image, alone: a receiver checks every kernel record's
+ *               hash against its bytes, hit or miss.
+ * Each for the 0.6 KB PTX of the tests and a 1 MiB one (the same kernel
+ * padded with comment lines, as large as a mid-sized cubin). The image
+ * loads are counted (cuc_kernel_cache_stats): the first-time loop must load
+ * once per iteration, the again loop never; the bench fails otherwise.
+ *
+ *   build/bench/bench_kernel [FIRST_ITERS [AGAIN_ITERS]]   (defaults 2000 20000;
+ *                                           the 1 MiB image gets a tenth and a hundredth)
+ *   CUCORE_DRIVER=sim build/bench/bench_kernel
+ * On a GPU the first time includes the driver's JIT of the PTX, which its
+ * disk cache shortens on repeated loads (CUDA_CACHE_DISABLE=1: cold).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_report.h"
+#include "internal.h"
+#include "objects.h"
+#include "ptx_kernels.h"
+#include "wire.h"
+
+#define BIG_IMAGE (1u << 20)
+
+static const struct cuc__driver *drv;
+
+static int die(const char *what, int rc)
+{
+    fprintf(stderr, "bench_kernel: %s: %s: %s\n", what, cuc_errname(rc), cuc_errmsg());
+    exit(1);
+}
+
+static void cu_ok(CUresult r, const char *call)
+{
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "bench_kernel: %s failed: %s\n", call, cuc__cuda_name(r));
+        exit(1);
+    }
+}
+
+/* ptx_twice followed by "// ..." lines up to about `size` bytes. */
+static char *padded_ptx(size_t size)
+{
+    static const char line[] = "// padding: a comment line the PTX parser skips ........\n";
+    size_t base = strlen(ptx_twice), n = base;
+    char *p = malloc(size + sizeof(line));
+
+    if (!p)
+        die("padded image", CUC_E_NOMEM);
+    memcpy(p, ptx_twice, base);
+    while (n + sizeof(line) - 1 < size) {
+        memcpy(p + n, line, sizeof(line) - 1);
+        n += sizeof(line) - 1;
+    }
+    p[n] = '\0';
+    return p;
+}
+
+/* The bytes a sender puts on the wire for k. */
+static uint8_t *encode(const cuc_kernel *k, size_t *len)
+{
+    const int *fds;
+    uint8_t *bytes;
+    size_t nfds;
+    cuc_msg *m;
+    int rc = cuc_msg_create(&m);
+
+    if (rc == 0)
+        rc = cuc_msg_add_kernel(m, k);
+    if (rc == 0)
+        rc = cuc__msg_encode(m, &bytes, len, &fds, &nfds);
+    cuc_msg_destroy(m);
+    if (rc)
+        die("encode", rc);
+    return bytes;
+}
+
+/* Receiver: decode, get the kernel, its function here, destroy. */
+static void receive(const uint8_t *bytes, size_t len)
+{
+    cuc_kernel *k;
+    CUfunction f;
+    cuc_msg *m;
+    int rc = cuc__msg_decode(bytes, len, NULL, 0, &m);
+
+    if (rc == 0)
+        rc = cuc_msg_get_kernel(m, 0, &k);
+    cuc_msg_destroy(m);
+    if (rc)
+        die("decode + get kernel", rc);
+    cu_ok(drv->cuKernelGetFunction(&f, (CUkernel)cuc_kernel_handle(k)), "cuKernelGetFunction");
+    cuc_kernel_destroy(k);
+}
+
+static void raw_first(const char *image)
+{
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction f;
+
+    cu_ok(drv->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0),
+          "cuLibraryLoadData");
+    cu_ok(drv->cuLibraryGetKernel(&k, lib, "twice"), "cuLibraryGetKernel");
+    cu_ok(drv->cuKernelGetFunction(&f, k), "cuKernelGetFunction");
+    cu_ok(drv->cuLibraryUnload(lib), "cuLibraryUnload");
+}
+
+static void bench_image(const char *label, const char *image, long first_iters,
+                        long again_iters)
+{
+    size_t img_len = strlen(image) + 1, len, loads0, hits0, loads, hits;
+    double t0, raw_ns, cuc_ns;
+    cuc_kernel *held;
+    CUlibrary lib;
+    uint8_t *bytes;
+    char name[96];
+    int rc;
+
+    rc = cuc_kernel_load(CUC_IMAGE_PTX, image, img_len, "twice", &held);
+    if (rc)
+        die("cuc_kernel_load", rc);
+
+    /* encode (the sender holds the kernel) */
+    t0 = bench_now_ns();
+    for (long i = 0; i < again_iters; i++) {
+        char *copy = malloc(img_len);
+        if (!copy)
+            die("malloc", CUC_E_NOMEM);
+        memcpy(copy, image, img_len);
+        __asm__ volatile("" : : "r"(copy) : "memory"); /* keep the copy */
+        free(copy);
+    }
+    raw_ns = (bench_now_ns() - t0) / (double)again_iters;
+    t0 = bench_now_ns();
+    for (long i = 0; i < again_iters; i++)
+        free(encode(held, &len));
+    cuc_ns = (bench_now_ns() - t0) / (double)again_iters;
+    snprintf(name, sizeof(name), "kernel encode, %s", label);
+    bench_line(name, raw_ns, cuc_ns, "%ld iterations, %zu bytes on the wire; raw: memcpy",
+               again_iters, len);
+
+    bytes = encode(held, &len);
+
+    /* The receiver hashes every image it gets, hit or miss, to check the
+     * record's SHA-256: the floor of "again". */
+    t0 = bench_now_ns();
+    for (long i = 0; i < again_iters; i++) {
+        uint8_t h[CUC__SHA256_LEN];
+        cuc__sha256(image, img_len - 1, h);
+        __asm__ volatile("" : : "r"(h) : "memory");
+    }
+    cuc_ns = (bench_now_ns() - t0) / (double)again_iters;
+    snprintf(name, sizeof(name), "SHA-256 of the image, %s", label);
+    bench_line(name, -1, cuc_ns, "%.0f MB/s; every receive checks the record's hash",
+               (double)(img_len - 1) / cuc_ns * 1e3);
+
+    /* again: the receiver holds a kernel of the image */
+    cu_ok(drv->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0),
+          "cuLibraryLoadData");
+    t0 = bench_now_ns();
+    for (long i = 0; i < again_iters; i++) {
+        CUkernel k;
+        CUfunction f;
+        cu_ok(drv->cuLibraryGetKernel(&k, lib, "twice"), "cuLibraryGetKernel");
+        cu_ok(drv->cuKernelGetFunction(&f, k), "cuKernelGetFunction");
+    }
+    raw_ns = (bench_now_ns() - t0) / (double)again_iters;
+    cu_ok(drv->cuLibraryUnload(lib), "cuLibraryUnload");
+    cuc_kernel_cache_stats(&loads0, &hits0);
+    t0 = bench_now_ns();
+    for (long i = 0; i < again_iters; i++)
+        receive(bytes, len);
+    cuc_ns = (bench_now_ns() - t0) / (double)again_iters;
+    cuc_kernel_cache_stats(&loads, &hits);
+    snprintf(name, sizeof(name), "kernel send again (cache hit), %s", label);
+    bench_line(name, raw_ns, cuc_ns, "%ld iterations; image loads +%zu, cache hits +%zu",
+               again_iters, loads - loads0, hits - hits0);
+    if (loads != loads0 || hits - hits0 != (size_t)again_iters) {
+        fprintf(stderr, "bench_kernel: a cache hit loaded the image again\n");
+        exit(1);
+    }
+
+    /* first time: nothing of the image is loaded in this process */
+    cuc_kernel_destroy(held);
+    t0 = bench_now_ns();
+    for (long i = 0; i < first_iters; i++)
+        raw_first(image);
+    raw_ns = (bench_now_ns() - t0) / (double)first_iters;
+    cuc_kernel_cache_stats(&loads0, &hits0);
+    t0 = bench_now_ns();
+    for (long i = 0; i < first_iters; i++)
+        receive(bytes, len);
+    cuc_ns = (bench_now_ns() - t0) / (double)first_iters;
+    cuc_kernel_cache_stats(&loads, &hits);
+    snprintf(name, sizeof(name), "kernel send first time, %s", label);
+    bench_line(name, raw_ns, cuc_ns, "%ld iterations; image loads +%zu, cache hits +%zu",
+               first_iters, loads - loads0, hits - hits0);
+    if (loads - loads0 != (size_t)first_iters || hits != hits0) {
+        fprintf(stderr, "bench_kernel: an empty cache did not load the image\n");
+        exit(1);
+    }
+    free(bytes);
+}
+
+int main(int argc, char **argv)
+{
+    long first_iters = argc > 1 ? atol(argv[1]) : 2000;
+    long again_iters = argc > 2 ? atol(argv[2]) : 20000;
+    cuc_device *dev;
+    char *big;
+    int rc;
+
+    if (first_iters < 1 || again_iters < 1) {
+        fprintf(stderr, "usage: bench_kernel [FIRST_ITERS [AGAIN_ITERS]]\n");
+        return 2;
+    }
+    if (bench_header("bench_kernel"))
+        return 1;
+    rc = cuc__driver_get(&drv);
+    if (rc == 0)
+        rc = cuc_device_get(0, &dev);
+    if (rc == 0) /* cuKernelGetFunction needs a current context */
+        rc = cuc_device_set_current(dev);
+    if (rc)
+        die("device 0", rc);
+    bench_image("0.6 KB PTX", ptx_twice, first_iters, again_iters);
+    big = padded_ptx(BIG_IMAGE);
+    bench_image("1 MiB PTX", big, first_iters / 10 ? first_iters / 10 : 1,
+                again_iters / 100 ? again_iters / 100 : 1);
+    free(big);
+    return 0;
+}

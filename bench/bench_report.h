@@ -1,0 +1,67 @@
+/* What every benchmark prints, and its clock.
+ *
+ * One line per figure: the raw driver calls (or, where there is no driver
+ * call, the least a hand-written program must do) and cucore doing the same
+ * work, measured in the same run, side by side:
+ *
+ *   <figure>                          raw   <ns> ns   cucore   <ns> ns   x<cucore/raw>   <note>
+ *
+ * bench/compare_cuda_core.py prints its figures in the same layout, with
+ * cuda.core in the cucore column. A header line names the driver and the
+ * device count. docs/PERFORMANCE.md says what bounds each figure.
+ */
+#ifndef CUC_BENCH_REPORT_H
+#define CUC_BENCH_REPORT_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "cucore.h"
+
+static inline double bench_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* The header: which driver the figures are of. */
+static inline int bench_header(const char *bench)
+{
+    struct cuc_driver_info info;
+    int n = 0, rc = cuc_driver_load(&info);
+
+    if (rc == 0)
+        rc = cuc_device_count(&n);
+    if (rc) {
+        fprintf(stderr, "%s: %s: %s\n", bench, cuc_errname(rc), cuc_errmsg());
+        return rc;
+    }
+    printf("%s: %s driver %s (version %d), %d device%s\n", bench,
+           info.simulated ? "SIMULATED" : "CUDA", info.path, info.version, n,
+           n == 1 ? "" : "s");
+    return 0;
+}
+
+/* One figure. raw_ns < 0 prints "-" (no raw counterpart). */
+static inline void bench_line(const char *figure, double raw_ns, double cuc_ns,
+                              const char *note_fmt, ...)
+{
+    char note[256];
+    va_list ap;
+
+    va_start(ap, note_fmt);
+    vsnprintf(note, sizeof(note), note_fmt, ap);
+    va_end(ap);
+    if (raw_ns >= 0)
+        printf("%-46s raw %12.1f ns   cucore %12.1f ns   x%-6.2f  %s\n", figure, raw_ns,
+               cuc_ns, raw_ns > 0 ? cuc_ns / raw_ns : 0.0, note);
+    else
+        printf("%-46s raw %12s ns   cucore %12.1f ns   %-7s  %s\n", figure, "-", cuc_ns, "",
+               note);
+    fflush(stdout);
+}
+
+#endif

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds cucore (Release) and runs every benchmark, then the same work
+# through cuda.core (bench/compare_cuda_core.py), writing each one's output
+# to a directory: the one command for the figures in docs/PERFORMANCE.md.
+#
+#   scripts/bench.sh [OUT_DIR]          default ${OUT:-/tmp/cucore-bench}
+#
+# The driver is the real one unless CUCORE_DRIVER is set (CUCORE_DRIVER=sim
+# runs everything on the simulator, which checks that the benches work but
+# measures nothing about a GPU). CUCORE_BENCH_QUICK=1 uses few iterations.
+# Exits non-zero if a bench failed; the cuda.core comparison exiting 77
+# (cuda.core not installed, no GPU) is reported, not a failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-/tmp/cucore-bench}}
+build=${CUCORE_BENCH_BUILD:-/tmp/cucore-bench-build}
+quick=${CUCORE_BENCH_QUICK:-0}
+mkdir -p "$out"
+
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUCORE_TESTS=OFF -DCUCORE_BENCH=ON \
+    >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
+cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" >"$out/build.log" 2>&1 ||
+    { grep -E "error" "$out/build.log" | head -20; exit 1; }
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "host: $(uname -n), $(nproc) CPUs, $(uname -r)"
+    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
+    echo "CUCORE_DRIVER=${CUCORE_DRIVER:-(unset: libcuda.so.1)}"
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
+} >"$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+# name, then its arguments (full, quick)
+if [ "$quick" = 1 ]; then
+    device_args="200000" kernel_args="100 2000" fanout_args="200" py_args="--quick"
+else
+    device_args="2000000" kernel_args="2000 20000" fanout_args="2000" py_args=""
+fi
+
+failed=0
+run() {
+    local name=$1; shift
+    echo "== $name $*"
+    "$@" >"$out/$name.txt" 2>&1
+    local rc=$?
+    cat "$out/$name.txt"
+    if [ $rc -eq 77 ]; then
+        echo "($name skipped: exit 77)"
+    elif [ $rc -ne 0 ]; then
+        echo "($name FAILED: exit $rc)"
+        failed=1
+    fi
+}
+
+# Word splitting of the argument strings is intended.
+# shellcheck disable=SC2086
+{
+    run bench_device "$build/bench/bench_device" $device_args
+    run bench_kernel "$build/bench/bench_kernel" $kernel_args
+    run bench_fanout "$build/bench/bench_fanout" $fanout_args
+    for extra in "$build"/bench/bench_*; do
+        name=$(basename "$extra")
+        case $name in bench_device|bench_kernel|bench_fanout) continue ;; esac
+        [ -x "$extra" ] && run "$name" "$extra"
+    done
+    run compare_cuda_core python3 bench/compare_cuda_core.py $py_args
+}
+echo "== outputs in $out"
+exit $failed
