@@ -84,6 +84,60 @@ int sim_ctx_valid(CUcontext c);
 /* CUDA 13's cuCtxSynchronize (v13000) takes the context to synchronise. */
 SIM_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx);
 
+/* ---- other ABI forms (sim_legacy.c, sim_ptsz.c) ----------------------- */
+
+/* The 32-bit CUDA 2.0 forms, exported under the plain names as libcuda
+ * does (cuda.h maps those names to the _v2 functions). */
+SIM_API CUresult CUDAAPI sim_cuDeviceTotalMem_v1(unsigned int *bytes,
+                                                 CUdevice dev)
+    __asm__("cuDeviceTotalMem");
+SIM_API CUresult CUDAAPI sim_cuMemcpyHtoDAsync_v1(unsigned int dstDevice,
+                                                  const void *srcHost,
+                                                  unsigned int ByteCount,
+                                                  CUstream hStream)
+    __asm__("cuMemcpyHtoDAsync");
+SIM_API CUresult CUDAAPI sim_cuMemcpyDtoHAsync_v1(void *dstHost,
+                                                  unsigned int srcDevice,
+                                                  unsigned int ByteCount,
+                                                  CUstream hStream)
+    __asm__("cuMemcpyDtoHAsync");
+
+/* The per-thread default stream forms, under libcuda's names. */
+SIM_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream);
+SIM_API CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream,
+                                                CUevent hEvent,
+                                                unsigned int Flags);
+SIM_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream);
+SIM_API CUresult CUDAAPI cuStreamGetPriority_ptsz(CUstream hStream,
+                                                  int *priority);
+SIM_API CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream hStream,
+                                               unsigned int *flags);
+SIM_API CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
+SIM_API CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config,
+                                               CUfunction f,
+                                               void **kernelParams,
+                                               void **extra);
+SIM_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src,
+                                            size_t ByteCount,
+                                            CUstream hStream);
+SIM_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice,
+                                                   const void *srcHost,
+                                                   size_t ByteCount,
+                                                   CUstream hStream);
+SIM_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost,
+                                                   CUdeviceptr srcDevice,
+                                                   size_t ByteCount,
+                                                   CUstream hStream);
+SIM_API CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice,
+                                              unsigned char uc, size_t N,
+                                              CUstream hStream);
+SIM_API CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
+                                                      size_t bytesize,
+                                                      CUmemoryPool pool,
+                                                      CUstream hStream);
+SIM_API CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr,
+                                             CUstream hStream);
+
 /* ---- streams (sim_stream.c) ------------------------------------------- */
 
 /* Checks a stream handle (0, LEGACY, PER_THREAD or a live created stream).

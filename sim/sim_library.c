@@ -1,7 +1,11 @@
 /* Libraries, kernels, functions and cuLaunchKernelEx. A library is the
- * list of kernel names found in its image (sim_image.c); the sim cannot
- * execute device code, so a launch validates its configuration and then
- * returns CUDA_ERROR_NOT_SUPPORTED. */
+ * list of kernel names found in its image (sim_image.c), or the reason the
+ * image could not be read. As on the H200 (driver 580.159, lazy loading,
+ * EAGER too), cuLibraryLoadData takes any bytes and cuLibraryGetKernel is
+ * where a malformed image is refused; the image is read at load all the
+ * same, since the API gives no length and the caller may free it. The sim
+ * cannot execute device code, so a launch validates its configuration and
+ * then returns CUDA_ERROR_NOT_SUPPORTED. */
 #include "sim_internal.h"
 
 #include <stdlib.h>
@@ -26,6 +30,7 @@ struct CUkern_st {
 
 struct CUlib_st {
     uint32_t magic;
+    CUresult image_rc; /* what reading the image gave: GetKernel's answer */
     struct sim_names names;
     struct CUkern_st *kernels; /* names.n of them */
     struct CUlib_st *next;
@@ -112,10 +117,12 @@ SIM_API CUresult CUDAAPI cuLibraryLoadData(
     l = calloc(1, sizeof(*l));
     if (!l)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = sim_image_scan(code, &l->names);
-    if (rc) {
+    /* A malformed image loads; its error waits for cuLibraryGetKernel.
+     * Running out of memory here is the sim's own failure. */
+    l->image_rc = sim_image_scan(code, &l->names);
+    if (l->image_rc == CUDA_ERROR_OUT_OF_MEMORY) {
         free(l);
-        return rc;
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (l->names.n) {
         l->kernels = calloc(l->names.n, sizeof(*l->kernels));
@@ -175,6 +182,8 @@ SIM_API CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel,
     l = find_lib(library);
     if (!l) {
         rc = CUDA_ERROR_INVALID_HANDLE;
+    } else if (l->image_rc != CUDA_SUCCESS) {
+        rc = l->image_rc; /* INVALID_IMAGE, INVALID_PTX, NO_BINARY_FOR_GPU */
     } else {
         rc = CUDA_ERROR_NOT_FOUND;
         for (size_t i = 0; i < l->names.n; i++)

@@ -67,6 +67,29 @@ void sim_streams_ctx_gone(struct CUctx_st *ctx)
     }
 }
 
+/* The H200 (driver 580.159) answers least 0, greatest -5. A NULL output
+ * is not written (cuda.h); with no current context the answer was not
+ * measured: INVALID_CONTEXT here, as the other context-bound calls. */
+SIM_API CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority,
+                                                     int *greatestPriority)
+{
+    struct CUctx_st *cur;
+    CUresult rc = sim_check_init();
+
+    if (rc)
+        return rc;
+    sim_lock();
+    rc = sim_ctx_current(&cur);
+    sim_unlock();
+    if (rc)
+        return rc;
+    if (leastPriority)
+        *leastPriority = SIM_PRIO_LEAST;
+    if (greatestPriority)
+        *greatestPriority = SIM_PRIO_GREATEST;
+    return CUDA_SUCCESS;
+}
+
 SIM_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream,
                                                     unsigned int flags,
                                                     int priority)

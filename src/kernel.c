@@ -204,8 +204,10 @@ static struct cuc__library *cache_find(int kind, const uint8_t *hash, size_t len
     return NULL;
 }
 
+/* Loads a library, not yet in the cache: cuc__kernel_load_checked adds it
+ * once a kernel is found in it. name is for the message. */
 static int library_load(int kind, const void *image, size_t len, const uint8_t *hash,
-                        struct cuc__library **out)
+                        const char *name, struct cuc__library **out)
 {
     char hex[2 * CUC__SHA256_LEN + 1];
     struct cuc__library *l = calloc(1, sizeof(*l));
@@ -223,17 +225,22 @@ static int library_load(int kind, const void *image, size_t len, const uint8_t *
         cuc__hex(hash, CUC__SHA256_LEN, hex);
         free(l->image);
         free(l);
-        return cuc__cuda_err(r, "cuLibraryLoadData", "%s image of %zu bytes (sha256 "
-                             "%.16s...)", cuc__image_kind_name(kind), len, hex);
+        return cuc__cuda_err(r, "cuLibraryLoadData", "kernel \"%.256s\" in the %zu-byte "
+                             "%s image (sha256 %.16s...)", name, len,
+                             cuc__image_kind_name(kind), hex);
     }
     l->kind = kind;
     memcpy(l->hash, hash, CUC__SHA256_LEN);
     l->len = len;
-    l->next = cache;
-    cache = l;
-    stat_loads++;
     *out = l;
     return 0;
+}
+
+static void library_free(struct cuc__library *l)
+{
+    CUC_DRV->cuLibraryUnload(l->cu);
+    free(l->image);
+    free(l);
 }
 
 /* Drops one reference; cache_lock held. */
@@ -248,22 +255,27 @@ static void library_unref(struct cuc__library *l)
             *pp = l->next;
             break;
         }
-    CUC_DRV->cuLibraryUnload(l->cu);
-    free(l->image);
-    free(l);
+    library_free(l);
 }
 
+/* The driver loads lazily (the H200, driver 580, did so even with
+ * CUDA_MODULE_LOADING=EAGER): cuLibraryLoadData takes any bytes and this
+ * is where a malformed image is refused. */
 static int get_kernel(struct cuc__library *l, const char *name, CUkernel *k)
 {
+    char hex[2 * CUC__SHA256_LEN + 1];
     CUresult r = CUC_DRV->cuLibraryGetKernel(k, l->cu, name);
 
     if (r == CUDA_SUCCESS)
         return 0;
+    cuc__hex(l->hash, CUC__SHA256_LEN, hex);
     return cuc__cuda_err(r, "cuLibraryGetKernel", "kernel \"%.256s\" in the %zu-byte "
-                         "%s image%s", name, l->len, cuc__image_kind_name(l->kind),
+                         "%s image (sha256 %.16s...)%s", name, l->len,
+                         cuc__image_kind_name(l->kind), hex,
                          r == CUDA_ERROR_NOT_FOUND
                              ? ": no such kernel (is it extern \"C\" and __global__?)"
-                             : "");
+                             : ": the driver refused the image itself; check that it "
+                               "was built for this GPU");
 }
 
 int cuc__kernel_load_checked(int kind, const void *image, size_t len,
@@ -274,7 +286,7 @@ int cuc__kernel_load_checked(int kind, const void *image, size_t len,
     struct cuc__library *l;
     cuc_kernel *k;
     CUkernel cu;
-    int rc;
+    int fresh, rc;
 
     rc = cuc__driver_get(&drv);
     if (rc)
@@ -286,19 +298,27 @@ int cuc__kernel_load_checked(int kind, const void *image, size_t len,
     }
     pthread_mutex_lock(&cache_lock);
     l = cache_find(kind, hash, len);
-    if (l) {
-        stat_hits++;
-    } else {
-        rc = library_load(kind, image, len, hash, &l);
+    fresh = l == NULL;
+    if (fresh) {
+        rc = library_load(kind, image, len, hash, name, &l);
         if (rc)
             goto unlock;
     }
-    l->refs++;
     rc = get_kernel(l, name, &cu);
     if (rc) {
-        library_unref(l);
+        /* A library no kernel came from is neither kept nor counted. */
+        if (fresh)
+            library_free(l);
         goto unlock;
     }
+    if (fresh) {
+        l->next = cache;
+        cache = l;
+        stat_loads++;
+    } else {
+        stat_hits++;
+    }
+    l->refs++;
     pthread_mutex_unlock(&cache_lock);
     k->lib = l;
     k->cu = cu;

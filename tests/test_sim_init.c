@@ -1,6 +1,9 @@
-/* Simulator: cuGetProcAddress (base names, versions, CUCORE_SIM_HIDE), the
- * exported ABI names, state before cuInit, cuInit errors, error names. */
+/* Simulator: cuGetProcAddress (base names, versions, per-thread forms,
+ * CUCORE_SIM_HIDE), the exported ABI names and the plain names' first
+ * ABIs, state before cuInit, cuInit errors, error names. */
 #include "../sim/testdata/sim_test.h"
+
+#include <limits.h>
 
 static void *sym(const char *name)
 {
@@ -50,16 +53,48 @@ static void test_proc_address(void)
     CHECK(gpa_ok("cuGetProcAddress", 12000, 0) == sym("cuGetProcAddress_v2"));
     /* A newer request gets the newest version not above it. */
     CHECK(gpa_ok("cuStreamDestroy", 13000, 0) == sym("cuStreamDestroy_v2"));
-    CHECK(gpa_ok("cuStreamDestroy", 3000, 0) != NULL); /* the v1 ABI */
+    /* An older request gets the first ABI, the plain-name export (as on
+     * the H200: cuStreamDestroy at 3000 is dlsym's "cuStreamDestroy"). */
+    CHECK(gpa_ok("cuStreamDestroy", 3000, 0) == sym("cuStreamDestroy"));
+    CHECK(gpa_ok("cuEventDestroy", 2000, 0) == sym("cuEventDestroy"));
+    CHECK(gpa_ok("cuDevicePrimaryCtxRelease", 7000, 0) ==
+          sym("cuDevicePrimaryCtxRelease"));
+    CHECK(gpa_ok("cuDeviceGetUuid", 9020, 0) == sym("cuDeviceGetUuid"));
+    CHECK(gpa_ok("cuEventElapsedTime", 2000, 0) == sym("cuEventElapsedTime"));
+    /* The 32-bit forms are there too (H200: status 0, a pointer). */
+    CHECK(gpa_ok("cuDeviceTotalMem", 2000, 0) == sym("cuDeviceTotalMem"));
+    CHECK(gpa_ok("cuMemcpyHtoDAsync", 2000, 0) == sym("cuMemcpyHtoDAsync"));
+    CHECK(gpa_ok("cuMemcpyDtoHAsync", 2000, 0) == sym("cuMemcpyDtoHAsync"));
+    CHECK(gpa_ok("cuDeviceTotalMem", 3010, 0) == sym("cuDeviceTotalMem"));
     /* CUDA 13 changed cuCtxSynchronize's ABI (it takes a context). */
     CHECK(gpa_ok("cuCtxSynchronize", 12090, 0) == sym("cuCtxSynchronize"));
     CHECK(gpa_ok("cuCtxSynchronize", 13000, 0) == sym("cuCtxSynchronize_v2"));
-    /* cuGetProcAddress asked at 11.3 is the 4-argument form, not _v2. */
-    CHECK(gpa_ok("cuGetProcAddress", 11030, 0) != sym("cuGetProcAddress_v2"));
-    /* The per-thread-stream flag resolves too (streams are synchronous). */
-    CHECK(gpa_ok("cuStreamQuery", 7000,
+    /* cuGetProcAddress asked at 11.3 is the 4-argument form, which is
+     * the plain export (H200: ==plain 1, ==v2 0). */
+    CHECK(gpa_ok("cuGetProcAddress", 11030, 0) == sym("cuGetProcAddress"));
+    CHECK(sym("cuGetProcAddress") != sym("cuGetProcAddress_v2"));
+    /* The per-thread-stream flag gives the _ptsz form (H200: cuStreamQuery
+     * so asked is cuStreamQuery_ptsz); without it, or with the legacy
+     * flag, the plain one. */
+    CHECK(gpa_ok("cuStreamQuery", 13000,
+                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
+          sym("cuStreamQuery_ptsz"));
+    CHECK(gpa_ok("cuStreamQuery", 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM) ==
+          sym("cuStreamQuery"));
+    CHECK(gpa_ok("cuStreamQuery", 13000, 0) == sym("cuStreamQuery"));
+    CHECK(gpa_ok("cuMemcpyHtoDAsync", 13000,
+                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
+          sym("cuMemcpyHtoDAsync_v2_ptsz"));
+    CHECK(gpa_ok("cuMemFreeAsync", 13000,
+                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
+          sym("cuMemFreeAsync_ptsz"));
+    /* no _ptsz form before 7.0, nor for calls without a stream */
+    CHECK(gpa_ok("cuStreamQuery", 6050,
                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
           sym("cuStreamQuery"));
+    CHECK(gpa_ok("cuStreamDestroy", 13000,
+                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
+          sym("cuStreamDestroy_v2"));
 
     gpa_fails("cuNoSuchEntryPoint", 13000,
               CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
@@ -71,6 +106,9 @@ static void test_proc_address(void)
               CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     gpa_fails("", 13000, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     gpa_fails("cuInit", 0, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    /* cuda.h has no 32-bit async memset (not measured) */
+    gpa_fails("cuMemsetD8Async", 2000,
+              CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
 
     CU_RC(D.gpa(NULL, &p, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.gpa("cuInit", NULL, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
@@ -94,7 +132,14 @@ static void test_exports(void)
         "cuDeviceGetUuid_v2", "cuDeviceGetUuid", "cuMemcpyHtoDAsync_v2",
         "cuMemcpyDtoHAsync_v2", "cuEventElapsedTime_v2", "cuEventElapsedTime",
         "cuMemPoolCreate", "cuMemMap", "cuLaunchKernelEx", "cuLibraryLoadData",
-        NULL};
+        "cuDeviceTotalMem", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
+        "cuCtxGetStreamPriorityRange", "cuStreamQuery_ptsz",
+        "cuStreamSynchronize_ptsz", "cuStreamWaitEvent_ptsz",
+        "cuStreamGetPriority_ptsz", "cuStreamGetFlags_ptsz",
+        "cuEventRecord_ptsz", "cuLaunchKernelEx_ptsz", "cuMemcpyAsync_ptsz",
+        "cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyDtoHAsync_v2_ptsz",
+        "cuMemsetD8Async_ptsz", "cuMemAllocFromPoolAsync_ptsz",
+        "cuMemFreeAsync_ptsz", NULL};
     static const char *const hidden[] = {"sim_lock", "sim_parse_visible",
                                          "sim_image_scan", "sim", NULL};
 
@@ -105,9 +150,55 @@ static void test_exports(void)
         }
     for (int i = 0; hidden[i]; i++)
         CHECK(sym(hidden[i]) == NULL);
-    /* The 32-bit v1 forms are not exported under their plain names. */
-    CHECK(sym("cuDeviceTotalMem") == NULL);
-    CHECK(sym("cuMemcpyHtoDAsync") == NULL);
+}
+
+/* The plain names with their first ABIs, as libcuda has them: the
+ * 4-argument cuGetProcAddress and the 32-bit cuDeviceTotalMem and copies
+ * (what those answer on a GPU was not measured). */
+/* cudaTypedefs.h has these only for __CUDA_API_VERSION_INTERNAL. */
+typedef CUresult(CUDAAPI *total32_fn)(unsigned int *bytes, CUdevice dev);
+typedef CUresult(CUDAAPI *htod32_fn)(unsigned int dst, const void *src,
+                                     unsigned int n, CUstream s);
+typedef CUresult(CUDAAPI *dtoh32_fn)(void *dst, unsigned int src,
+                                     unsigned int n, CUstream s);
+
+static void test_plain_abis(void)
+{
+    PFN_cuGetProcAddress_v11030 gpa4;
+    total32_fn total32;
+    htod32_fn htod32;
+    dtoh32_fn dtoh32;
+    void *p = NULL, *s;
+    unsigned int bytes = 0;
+    char host[8] = {0};
+
+    s = sym("cuGetProcAddress");
+    memcpy(&gpa4, &s, sizeof(s));
+    CU_OK(gpa4("cuInit", &p, 13000, 0));
+    CHECK(p == sym("cuInit"));
+    p = (void *)&p;
+    CU_OK(gpa4("cuNoSuchEntryPoint", &p, 13000, 0));
+    CHECK(p == NULL);
+    CU_RC(gpa4("cuInit", &p, 13010, 0), CUDA_ERROR_INVALID_VALUE);
+
+    s = sym("cuDeviceTotalMem");
+    memcpy(&total32, &s, sizeof(s));
+    CU_OK(total32(&bytes, 0));
+    CHECK(bytes == UINT_MAX); /* 143155 MiB does not fit */
+    CU_RC(total32(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(total32(&bytes, 4), CUDA_ERROR_INVALID_DEVICE);
+
+    s = sym("cuMemcpyHtoDAsync");
+    memcpy(&htod32, &s, sizeof(s));
+    s = sym("cuMemcpyDtoHAsync");
+    memcpy(&dtoh32, &s, sizeof(s));
+    CU_RC(htod32(0, host, sizeof(host), NULL), CUDA_ERROR_INVALID_CONTEXT);
+    sim_t_init_ctx(0);
+    /* no allocation lies below 4 GiB: a 32-bit pointer is not device memory */
+    CU_RC(htod32(4096, host, sizeof(host), NULL), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(dtoh32(host, 4096, sizeof(host), NULL), CUDA_ERROR_INVALID_VALUE);
+    CU_OK(D.cuDevicePrimaryCtxRelease(0));
+    CU_OK(D.cuCtxSetCurrent(NULL));
 }
 
 static void test_before_init(void)
@@ -294,6 +385,7 @@ int main(int argc, char **argv)
     test_exports();
     test_proc_address();
     test_before_init();
+    test_plain_abis();
     test_error_names();
     test_children();
     FD_CHECK_NO_LEAK();

@@ -1,8 +1,10 @@
 /* Simulator: libraries from PTX, cubin (ELF64) and fatbin images, kernel
- * lookup, functions, launch validation, and hostile images (every one must
- * give CUDA_ERROR_INVALID_IMAGE and read nothing outside the buffer; run
- * under ASan with -DCUCORE_SANITIZE=ON). nvcc-built images are tested when
- * the build made them (sim/CMakeLists.txt). */
+ * lookup, functions, launch validation, lazy loading as the H200 does it
+ * (any bytes load; cuLibraryGetKernel refuses a malformed image), and
+ * hostile images (every one must load, give CUDA_ERROR_INVALID_IMAGE at
+ * cuLibraryGetKernel and read nothing outside the buffer; run under ASan
+ * with -DCUCORE_SANITIZE=ON). nvcc-built images are tested when the build
+ * made them (sim/CMakeLists.txt). */
 #include "../sim/testdata/sim_test.h"
 
 #include <stdarg.h>
@@ -276,16 +278,45 @@ static void expect_kernels(CUlibrary lib, const char *const *yes,
     }
 }
 
+/* Loads lib (which must succeed: loading is lazy) and expects want from
+ * cuLibraryGetKernel, every time it is asked, then unloads. */
+static void expect_lazy(CUlibrary lib, CUresult rc, CUresult want,
+                        const char *what)
+{
+    CUkernel k = NULL;
+
+    if (rc != CUDA_SUCCESS) {
+        fprintf(stderr, "image '%s' did not load: %s\n", what,
+                sim_t_errname(rc));
+        exit(1);
+    }
+    for (int i = 0; i < 2; i++) {
+        rc = D.cuLibraryGetKernel(&k, lib, "k1");
+        if (rc != want) {
+            fprintf(stderr, "image '%s': cuLibraryGetKernel gave %s, wanted %s\n",
+                    what, sim_t_errname(rc), sim_t_errname(want));
+            exit(1);
+        }
+    }
+    CHECK(k == NULL);
+    CU_OK(D.cuLibraryUnload(lib));
+}
+
 static void bad_image(const struct img *im, const char *what)
 {
     CUlibrary lib = NULL;
     CUresult rc = load_exact(im, &lib);
 
-    if (rc != CUDA_ERROR_INVALID_IMAGE) {
-        fprintf(stderr, "hostile image '%s' gave %s\n", what,
-                sim_t_errname(rc));
-        exit(1);
-    }
+    expect_lazy(lib, rc, CUDA_ERROR_INVALID_IMAGE, what);
+}
+
+/* A NUL-terminated image, loaded in place. */
+static void lazy_text(const char *text, CUresult want)
+{
+    CUlibrary lib = NULL;
+    CUresult rc = D.cuLibraryLoadData(&lib, text, NULL, NULL, 0, NULL, NULL, 0);
+
+    expect_lazy(lib, rc, want, text);
 }
 
 /* ---- tests ----------------------------------------------------------------- */
@@ -306,18 +337,12 @@ static void test_ptx(void)
     CU_RC(D.cuLibraryGetKernel(&k, lib, "k_first"), CUDA_ERROR_INVALID_HANDLE);
     CU_RC(D.cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
 
-    /* text that is not PTX, and things that are not text */
-    CU_RC(D.cuLibraryLoadData(&lib, "hello .entry k()", NULL, NULL, 0, NULL,
-                              NULL, 0),
-          CUDA_ERROR_INVALID_IMAGE);
-    CU_RC(D.cuLibraryLoadData(&lib, "", NULL, NULL, 0, NULL, NULL, 0),
-          CUDA_ERROR_INVALID_IMAGE);
-    CU_RC(D.cuLibraryLoadData(&lib, ".version 8.0\n\x01\x02", NULL, NULL, 0,
-                              NULL, NULL, 0),
-          CUDA_ERROR_INVALID_IMAGE);
-    CU_RC(D.cuLibraryLoadData(&lib, ".version 8.0\n.entry 9bad()", NULL, NULL,
-                              0, NULL, NULL, 0),
-          CUDA_ERROR_INVALID_PTX);
+    /* text that is not PTX, and things that are not text: they load, and
+     * cuLibraryGetKernel says what is wrong */
+    lazy_text("hello .entry k()", CUDA_ERROR_INVALID_IMAGE);
+    lazy_text("", CUDA_ERROR_INVALID_IMAGE);
+    lazy_text(".version 8.0\n\x01\x02", CUDA_ERROR_INVALID_IMAGE);
+    lazy_text(".version 8.0\n.entry 9bad()", CUDA_ERROR_INVALID_PTX);
     CU_RC(D.cuLibraryLoadData(&lib, NULL, NULL, NULL, 0, NULL, NULL, 0),
           CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuLibraryLoadData(NULL, ptx_text, NULL, NULL, 0, NULL, NULL, 0),
@@ -492,6 +517,7 @@ static void test_hostile_fatbins(void)
     struct img cub = make_cubin(1, NULL), fb;
     struct entry e;
     CUlibrary lib;
+    CUresult rc;
 
     memset(&e, 0, sizeof(e));
     e.kind = 2, e.data = cub.p, e.n = cub.n;
@@ -558,9 +584,11 @@ static void test_hostile_fatbins(void)
         free(fb.p);
     }
 
-    /* no entries at all: well-formed, but nothing for the GPU */
+    /* no entries at all: well-formed, but nothing for the GPU (loads on
+     * the H200; what GetKernel says there was not measured) */
     fb = make_fatbin(&e, 0);
-    CU_RC(load_exact(&fb, &lib), CUDA_ERROR_NO_BINARY_FOR_GPU);
+    rc = load_exact(&fb, &lib);
+    expect_lazy(lib, rc, CUDA_ERROR_NO_BINARY_FOR_GPU, "fatbin without entries");
     free(fb.p);
     free(cub.p);
 
@@ -577,6 +605,43 @@ static void test_hostile_fatbins(void)
         r.p = bytes, r.n = sizeof(bytes);
         bad_image(&r, "random bytes");
     }
+}
+
+/* What the H200 (driver 580.159, CUDA 13.0) answered, lazy and EAGER
+ * loading alike: cuLibraryLoadData took every one of these, and
+ * cuLibraryGetKernel gave the error (sim/testdata/probe.c, lazy-* and
+ * lib-* lines). */
+static void test_lazy_as_measured(void)
+{
+    static const char ptx70[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
+                                ".visible .entry k1()\n{\n\tret;\n}\n";
+    unsigned char elf[128];
+    struct img im = {elf, sizeof(elf)};
+    CUlibrary lib;
+    CUkernel k;
+
+    /* an x86-64 ELF: 64-bit, consistent extents, not EM_CUDA */
+    memset(elf, 0, sizeof(elf));
+    memcpy(elf, "\x7f" "ELF", 4);
+    elf[4] = 2, elf[5] = 1, elf[6] = 1, elf[16] = 1, elf[18] = 62, elf[20] = 1;
+    elf[40] = 64, elf[52] = 64, elf[58] = 64, elf[60] = 1;
+    bad_image(&im, "x86-64 ELF");
+    lazy_text("this is not PTX", CUDA_ERROR_INVALID_IMAGE);
+    lazy_text("garbage text", CUDA_ERROR_INVALID_IMAGE);
+    lazy_text("hello .entry k()", CUDA_ERROR_INVALID_IMAGE);
+    lazy_text("", CUDA_ERROR_INVALID_IMAGE);
+    lazy_text(".version 8.0\n.target sm_90\n.entry 9bad()",
+              CUDA_ERROR_INVALID_PTX);
+    /* well-formed: the name decides */
+    CU_OK(D.cuLibraryLoadData(&lib, ptx70, NULL, NULL, 0, NULL, NULL, 0));
+    CU_RC(D.cuLibraryGetKernel(&k, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+    CU_OK(D.cuLibraryGetKernel(&k, lib, "k1"));
+    CU_OK(D.cuLibraryUnload(lib));
+    CU_OK(D.cuLibraryLoadData(&lib, ".version 8.0\n.target sm_90\n"
+                                    ".address_size 64\n",
+                              NULL, NULL, 0, NULL, NULL, 0));
+    CU_RC(D.cuLibraryGetKernel(&k, lib, "k1"), CUDA_ERROR_NOT_FOUND);
+    CU_OK(D.cuLibraryUnload(lib));
 }
 
 static struct img read_file(const char *name)
@@ -725,6 +790,7 @@ int main(void)
     test_hostile_cubins();
     test_fatbin();
     test_hostile_fatbins();
+    test_lazy_as_measured();
     test_nvcc_images();
     test_functions_and_launch();
     FD_CHECK_NO_LEAK();

@@ -1,5 +1,5 @@
-/* Simulator: primary contexts, streams, events, IPC events across
- * processes. */
+/* Simulator: primary contexts, streams, the priority range, the per-thread
+ * (_ptsz) forms, events, IPC events across processes. */
 #include "../sim/testdata/sim_test.h"
 
 #include <pthread.h>
@@ -91,6 +91,83 @@ static void test_thread_local(void)
 
     CHECK(pthread_create(&t, NULL, thread_main, (void *)1) == 0);
     CHECK(pthread_join(t, NULL) == 0);
+}
+
+/* Looks name up at 13000 with flags; fails the test when it is missing. */
+static void *proc(const char *name, cuuint64_t flags)
+{
+    void *pv = NULL;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+
+    CU_OK(D.gpa(name, &pv, 13000, flags, &st));
+    CHECK(st == CU_GET_PROC_ADDRESS_SUCCESS && pv != NULL);
+    return pv;
+}
+
+/* As on the H200 (580.159): least 0, greatest -5, the range that stream
+ * priorities are clamped to. */
+static void test_priority_range(void)
+{
+    PFN_cuCtxGetStreamPriorityRange_v5050 range;
+    void *pv = proc("cuCtxGetStreamPriorityRange", 0);
+    CUcontext cur = NULL;
+    CUstream s;
+    int lo = 99, hi = 99, pr = 99;
+
+    memcpy(&range, &pv, sizeof(pv));
+    CU_OK(range(&lo, &hi));
+    CHECK(lo == 0 && hi == -5);
+    CU_OK(D.cuStreamCreateWithPriority(&s, 0, hi - 1));
+    CU_OK(D.cuStreamGetPriority(s, &pr));
+    CHECK(pr == hi);
+    CU_OK(D.cuStreamDestroy(s));
+    lo = 99;
+    CU_OK(range(&lo, NULL)); /* NULL: not wanted */
+    CHECK(lo == 0);
+    hi = 99;
+    CU_OK(range(NULL, &hi));
+    CHECK(hi == -5);
+    CU_OK(D.cuCtxGetCurrent(&cur));
+    CU_OK(D.cuCtxSetCurrent(NULL));
+    lo = hi = 99;
+    CU_RC(range(&lo, &hi), CUDA_ERROR_INVALID_CONTEXT);
+    CHECK(lo == 99 && hi == 99);
+    CU_OK(D.cuCtxSetCurrent(cur));
+}
+
+/* The _ptsz forms cuGetProcAddress gives for per-thread default streams
+ * take stream 0 as the thread's stream and are otherwise the same. */
+static void test_per_thread_forms(void)
+{
+    PFN_cuStreamQuery_v7000_ptsz query;
+    PFN_cuStreamGetFlags_v7000_ptsz flags;
+    PFN_cuEventRecord_v7000_ptsz record;
+    void *pv;
+    CUcontext cur = NULL;
+    CUevent e;
+    unsigned int fl = 99;
+    int x;
+
+    pv = proc("cuStreamQuery", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    CHECK(pv == dlsym(D.handle, "cuStreamQuery_ptsz"));
+    memcpy(&query, &pv, sizeof(pv));
+    pv = proc("cuStreamGetFlags", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    memcpy(&flags, &pv, sizeof(pv));
+    pv = proc("cuEventRecord", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    memcpy(&record, &pv, sizeof(pv));
+    CU_OK(query(NULL));
+    CU_OK(query(CU_STREAM_LEGACY));
+    CU_RC(query((CUstream)&x), CUDA_ERROR_INVALID_HANDLE);
+    CU_OK(flags(NULL, &fl));
+    CHECK(fl == 0);
+    CU_OK(D.cuEventCreate(&e, 0));
+    CU_OK(record(e, NULL));
+    CU_OK(D.cuEventSynchronize(e));
+    CU_OK(D.cuEventDestroy(e));
+    CU_OK(D.cuCtxGetCurrent(&cur));
+    CU_OK(D.cuCtxSetCurrent(NULL));
+    CU_RC(query(NULL), CUDA_ERROR_INVALID_CONTEXT);
+    CU_OK(D.cuCtxSetCurrent(cur));
 }
 
 static void test_streams(void)
@@ -345,6 +422,8 @@ int main(int argc, char **argv)
     test_contexts();
     test_thread_local();
     test_streams();
+    test_priority_range();
+    test_per_thread_forms();
     test_events();
     test_ipc_child();
     CU_OK(D.cuCtxGetCurrent(&ctx));

@@ -49,8 +49,11 @@ enum cuc_image_kind {
  * with the ELF magic, a fatbin with 0xBA55ED50) and every extent the
  * image's headers declare must lie within len: CUC_E_INVALID otherwise.
  * An image the driver refuses gives its error (CUC_E_DRIVER, the message
- * names the CUDA error, e.g. CUDA_ERROR_INVALID_IMAGE); a symbol that is not
- * in the image is CUC_E_NOT_FOUND naming it. */
+ * names the CUDA error, e.g. CUDA_ERROR_INVALID_IMAGE, the kernel and the
+ * image's kind and size); drivers load lazily, so that error usually comes
+ * from cuLibraryGetKernel rather than cuLibraryLoadData. A symbol that is
+ * not in the image is CUC_E_NOT_FOUND naming it. After either failure
+ * nothing of the image stays loaded. */
 CUC_API int cuc_kernel_load(enum cuc_image_kind kind, const void *image, size_t len,
                             const char *name, cuc_kernel **out);
 
@@ -69,8 +72,10 @@ CUC_API const void *cuc_kernel_image(const cuc_kernel *kernel, size_t *len);
 /* The driver's CUkernel, for raw driver calls. */
 CUC_API void *cuc_kernel_handle(const cuc_kernel *kernel);
 
-/* Since the process started: images actually loaded into the driver, and
- * kernel loads that reused an image already loaded. Either may be NULL. */
+/* Since the process started: images loaded into the driver for a kernel
+ * found in them, and kernel loads that reused an image already loaded. A
+ * load that failed (the driver refused the image, or the symbol is not in
+ * it) counts as neither. Either may be NULL. */
 CUC_API void cuc_kernel_cache_stats(size_t *loads, size_t *hits);
 
 /* The kernel with its image. CUC_E_LIMIT when the image does not fit a

@@ -350,6 +350,35 @@ static void probe_ctx_streams(void)
 
 /* ---- libraries --------------------------------------------------------------- */
 
+/* A fatbin header with no entries. Static, as every image here: a library
+ * that loaded may refer to its image until it is unloaded (the probe once
+ * passed this one from the stack and never unloaded it). */
+static const unsigned char fatbin_no_entries[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
+
+/* key+load_suffix: cuLibraryLoadData's answer; when it loaded (lazily),
+ * key-getkernel and key-unload: nothing stays loaded. */
+static void load_get_unload(const char *key, const char *load_suffix,
+                            const void *img, const char *name)
+{
+    char k2[128];
+    CUlibrary lib;
+    CUkernel k;
+    CUresult r = D.cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0);
+
+    printf("%s%s %s\n", key, load_suffix, en(r));
+    if (r != CUDA_SUCCESS)
+        return;
+    snprintf(k2, sizeof(k2), "%s-getkernel", key);
+    P(k2, D.cuLibraryGetKernel(&k, lib, name));
+    snprintf(k2, sizeof(k2), "%s-unload", key);
+    P(k2, D.cuLibraryUnload(lib));
+}
+
+static void lib_probe(const char *key, const void *img, const char *name)
+{
+    load_get_unload(key, "", img, name);
+}
+
 static void probe_library(void)
 {
     CUlibrary lib;
@@ -361,8 +390,7 @@ static void probe_library(void)
     static const char ptx_noentry[] = ".version 8.0\n.target sm_90\n"
                                       ".address_size 64\n";
 
-    P("lib-empty-string", D.cuLibraryLoadData(&lib, "", NULL, NULL, 0, NULL,
-                                              NULL, 0));
+    lib_probe("lib-empty-string", "", "k");
     {
         CUresult r1 = D.cuLibraryLoadData(&lib, "hello .entry k()", NULL, NULL,
                                           0, NULL, NULL, 0);
@@ -377,14 +405,10 @@ static void probe_library(void)
             D.cuLibraryUnload(lib);
         }
     }
-    P("lib-text-no-version",
-      D.cuLibraryLoadData(&lib, "hello .entry k()", NULL, NULL, 0, NULL, NULL,
-                          0));
-    P("lib-ptx-noentry", D.cuLibraryLoadData(&lib, ptx_noentry, NULL, NULL, 0,
-                                             NULL, NULL, 0));
-    P("lib-ptx-bad-entry",
-      D.cuLibraryLoadData(&lib, ".version 8.0\n.target sm_90\n.entry 9bad()",
-                          NULL, NULL, 0, NULL, NULL, 0));
+    lib_probe("lib-text-no-version", "hello .entry k()", "k");
+    lib_probe("lib-ptx-noentry", ptx_noentry, "k");
+    lib_probe("lib-ptx-bad-entry", ".version 8.0\n.target sm_90\n.entry 9bad()",
+              "9bad");
     CU_OK(D.cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
     P("getkernel-unknown", D.cuLibraryGetKernel(&k, lib, "nope"));
     CU_OK(D.cuLibraryGetKernel(&k, lib, "k1"));
@@ -406,11 +430,7 @@ static void probe_library(void)
     P("launch-kernel-handle", D.cuLaunchKernelEx(&cfg, (CUfunction)k, NULL, NULL));
     CU_OK(D.cuCtxSynchronize());
     CU_OK(D.cuLibraryUnload(lib));
-    {
-        unsigned char fb[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
-        P("lib-fatbin-no-entries",
-          D.cuLibraryLoadData(&lib, fb, NULL, NULL, 0, NULL, NULL, 0));
-    }
+    lib_probe("lib-fatbin-no-entries", fatbin_no_entries, "k");
 }
 
 /* ---- pools ------------------------------------------------------------------- */
@@ -420,6 +440,54 @@ static cuuint64_t pa(CUmemoryPool p, CUmemPool_attribute a)
     cuuint64_t v = 0;
     D.cuMemPoolGetAttribute(p, a, &v);
     return v;
+}
+
+/* A fabric pool where fabric handles cannot be made (no IMEX channel):
+ * on the H200 this aborted the probe ("free(): invalid pointer") right
+ * after pool-fabric-alloc, so it runs in a child that reports each step
+ * as it goes; its exit status says how it ended (134: SIGABRT). */
+static int child_fabric(void)
+{
+    CUmemPoolProps pp;
+    CUmemoryPool pool;
+    CUdeviceptr fa = 0;
+    CUmemFabricHandle fh;
+    CUresult r;
+    int fd = -1;
+
+    sim_t_init_ctx(0);
+    memset(&pp, 0, sizeof(pp));
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    pp.handleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+    r = D.cuMemPoolCreate(&pool, &pp);
+    sim_t_report("poolcreate-fabric %s\n", en(r));
+    if (r != CUDA_SUCCESS)
+        return 0;
+    sim_t_report("poolexport-fabric %s\n",
+                 en(D.cuMemPoolExportToShareableHandle(&fh, pool,
+                                                       CU_MEM_HANDLE_TYPE_FABRIC, 0)));
+    r = D.cuMemPoolExportToShareableHandle(&fd, pool,
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    sim_t_report("poolexport-posix-on-fabric %s\n", en(r));
+    if (r == CUDA_SUCCESS)
+        close(fd);
+    r = D.cuMemAllocFromPoolAsync(&fa, 64, pool, NULL);
+    sim_t_report("pool-fabric-alloc %s\n", en(r));
+    if (r == CUDA_SUCCESS) {
+        sim_t_report("pool-fabric-free %s\n", en(D.cuMemFreeAsync(fa, NULL)));
+        sim_t_report("pool-fabric-sync %s\n", en(D.cuCtxSynchronize()));
+    }
+    sim_t_report("pool-fabric-destroy %s\n", en(D.cuMemPoolDestroy(pool)));
+    return 0;
+}
+
+static void probe_fabric_pool(void)
+{
+    char out[1024];
+    int st = sim_t_run("fabric", NULL, NULL, out, sizeof(out));
+
+    printf("%spool-fabric-child-exit %d\n", out, st);
 }
 
 static void probe_pools(void)
@@ -437,23 +505,10 @@ static void probe_pools(void)
     CUstream s;
 
     CU_OK(D.cuStreamCreateWithPriority(&s, 0, 0));
+    probe_fabric_pool();
     memset(&pp, 0, sizeof(pp));
     pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    pp.handleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
-    if (D.cuMemPoolCreate(&pool, &pp) == CUDA_SUCCESS) {
-        CUdeviceptr fa;
-        CUmemFabricHandle fh;
-        printf("poolcreate-fabric CUDA_SUCCESS\n");
-        P("poolexport-fabric", D.cuMemPoolExportToShareableHandle(
-                                   &fh, pool, CU_MEM_HANDLE_TYPE_FABRIC, 0));
-        P("poolexport-posix-on-fabric", D.cuMemPoolExportToShareableHandle(
-                                   &fd1, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-        P("pool-fabric-alloc", D.cuMemAllocFromPoolAsync(&fa, 64, pool, NULL));
-        D.cuMemFreeAsync(fa, NULL);
-        D.cuCtxSynchronize();
-        D.cuMemPoolDestroy(pool);
-    }
     pp.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
     pp.location.id = 3;
     P("poolcreate-baddev", D.cuMemPoolCreate(&pool, &pp));
@@ -878,18 +933,7 @@ static int nfds_open(void)
  * (lazy loading) and only cuLibraryGetKernel refuses. */
 static void load_then_get(const char *key, const void *img, const char *name)
 {
-    char k2[128];
-    CUlibrary lib;
-    CUkernel k;
-    CUresult r = D.cuLibraryLoadData(&lib, img, NULL, NULL, 0, NULL, NULL, 0);
-
-    printf("%s-load %s\n", key, en(r));
-    if (r != CUDA_SUCCESS)
-        return;
-    snprintf(k2, sizeof(k2), "%s-getkernel", key);
-    P(k2, D.cuLibraryGetKernel(&k, lib, name));
-    snprintf(k2, sizeof(k2), "%s-unload", key);
-    P(k2, D.cuLibraryUnload(lib));
+    load_get_unload(key, "-load", img, name);
 }
 
 static void probe_lazy(void)
@@ -971,6 +1015,7 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "--child") == 0)
         return strcmp(argv[2], "cvd") == 0      ? child_cvd()
                : strcmp(argv[2], "import") == 0 ? child_import()
+               : strcmp(argv[2], "fabric") == 0 ? child_fabric()
                                                 : 2;
     unsetenv("CUDA_VISIBLE_DEVICES");
     sim_t_load();
