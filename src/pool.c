@@ -2,6 +2,8 @@
  * around an imported pool, references, getters. */
 #include "memory_impl.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +138,16 @@ static int export_fd(cuc_pool *p)
         return cuc__cuda_err(r, "cuMemPoolExportToShareableHandle", "IPC %s pool of "
                              "device %d (%s)", cuc__pool_kind_name(p->kind),
                              cuc_device_ordinal(p->dev), cuc_device_uuid_string(p->dev));
+    }
+    /* The H200's driver hands the fd out without FD_CLOEXEC (probe:
+     * "poolexport-cloexec 0"): every child this process execs would
+     * inherit the pool otherwise. */
+    if (fcntl(p->fd, F_SETFD, FD_CLOEXEC) < 0) {
+        int err = errno;
+        close(p->fd);
+        p->fd = -1;
+        return cuc__errno_err(err, "F_SETFD on the exported fd of an IPC pool of %s",
+                              cuc_device_uuid_string(p->dev));
     }
     return 0;
 }

@@ -59,6 +59,10 @@ static void check_pool(int kind, unsigned flags, cuc_device *dev)
         CHECK(test_fd_count() == fds + base + !!(flags & CUC_POOL_IPC));
     else
         CHECK(test_fd_count() == fds + base + 2);
+    /* The pool's fd must not leak into children this process execs (the
+     * real driver exports it without FD_CLOEXEC). */
+    if (flags & CUC_POOL_IPC)
+        CHECK((fcntl(p->fd, F_GETFD) & FD_CLOEXEC) != 0);
     cuc_pool_id(p, id);
     CHECK(memcmp(id, zero, sizeof(id)) != 0);
     CHECK_OK(cuc_pool_create(dev, &pr, &q));
