@@ -204,6 +204,19 @@ static struct cuc__library *cache_find(int kind, const uint8_t *hash, size_t len
     return NULL;
 }
 
+int cuc__kernel_cache_has(int kind, const void *image, size_t len,
+                          const uint8_t hash[CUC__SHA256_LEN])
+{
+    struct cuc__library *l;
+    int has;
+
+    pthread_mutex_lock(&cache_lock);
+    l = cache_find(kind, hash, len);
+    has = l && memcmp(l->image, image, len) == 0;
+    pthread_mutex_unlock(&cache_lock);
+    return has;
+}
+
 /* Loads a library, not yet in the cache: cuc__kernel_load_checked adds it
  * once a kernel is found in it. name is for the message. */
 static int library_load(int kind, const void *image, size_t len, const uint8_t *hash,

@@ -54,6 +54,13 @@ struct cuc_kernel {
  * len; for PTX, *len is shortened to drop trailing NULs. why gets the
  * reason when it returns non-zero (CUC_E_INVALID). */
 int cuc__image_check(int kind, const void *image, size_t *len, char *why, size_t whylen);
+/* 1 if the kernel cache holds a library of exactly these image bytes
+ * under this hash. A cached library's hash is always its own bytes' (it
+ * was computed or checked before the load), so equal bytes prove the
+ * claimed hash without hashing again: a receiver of an image it already
+ * has pays a memcmp, not a SHA-256. */
+int cuc__kernel_cache_has(int kind, const void *image, size_t len,
+                          const uint8_t hash[CUC__SHA256_LEN]);
 /* cuc_kernel_load after cuc__image_check, with the image's SHA-256 known. */
 int cuc__kernel_load_checked(int kind, const void *image, size_t len,
                              const uint8_t hash[CUC__SHA256_LEN], const char *name,

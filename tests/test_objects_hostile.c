@@ -354,6 +354,30 @@ static void test_kernel(void)
         good_kernel(&f), f.image = changed;
         CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
     }
+    /* With the image cached, a receiver compares bytes instead of hashing:
+     * a wrong hash, or the cached hash over other bytes, is still refused,
+     * and the exact bytes are a hit. */
+    {
+        char changed[sizeof(ptx_twice)];
+        size_t hits0, hits;
+        cuc_kernel *held;
+
+        CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_twice, strlen(ptx_twice), "twice", &held));
+        good_kernel(&f), f.hash[31] ^= 1;
+        CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
+        says("do not hash to");
+        memcpy(changed, ptx_twice, sizeof(changed));
+        changed[5] ^= 0x20;
+        good_kernel(&f), f.image = changed;
+        CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
+        says("do not hash to");
+        cuc_kernel_cache_stats(NULL, &hits0);
+        good_kernel(&f);
+        CHECK_OK(get_kernel(&f));
+        cuc_kernel_cache_stats(NULL, &hits);
+        CHECK(hits == hits0 + 1);
+        cuc_kernel_destroy(held);
+    }
     /* Canonical: a sender never includes PTX's trailing NUL. */
     good_kernel(&f), f.image_len += 1, f.copy_image += 1, f.total += 1;
     cuc__sha256(ptx_twice, f.image_len, f.hash);
