@@ -11,9 +11,11 @@
  *
  * The worker sees the GPUs in the reverse order (CUDA_VISIBLE_DEVICES), so
  * its ordinals differ from the parent's; the UUID still names the same GPU.
- * It launches the kernel and answers with the device it ran on and a memfd
- * holding its report: what the kernel wrote, and how many images its
- * kernel cache has loaded. The same kernel is sent twice: the second job
+ * It launches the kernel into a buffer of a memory pool of its own
+ * (cuc_buffer_alloc: no raw driver calls), copies the result out with
+ * cuc_memcpy, and answers with the device it ran on and a memfd holding its
+ * report: what the kernel wrote, and how many images its kernel cache has
+ * loaded. The same kernel is sent twice: the second job
  * finds the image in the worker's cache (same hash) and loads nothing.
  *
  * On the simulated driver (CUCORE_DRIVER=sim, no GPU needed) every step is
@@ -23,7 +25,7 @@
  * the worker reports that, and the parent accepts it only on the
  * simulator. On a GPU the kernel runs and the parent checks every value.
  *
- *     cc -o kernel_worker kernel_worker.c $(pkg-config --cflags --libs cucore) -ldl
+ *     cc -o kernel_worker kernel_worker.c $(pkg-config --cflags --libs cucore)
  *     ./kernel_worker                    # on a GPU machine
  *     CUCORE_DRIVER=sim ./kernel_worker  # anywhere
  *
@@ -32,7 +34,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memfd_create */
 #endif
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -105,76 +106,75 @@ static int sys_fail(const char *what)
 
 /* ------------------------------------------------------------ worker -- */
 
-/* Device memory on a real GPU. To keep this example to kernels it does not
- * use cucore's buffers; the worker asks the driver cucore loaded for three
- * plain calls. RTLD_NOLOAD: the library cucore already opened, not a
- * second copy. */
-typedef int (*mem_alloc_fn)(unsigned long long *dptr, size_t bytes);
-typedef int (*mem_free_fn)(unsigned long long dptr);
-typedef int (*copy_dtoh_fn)(void *dst, unsigned long long src, size_t bytes);
-
 static void note_error(struct report *rep, int rc)
 {
     snprintf(rep->error, sizeof(rep->error), "%s: %s", cuc_errname(rc), cuc_errmsg());
 }
 
-static int run_on_gpu(const char *driver_path, cuc_stream *s, const cuc_launch_config *cfg,
-                      cuc_kernel *k, uint32_t n, uint32_t *out, struct report *rep)
+/* The kernel's output: a buffer of a local pool on the job's GPU (no
+ * CUC_POOL_IPC: nothing here leaves this process; the words travel back in
+ * the report). A pool per job keeps the example short; a long-lived worker
+ * would keep one pool per GPU and let it recycle memory. */
+static int alloc_output(cuc_stream *s, size_t bytes, cuc_pool **pool, cuc_buffer **buf)
+{
+    struct cuc_pool_props props = {CUC_POOL_DEVICE, 0, 0};
+    int rc = cuc_pool_create(cuc_stream_device(s), &props, pool);
+
+    if (rc)
+        return rc;
+    /* Stream-ordered: the memory is usable by work queued on s after this,
+     * the launch included. */
+    rc = cuc_buffer_alloc(*pool, bytes, s, buf);
+    if (rc)
+        cuc_pool_unref(*pool);
+    return rc;
+}
+
+/* Launches the kernel on s into a buffer of n words and, on a GPU, copies
+ * them to out. Returns 0 or the status of the failed step (in rep). */
+static int launch(int simulated, cuc_stream *s, const cuc_launch_config *cfg, cuc_kernel *k,
+                  uint32_t n, uint32_t *out, struct report *rep)
 {
     size_t bytes = (size_t)n * sizeof(uint32_t);
-    unsigned long long dptr = 0;
+    cuc_pool *pool;
+    cuc_buffer *buf;
+    void *dptr;
     void *args[2] = {&dptr, &n}; /* one pointer per kernel parameter */
-    mem_alloc_fn mem_alloc;
-    mem_free_fn mem_free;
-    copy_dtoh_fn dtoh;
-    void *lib;
-    int rc = -1;
+    int rc;
 
-    lib = dlopen(driver_path, RTLD_NOW | RTLD_NOLOAD);
-    if (!lib) {
-        snprintf(rep->error, sizeof(rep->error), "%s is not loaded", driver_path);
-        return -1;
-    }
-    /* POSIX's way to take a function from dlsym(), which returns void *. */
-    *(void **)&mem_alloc = dlsym(lib, "cuMemAlloc_v2");
-    *(void **)&mem_free = dlsym(lib, "cuMemFree_v2");
-    *(void **)&dtoh = dlsym(lib, "cuMemcpyDtoH_v2");
-    if (!mem_alloc || !mem_free || !dtoh) {
-        snprintf(rep->error, sizeof(rep->error), "%s lacks cuMemAlloc_v2, cuMemFree_v2 "
-                 "or cuMemcpyDtoH_v2", driver_path);
-        goto close_lib;
-    }
-    /* Driver calls that are not cucore's need the device's context current
-     * on this thread; cucore's own calls make it current themselves. */
-    rc = cuc_device_set_current(cuc_stream_device(s));
+    rc = alloc_output(s, bytes, &pool, &buf);
     if (rc) {
         note_error(rep, rc);
-        goto close_lib;
+        return rc;
     }
-    if (mem_alloc(&dptr, bytes) != 0) {
-        snprintf(rep->error, sizeof(rep->error), "cuMemAlloc of %zu bytes failed", bytes);
-        rc = -1;
-        goto close_lib;
-    }
+    dptr = cuc_buffer_ptr(buf);
     rc = cuc_launch(s, cfg, k, args);
-    if (rc == 0)
-        rc = cuc_stream_synchronize(s); /* the copy below is not stream-ordered */
-    if (rc) {
-        note_error(rep, rc);
-    } else if (dtoh(out, dptr, bytes) != 0) {
-        snprintf(rep->error, sizeof(rep->error), "cuMemcpyDtoH of %zu bytes failed", bytes);
-        rc = -1;
+    if (simulated) {
+        /* The simulator validates the launch but runs no device code: it
+         * must refuse it, with CUC_E_NOT_SUPPORTED. */
+        if (rc == CUC_E_NOT_SUPPORTED) {
+            rc = 0;
+        } else {
+            snprintf(rep->error, sizeof(rep->error), "simulated launch: %s: %s",
+                     cuc_errname(rc), rc ? cuc_errmsg() : "succeeded, which it cannot");
+            rc = rc ? rc : CUC_E_INVALID;
+        }
+    } else {
+        /* Ordered after the launch on s; cuc_memcpy waits for it. */
+        if (rc == 0)
+            rc = cuc_memcpy(out, dptr, bytes, s);
+        if (rc)
+            note_error(rep, rc);
     }
-    mem_free(dptr);
-close_lib:
-    dlclose(lib);
+    /* Queued on s after the copy; the pool goes with its last buffer. */
+    cuc_buffer_free(buf, s);
+    cuc_pool_unref(pool);
     return rc;
 }
 
 /* Launches the job's kernel; fills rep and out. */
-static void run_job(const struct cuc_driver_info *drv, cuc_device *dev,
-                    const cuc_launch_config *cfg, cuc_kernel *k, uint32_t *out,
-                    struct report *rep)
+static void run_job(int simulated, cuc_device *dev, const cuc_launch_config *cfg,
+                    cuc_kernel *k, uint32_t *out, struct report *rep)
 {
     uint32_t n = cfg->grid[0] * cfg->block[0];
     cuc_stream *s;
@@ -188,20 +188,8 @@ static void run_job(const struct cuc_driver_info *drv, cuc_device *dev,
         note_error(rep, rc);
         return;
     }
-    if (drv->simulated) {
-        /* The simulator validates the launch but runs no device code, so
-         * no memory is needed: the kernel never dereferences its output. */
-        unsigned long long nowhere = 0;
-        void *args[2] = {&nowhere, &n};
-        rc = cuc_launch(s, cfg, k, args);
-        if (rc == CUC_E_NOT_SUPPORTED)
-            rep->status = REPORT_SIMULATED;
-        else
-            snprintf(rep->error, sizeof(rep->error), "simulated launch: %s: %s",
-                     cuc_errname(rc), rc ? cuc_errmsg() : "succeeded, which it cannot");
-    } else if (run_on_gpu(drv->path, s, cfg, k, n, out, rep) == 0) {
-        rep->status = REPORT_RAN;
-    }
+    if (launch(simulated, s, cfg, k, n, out, rep) == 0)
+        rep->status = simulated ? REPORT_SIMULATED : REPORT_RAN;
     cuc_stream_destroy(s);
 }
 
@@ -238,7 +226,7 @@ static int send_report(cuc_channel *ch, cuc_device *dev, const struct report *re
 /* One job: resolve the records, launch, answer. *keep holds the previous
  * job's kernel: keeping a kernel keeps its image loaded, and that is what
  * makes the next job with the same image a cache hit. */
-static int worker_job(const struct cuc_driver_info *drv, cuc_channel *ch, cuc_msg *m,
+static int worker_job(int simulated, cuc_channel *ch, cuc_msg *m,
                       uint32_t job, cuc_kernel **keep)
 {
     struct report rep;
@@ -276,7 +264,7 @@ static int worker_job(const struct cuc_driver_info *drv, cuc_channel *ch, cuc_ms
     out = calloc((size_t)cfg.grid[0] * cfg.block[0], sizeof(*out));
     if (!out)
         return fail("out of memory", CUC_E_NOMEM);
-    run_job(drv, dev, &cfg, k, out, &rep);
+    run_job(simulated, dev, &cfg, k, out, &rep);
     cuc_kernel_cache_stats(&loads, &hits);
     rep.loads = loads;
     rep.hits = hits;
@@ -317,7 +305,7 @@ static int worker(int fd)
             bad = fail("receive", rc);
             break;
         }
-        bad = worker_job(&drv, ch, m, job++, &keep);
+        bad = worker_job(drv.simulated, ch, m, job++, &keep);
         cuc_msg_destroy(m);
         if (bad)
             break;

@@ -1,32 +1,55 @@
 #!/usr/bin/env bash
 # Runs socket_producer and socket_consumer as two unrelated processes: this
 # script starts both, and they share nothing but a socket path. The
-# consumer sees the GPUs in the reverse order (on the simulator; on a real
-# machine it keeps the caller's visibility), so every device it resolves
-# has another ordinal there than in the producer.
-#   run_socket_example.sh PRODUCER CONSUMER
+# consumer sees the producer's GPUs in the reverse order, named by UUID
+# (the form that means the same GPUs whatever the caller's own visibility;
+# on one GPU it is that GPU's UUID), so every device it resolves has
+# another ordinal there than in the producer whenever there are two or more.
+#   run_socket_example.sh PRODUCER CONSUMER CUCORE_CLI
+# Passes when both exit 0 and their output shows the whole exchange: every
+# device resolved, the pool imported on the producer's GPU, every buffer's
+# bytes verified by the consumer, every lease ended.
 set -uo pipefail
-producer=$1 consumer=$2
+producer=$1 consumer=$2 cli=$3
+nbuf=3 # NBUFFERS in socket_producer.c
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 path=$dir/example.sock
 
+# The UUIDs the producer will see (it runs with this environment), reversed.
+uuids=$("$cli" devices --json | grep -o '"uuid":"GPU-[^"]*"' | cut -d'"' -f4) || {
+    echo "cannot list the devices with $cli" >&2
+    exit 1
+}
+want=$(printf '%s\n' "$uuids" | wc -l)
+consumer_cvd=$(printf '%s\n' "$uuids" | tac | paste -sd, -)
+
 "$producer" "$path" >"$dir/producer.log" 2>&1 &
 ppid=$!
-if [ "${CUCORE_DRIVER:-}" = sim ]; then
-    n=${CUCORE_SIM_GPUS:-4}
-    export CUDA_VISIBLE_DEVICES=$(seq $((n - 1)) -1 0 | paste -sd, -)
-    want=$n
-fi
-"$consumer" "$path" >"$dir/consumer.log" 2>&1
+CUDA_VISIBLE_DEVICES=$consumer_cvd "$consumer" "$path" >"$dir/consumer.log" 2>&1
 crc=$?
 wait $ppid
 prc=$?
 echo "== producer (exit $prc)"; cat "$dir/producer.log"
 echo "== consumer (exit $crc)"; cat "$dir/consumer.log"
 [ $prc -eq 0 ] && [ $crc -eq 0 ] || exit 1
-# On the simulator the consumer sees every GPU: it must resolve them all.
-if [ -n "${want:-}" ] && ! grep -q "consumer resolved $want of $want devices" "$dir/producer.log"; then
-    echo "expected the consumer to resolve all $want devices" >&2
-    exit 1
-fi
+
+status=0
+expect() { # FILE TEXT
+    if ! grep -qF -- "$2" "$1"; then
+        echo "MISSING from $(basename "$1"): $2" >&2
+        status=1
+    fi
+}
+expect "$dir/consumer.log" "socket_consumer: CUDA_VISIBLE_DEVICES=$consumer_cvd"
+expect "$dir/producer.log" "consumer resolved $want of $want devices"
+expect "$dir/producer.log" "consumer imported the pool on our ordinal 0 = $(printf '%s\n' "$uuids" | head -1)"
+expect "$dir/consumer.log" "socket_consumer: verified $nbuf of $nbuf buffers"
+for ((b = 0; b < nbuf; b++)); do
+    expect "$dir/consumer.log" "buffer $b: 256 KiB on our ordinal $((want - 1)): every byte as the producer wrote it"
+done
+expect "$dir/consumer.log" "socket_consumer: freed $nbuf buffers"
+expect "$dir/producer.log" "$nbuf leases deferred the frees, 0 left after waiting for the consumer's releases"
+expect "$dir/producer.log" "socket_producer OK"
+expect "$dir/consumer.log" "socket_consumer OK"
+exit $status
