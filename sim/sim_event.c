@@ -4,11 +4,13 @@
  * physical GPU); opening one in another process gives an always-complete
  * event (in the creating process the driver refuses with
  * CUDA_ERROR_INVALID_CONTEXT, and so does the sim). The handle also carries the GPU's UUID: opening it where that GPU
- * is not visible gives CUDA_ERROR_INVALID_DEVICE. */
+ * is not visible gives CUDA_ERROR_INVALID_DEVICE. A process's first IPC
+ * event opens one fd that stays, as the driver's first one does. */
 #include "sim_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +45,20 @@ _Static_assert(sizeof(struct sim_ipc_event) == CU_IPC_HANDLE_SIZE,
 
 static struct CUevent_st *sim_events;
 static uint64_t sim_event_ids;
+static int sim_ipc_events_fd = -1;
+
+/* On the H200 a process's first IPC event opened one fd that outlived it,
+ * and later ones opened none (probe --lazy-fds: "fds-ipc-event-0 base 36
+ * created +1 handle +1 destroyed +1", the same for -1 and -2; the full
+ * probe, which made one before: "+0"). The sim holds an empty memfd for
+ * the rest of the process, so that fd counts agree. Locked. */
+static CUresult ipc_events_fd_open(void)
+{
+    if (sim_ipc_events_fd >= 0)
+        return CUDA_SUCCESS;
+    sim_ipc_events_fd = memfd_create("cucore-sim-ipc-events", MFD_CLOEXEC);
+    return sim_ipc_events_fd >= 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
 
 static struct CUevent_st *find_event(CUevent e)
 {
@@ -104,6 +120,8 @@ SIM_API CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
     rc = sim_ctx_current(&cur);
+    if (!rc && (Flags & CU_EVENT_INTERPROCESS))
+        rc = ipc_events_fd_open();
     if (rc)
         goto out;
     e = new_event(cur, Flags);

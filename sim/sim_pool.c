@@ -1,10 +1,13 @@
 /* Memory pools. Each pool is one memfd (MFD_CLOEXEC) of a fixed, sparse
  * capacity, mapped MAP_SHARED in full: page 0 holds a header {magic, pool
  * uid, owner GPU (physical index and UUID, or host), capacity}, the data
- * area follows. The allocator (first fit, 256-byte aligned) keeps its
- * metadata in the process, never in the memfd. Exporting hands out a new
- * fd on the memfd; importing maps the same memfd, so the bytes an exporter
- * writes are the bytes an importer reads. */
+ * area follows. Creation only reserves the addresses (the H200's driver
+ * opens no fd then); the memfd replaces that reservation at the first
+ * allocation or export. The allocator (first fit, 256-byte aligned) keeps
+ * its metadata in the process, never in the memfd. Exporting hands out a
+ * new fd on the memfd, without FD_CLOEXEC as the driver's; importing maps
+ * the same memfd, so the bytes an exporter writes are the bytes an
+ * importer reads. */
 #include "sim_internal.h"
 
 #include <errno.h>
@@ -35,15 +38,19 @@ struct sim_pool_hdr {
     CUuuid uuid;           /* owner GPU */
 };
 
+/* The H200's driver writes the first 48 of the 64 bytes and leaves the
+ * rest as the caller had them (probe: "exportptr-bytes ... a5a5..."). */
 struct sim_ptr_export {
     uint64_t magic;
     uint64_t uid;
     uint64_t offset;
     uint64_t size;
-    unsigned char zero[32];
+    uint64_t serial; /* per export, so no two exports match; import ignores it */
+    uint64_t zero;
 };
-_Static_assert(sizeof(struct sim_ptr_export) == sizeof(CUmemPoolPtrExportData),
-               "pointer export data layout");
+_Static_assert(sizeof(struct sim_ptr_export) == 48, "pointer export data layout");
+_Static_assert(sizeof(struct sim_ptr_export) <= sizeof(CUmemPoolPtrExportData),
+               "pointer export data fits");
 
 struct sim_block { /* exporter: every block, in offset order */
     size_t off, size;
@@ -62,9 +69,10 @@ struct CUmemPoolHandle_st {
     int destroyed; /* handle gone; freed once nothing is outstanding */
     int imported;
     int dev;       /* local ordinal of the owner GPU, -1 for host */
+    int phys;      /* physical owner GPU, SIM_PHYS_HOST for host */
     CUmemLocationType loc_type;
     unsigned int handle_types;
-    int fd;
+    int fd;        /* -1 until the first allocation or export */
     unsigned char *map;
     size_t map_size;
     unsigned char *base; /* data area */
@@ -82,6 +90,7 @@ struct CUmemPoolHandle_st {
 };
 
 static struct CUmemPoolHandle_st *sim_pools;
+static uint64_t sim_ptr_exports;
 
 static struct CUmemPoolHandle_st *find_pool(CUmemoryPool h)
 {
@@ -289,11 +298,47 @@ static struct CUmemPoolHandle_st *pool_new(void)
     return p;
 }
 
+/* The memfd of a created pool, at its first allocation or export: on the
+ * H200 creating an IPC pool opened no fd and exporting it opened two, the
+ * caller's and one the driver keeps until the pool is destroyed (probe:
+ * "fds-ipc-pool-0 ... created +0 exported +2 destroyed+closed +0").
+ * Locked. */
+static CUresult pool_materialize(struct CUmemPoolHandle_st *p)
+{
+    struct sim_pool_hdr hdr;
+    int fd;
+
+    if (p->fd >= 0)
+        return CUDA_SUCCESS;
+    fd = memfd_create("cucore-sim-pool", MFD_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (ftruncate(fd, (off_t)p->map_size) != 0 ||
+        mmap(p->map, p->map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+             fd, 0) == MAP_FAILED) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.magic = SIM_POOL_HDR_MAGIC;
+    hdr.version = SIM_POOL_HDR_VERSION;
+    hdr.phys = p->phys;
+    hdr.uid = p->uid;
+    hdr.capacity = p->capacity;
+    hdr.data_offset = SIM_PAGE;
+    hdr.loc_type = (uint32_t)p->loc_type;
+    hdr.handle_types = p->handle_types;
+    if (p->phys != SIM_PHYS_HOST)
+        hdr.uuid = sim.phys[p->phys].uuid;
+    memcpy(p->map, &hdr, sizeof(hdr));
+    p->fd = fd;
+    return CUDA_SUCCESS;
+}
+
 SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
                                          const CUmemPoolProps *poolProps)
 {
     struct CUmemPoolHandle_st *p;
-    struct sim_pool_hdr hdr;
     int dev = -1, phys = SIM_PHYS_HOST;
     size_t cap;
     CUresult rc = sim_check_init();
@@ -347,6 +392,7 @@ SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     p->dev = dev;
+    p->phys = phys;
     p->loc_type = poolProps->location.type;
     p->handle_types = (unsigned)poolProps->handleTypes;
     p->capacity = cap;
@@ -355,11 +401,11 @@ SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
     if (dev >= 0)
         p->access[dev] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     p->blocks = calloc(1, sizeof(*p->blocks));
-    p->fd = memfd_create("cucore-sim-pool", MFD_CLOEXEC);
-    if (!p->blocks || p->fd < 0 || ftruncate(p->fd, (off_t)p->map_size) != 0)
+    if (!p->blocks)
         goto fail;
-    p->map = mmap(NULL, p->map_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-                  p->fd, 0);
+    /* Addresses only: pool_materialize maps the memfd over them. */
+    p->map = mmap(NULL, p->map_size, PROT_NONE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p->map == MAP_FAILED) {
         p->map = NULL;
         goto fail;
@@ -367,19 +413,6 @@ SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
     p->base = p->map + SIM_PAGE;
     p->blocks->off = 0;
     p->blocks->size = cap;
-
-    memset(&hdr, 0, sizeof(hdr));
-    hdr.magic = SIM_POOL_HDR_MAGIC;
-    hdr.version = SIM_POOL_HDR_VERSION;
-    hdr.phys = phys;
-    hdr.uid = p->uid;
-    hdr.capacity = cap;
-    hdr.data_offset = SIM_PAGE;
-    hdr.loc_type = (uint32_t)p->loc_type;
-    hdr.handle_types = p->handle_types;
-    if (phys != SIM_PHYS_HOST)
-        hdr.uuid = sim.phys[phys].uuid;
-    memcpy(p->map, &hdr, sizeof(hdr));
 
     sim_lock();
     link_pool(p);
@@ -505,7 +538,7 @@ SIM_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool,
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
     p = find_pool(pool);
-    if (!p) {
+    if (!p || p->imported) { /* imported: as cuMemPoolGetAttribute */
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
@@ -553,7 +586,10 @@ SIM_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool,
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
     p = find_pool(pool);
-    if (!p) {
+    /* An imported pool has no attributes: the H200's driver refused
+     * USED_MEM_CURRENT and RELEASE_THRESHOLD there and left the output
+     * alone (probe: "x-imported-used CUDA_ERROR_INVALID_VALUE 12345"). */
+    if (!p || p->imported) {
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
@@ -607,8 +643,10 @@ SIM_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(
         rc = CUDA_ERROR_INVALID_VALUE;
     } else if (handleType == CU_MEM_HANDLE_TYPE_FABRIC) {
         rc = CUDA_ERROR_NOT_PERMITTED; /* no IMEX channel, as observed */
-    } else {
-        int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0); /* the caller owns it */
+    } else if ((rc = pool_materialize(p)) == CUDA_SUCCESS) {
+        /* The caller owns it. Not close-on-exec, as the driver's (probe:
+         * "poolexport-cloexec 0"). */
+        int fd = fcntl(p->fd, F_DUPFD, 0);
         if (fd < 0) {
             rc = CUDA_ERROR_OPERATING_SYSTEM;
         } else {
@@ -717,7 +755,8 @@ SIM_API CUresult CUDAAPI cuMemPoolExportPointer(
         d.uid = p->uid;
         d.offset = b->off;
         d.size = b->size;
-        memcpy(shareData_out, &d, sizeof(d));
+        d.serial = ++sim_ptr_exports;
+        memcpy(shareData_out, &d, sizeof(d)); /* 48 bytes, as the driver */
     }
     sim_unlock();
     return rc;
@@ -735,7 +774,7 @@ SIM_API CUresult CUDAAPI cuMemPoolImportPointer(
         return rc;
     if (!ptr_out || !shareData)
         return CUDA_ERROR_INVALID_VALUE;
-    memcpy(&d, shareData, sizeof(d));
+    memcpy(&d, shareData, sizeof(d)); /* what export wrote; serial ignored */
     sim_lock();
     p = find_pool(pool);
     if (!p || !p->imported || d.magic != SIM_PTR_EXPORT_MAGIC ||
@@ -799,6 +838,9 @@ SIM_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
         *dptr = 0;
         goto out;
     }
+    rc = pool_materialize(p);
+    if (rc)
+        goto out;
     r = block_alloc(p, bytesize, &off);
     if (r != 0) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -822,7 +864,7 @@ SIM_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
         return rc;
     sim_lock();
     rc = sim_stream_check(hStream, &ctx);
-    if (rc)
+    if (rc || dptr == 0) /* freeing NULL succeeds (probe: "pool-free-null") */
         goto out;
     p = pool_of((uintptr_t)dptr);
     if (!p) {

@@ -4,7 +4,15 @@
  * fd alone. A reservation is a PROT_NONE anonymous mapping; cuMemMap
  * replaces part of it with a MAP_SHARED mapping of the memfd (PROT_NONE
  * until cuMemSetAccess), cuMemUnmap puts the anonymous PROT_NONE mapping
- * back. A released allocation lives on while it is mapped. */
+ * back. A released allocation lives on while it is mapped.
+ *
+ * The H200's driver maps past the end of a reservation (probe:
+ * "vmm-map-past-reservation-end CUDA_SUCCESS"), which is not explained:
+ * here such a mapping counts at its whole size for the driver's answers,
+ * but only its part inside the reservation is host memory (the addresses
+ * past it are not the sim's); a later cuMemMap over that spill, from
+ * another reservation, is CUDA_ERROR_INVALID_VALUE, inferred from the
+ * probe's next cuMemMap (see sim/README.md). */
 #include "sim_internal.h"
 
 #include <fcntl.h>
@@ -41,7 +49,8 @@ struct sim_alloc {
 
 struct sim_mapping {
     uintptr_t addr;
-    size_t size;
+    size_t size; /* the allocation's */
+    size_t len;  /* of it inside the reservation: what the host maps */
     struct sim_alloc *alloc;
     unsigned char access[SIM_MAX_GPUS + 1];
     int prot;
@@ -120,23 +129,35 @@ static struct sim_mapping *tiling(struct sim_resv *r, uintptr_t p, size_t n,
     return NULL;
 }
 
+/* Whether [p, end) meets the part of a mapping past its reservation's
+ * end: device memory to the driver, nothing the sim may touch. */
+static int meets_spill(uintptr_t p, uintptr_t end)
+{
+    for (const struct sim_resv *r = sim_resvs; r; r = r->next)
+        for (const struct sim_mapping *m = r->maps; m; m = m->next)
+            if (m->len < m->size && m->addr + m->len < end &&
+                m->addr + m->size > p)
+                return 1;
+    return 0;
+}
+
 enum sim_range sim_vmm_range(uintptr_t p, size_t n, int write)
 {
     struct sim_resv *r = resv_of(p);
     uintptr_t at = p, end;
 
-    if (!r)
-        return SIM_RANGE_UNKNOWN;
     if (__builtin_add_overflow(p, n, &end))
-        return SIM_RANGE_BAD;
+        return r ? SIM_RANGE_BAD : SIM_RANGE_UNKNOWN;
+    if (!r)
+        return meets_spill(p, end) ? SIM_RANGE_BAD : SIM_RANGE_UNKNOWN;
     for (struct sim_mapping *m = r->maps; m && at < end; m = m->next) {
-        if (m->addr + m->size <= at)
+        if (m->addr + m->len <= at)
             continue;
         if (m->addr > at)
             return SIM_RANGE_BAD; /* a hole */
         if (!(m->prot & (write ? PROT_WRITE : PROT_READ)))
             return SIM_RANGE_BAD;
-        at = m->addr + m->size;
+        at = m->addr + m->len; /* a spill past the reservation: not here */
     }
     return at >= end ? SIM_RANGE_OK : SIM_RANGE_BAD;
 }
@@ -309,7 +330,10 @@ SIM_API CUresult CUDAAPI cuMemExportToShareableHandle(
         !(a->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
-        int fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0); /* the caller owns it */
+        /* The caller owns it. Not close-on-exec, as the driver's pool
+         * export (probe: "poolexport-cloexec 0"; this one was not asked:
+         * "vmm-export-cloexec" now asks). */
+        int fd = fcntl(a->fd, F_DUPFD, 0);
         if (fd < 0)
             rc = CUDA_ERROR_OPERATING_SYSTEM;
         else
@@ -456,6 +480,19 @@ SIM_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
     return rc;
 }
 
+/* Whether [p, end) meets a mapping of a reservation other than self: only
+ * a mapping that runs past its reservation's end can. */
+static int meets_other_mapping(const struct sim_resv *self, uintptr_t p,
+                               uintptr_t end)
+{
+    for (const struct sim_resv *r = sim_resvs; r; r = r->next)
+        if (r != self)
+            for (const struct sim_mapping *m = r->maps; m; m = m->next)
+                if (m->addr < end && m->addr + m->size > p)
+                    return 1;
+    return 0;
+}
+
 SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                                   CUmemGenericAllocationHandle handle,
                                   unsigned long long flags)
@@ -478,8 +515,8 @@ SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         return CUDA_ERROR_NOT_SUPPORTED;
     sim_lock();
     a = find_alloc(handle);
-    r = resv_of(p);
-    if (!a || !r || end - r->base > r->size) {
+    r = resv_of(p); /* where it starts; the end may lie past it */
+    if (!a || !r) {
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
@@ -492,6 +529,10 @@ SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
             rc = CUDA_ERROR_NOT_SUPPORTED; /* overlaps a mapping */
             goto out;
         }
+    if (meets_other_mapping(r, p, end)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
     /* pp: first mapping at or after end; find the insertion point. */
     for (pp = &r->maps; *pp && (*pp)->addr < p; pp = &(*pp)->next)
         ;
@@ -500,7 +541,8 @@ SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    got = mmap((void *)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0);
+    m->len = end - r->base > r->size ? r->base + r->size - p : size;
+    got = mmap((void *)p, m->len, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0);
     if (got == MAP_FAILED) {
         free(m);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -518,9 +560,22 @@ out:
     return rc;
 }
 
+/* End of r's addresses for cuMemUnmap: the reservation's, or further where
+ * a mapping runs past it. */
+static uintptr_t unmap_limit(const struct sim_resv *r)
+{
+    uintptr_t lim = r->base + r->size;
+
+    for (const struct sim_mapping *m = r->maps; m; m = m->next)
+        if (m->addr + m->size > lim)
+            lim = m->addr + m->size;
+    return lim;
+}
+
 /* The driver's cuMemUnmap: every mapping the range touches must lie
  * wholly inside it (else CUDA_ERROR_INVALID_VALUE); those are removed, and
- * a range with none in it is fine. */
+ * a range with none in it is fine. A range out to the end of a mapping
+ * past the reservation's end is taken (not measured). */
 SIM_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     struct sim_resv *r;
@@ -534,7 +589,7 @@ SIM_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
     r = resv_of(p);
-    if (!r || end - r->base > r->size) {
+    if (!r || end > unmap_limit(r)) {
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
@@ -549,7 +604,7 @@ SIM_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
         struct sim_mapping *m = *pp;
         if (m->addr >= p && m->addr + m->size <= end) {
             /* Back to a PROT_NONE reservation. */
-            mmap((void *)m->addr, m->size, PROT_NONE,
+            mmap((void *)m->addr, m->len, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
                  0);
             *pp = m->next;
@@ -604,7 +659,7 @@ SIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
                      prot == PROT_NONE)
                 prot = PROT_READ;
         }
-        if (mprotect((void *)m->addr, m->size, prot) == 0)
+        if (mprotect((void *)m->addr, m->len, prot) == 0)
             m->prot = prot;
         if (m == last)
             break;

@@ -8,6 +8,10 @@
  *    cannot allocate; a second import is the same object; the parent's
  *    frees wait for the child's releases; for device and pinned host pools;
  *  - chain: A -> B -> C, B's own free waiting for C, A's for B;
+ *  - one buffer added to two messages: the child gets one object, because
+ *    the sender exports the buffer once and sends the same bytes twice
+ *    (two exports of one pointer differ on the simulator, and need not
+ *    agree on the driver);
  *  - two children importing the same buffers at once;
  *  - four threads of one child importing the same records at once, and no
  *    fd or mapping left in that child after a round;
@@ -20,6 +24,7 @@
 
 #include "pool_test.h"
 #include "memory_impl.h"
+#include "wire.h"
 
 #define RECV_MS 30000
 #define MAXP 16
@@ -382,6 +387,88 @@ static void test_chain(void)
     cuc_pool_unref(p);
 }
 
+/* ---- one buffer in two messages ---- */
+
+/* args: UUID of the pool's device. Message 1: the pool and a buffer;
+ * message 2: the same buffer, added to a message of its own. */
+static int child_twice(int argc, char **argv)
+{
+    cuc_channel *ch = child_channel();
+    struct cuc__record r1, r2;
+    cuc_buffer *b1, *b2;
+    cuc_msg *m1, *m2;
+    cuc_pool *p;
+
+    CHECK(argc == 1);
+    m1 = recv_msg(ch);
+    m2 = recv_msg(ch);
+    p = get_checked_pool(m1, 0, argv[0], -1);
+    CHECK_OK(cuc__msg_record(m1, 1, &r1));
+    CHECK_OK(cuc__msg_record(m2, 0, &r2));
+    CHECK(memcmp(r1.payload + 40, r2.payload + 40, 64) == 0); /* export data */
+    CHECK(cuc__get64(r1.payload + 32) != cuc__get64(r2.payload + 32)); /* leases */
+    CHECK_OK(cuc_msg_get_buffer(m1, 1, &b1));
+    CHECK_OK(cuc_msg_get_buffer(m2, 0, &b2));
+    CHECK(b2 == b1); /* one import, two references */
+    CHECK(pt_holds(b2, seed_of(5, 0, 0)));
+    cuc_msg_destroy(m1);
+    cuc_msg_destroy(m2);
+    CHECK_OK(cuc_buffer_free(b1, NULL));
+    CHECK(pt_holds(b2, seed_of(5, 0, 0))); /* still mapped */
+    CHECK_OK(cuc_buffer_free(b2, NULL));
+    cuc_pool_unref(p);
+    send_empty(ch);
+    CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m1), CUC_E_PEER_CLOSED);
+    cuc_channel_close(ch);
+    return 0;
+}
+
+static void test_two_messages(void)
+{
+    cuc_device *d = devs[ndev - 1];
+    cuc_pool *p = new_pool(d, CUC_POOL_DEVICE);
+    char env[512], uuid[CUC_UUID_STRLEN];
+    const char *args[2] = {uuid, NULL};
+    CUmemPoolPtrExportData direct;
+    struct cuc__record r;
+    cuc_channel *ch;
+    cuc_buffer *b;
+    cuc_msg *m;
+    pid_t pid;
+
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
+    pt_child_cvd(env, sizeof(env));
+    CHECK_OK(cuc_buffer_alloc(p, sizes[1], NULL, &b));
+    pt_fill(b, seed_of(5, 0, 0));
+    ch = start("twice", args, env, &pid);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_pool(m, p));
+    CHECK_OK(cuc_msg_add_buffer(m, b));
+    /* what a second export would have sent: other bytes, on the sim */
+    CHECK_OK(cuc__msg_record(m, 1, &r));
+    CHECK_OK(cuc_device_set_current(d));
+    memset(&direct, 0, sizeof(direct));
+    CHECK(CUC_DRV->cuMemPoolExportPointer(&direct, (CUdeviceptr)(uintptr_t)cuc_buffer_ptr(b)) ==
+          CUDA_SUCCESS);
+    if (test_on_sim())
+        CHECK(memcmp(r.payload + 40, direct.reserved, 64) != 0);
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_buffer(m, b));
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    CHECK(pool_leases(p) == 2);
+    wait_empty(ch);
+    CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
+    CHECK(pool_leases(p) == 0);
+    cuc_channel_close(ch);
+    CHECK(wait_child(pid) == 0);
+    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK(pt_used(p) == 0);
+    cuc_pool_unref(p);
+}
+
 /* ---- two children at once; four threads in one child ---- */
 
 /* args: UUID, number of buffers. Imports all, checks, frees, acks. */
@@ -677,6 +764,8 @@ int main(int argc, char **argv)
             return child_relay(argc - 3, argv + 3);
         if (!strcmp(role, "leaf"))
             return child_leaf(argc - 3, argv + 3);
+        if (!strcmp(role, "twice"))
+            return child_twice(argc - 3, argv + 3);
         if (!strcmp(role, "reader"))
             return child_reader(argc - 3, argv + 3);
         if (!strcmp(role, "threads"))
@@ -701,6 +790,7 @@ int main(int argc, char **argv)
     test_reversed(CUC_POOL_DEVICE);
     test_reversed(CUC_POOL_PINNED_HOST);
     test_chain();
+    test_two_messages();
     test_two_children();
     test_four_threads();
     FD_CHECK_NO_LEAK();

@@ -1,8 +1,10 @@
 /* Simulator: memory pools — properties, the allocator and its accounting
  * (USED/RESERVED_MEM_*), copies, the ExportPointer quirk, export/import in
- * this process, and a pool crossing to exec'd children over a Unix socket
- * (SCM_RIGHTS): the child reads the parent's bytes, sees the pool's GPU at
- * its own ordinal, and is refused when that GPU is hidden. */
+ * this process, the fds a pool costs and the bytes of its pointer exports
+ * (as the H200's driver: sim/README.md), and a pool crossing to exec'd
+ * children over a Unix socket (SCM_RIGHTS): the child reads the parent's
+ * bytes, sees the pool's GPU at its own ordinal, and is refused when that
+ * GPU is hidden. */
 #include "../sim/testdata/sim_test.h"
 
 #include <pthread.h>
@@ -86,7 +88,7 @@ static void test_accounting(void)
     int fds_before = test_fd_count();
 
     CU_OK(D.cuMemPoolCreate(&pool, &p));
-    CHECK(test_fd_count() == fds_before + 1); /* its memfd */
+    CHECK(test_fd_count() == fds_before); /* no fd until it is used */
     CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0);
     CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 0);
     CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) == 0);
@@ -145,7 +147,11 @@ static void test_accounting(void)
     CU_RC(D.cuMemAllocFromPoolAsync(NULL, 16, pool, NULL),
           CUDA_ERROR_INVALID_VALUE);
 
-    /* bad frees */
+    /* bad frees; NULL is fine, as on the H200 (probe: "pool-free-null
+     * CUDA_SUCCESS", also after a size-0 allocation: "pool-free-0") */
+    CU_OK(D.cuMemFreeAsync(0, NULL));
+    CU_OK(D.cuMemFreeAsync(dummy, NULL));
+    CU_RC(D.cuMemFreeAsync(0, (CUstream)&v), CUDA_ERROR_INVALID_HANDLE);
     CU_RC(D.cuMemFreeAsync(big + 256, NULL), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuMemFreeAsync((CUdeviceptr)(uintptr_t)&v, NULL),
           CUDA_ERROR_INVALID_VALUE);
@@ -338,7 +344,8 @@ static void test_export_local(void)
     CU_OK(D.cuMemPoolExportToShareableHandle(
         &fd2, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     CHECK(fd1 >= 0 && fd2 >= 0 && fd1 != fd2); /* a new fd each time */
-    CHECK(sim_t_is_cloexec(fd1) && sim_t_is_cloexec(fd2));
+    /* not close-on-exec, as the driver's (probe: "poolexport-cloexec 0") */
+    CHECK(!sim_t_is_cloexec(fd1) && !sim_t_is_cloexec(fd2));
     CU_OK(D.cuMemPoolExportPointer(&data, a));
     CU_RC(D.cuMemPoolExportPointer(&data, a + 256), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuMemPoolExportPointer(NULL, a), CUDA_ERROR_INVALID_VALUE);
@@ -360,6 +367,28 @@ static void test_export_local(void)
     loc.id = 1;
     CU_OK(D.cuMemPoolGetAccess(&f, imp, &loc));
     CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    /* no attributes on an imported pool, and the output stays as it was
+     * (probe: "x-imported-used CUDA_ERROR_INVALID_VALUE 12345") */
+    {
+        static const CUmemPool_attribute attrs[] = {
+            CU_MEMPOOL_ATTR_USED_MEM_CURRENT, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CU_MEMPOOL_ATTR_USED_MEM_HIGH};
+        cuuint64_t v = 12345;
+        int reuse = 7;
+        for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+            CU_RC(D.cuMemPoolGetAttribute(imp, attrs[i], &v), CUDA_ERROR_INVALID_VALUE);
+            CHECK(v == 12345);
+        }
+        CU_RC(D.cuMemPoolGetAttribute(imp, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                      &reuse),
+              CUDA_ERROR_INVALID_VALUE);
+        CHECK(reuse == 7);
+        v = 0;
+        CU_RC(D.cuMemPoolSetAttribute(imp, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v),
+              CUDA_ERROR_INVALID_VALUE);
+        CU_OK(D.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v));
+        CHECK(v == 4096); /* the exporter's pool answers */
+    }
 
     CU_OK(D.cuMemcpyHtoDAsync(a, msg, sizeof(msg), NULL));
     CU_OK(D.cuMemPoolImportPointer(&ia, imp, &data));
@@ -424,6 +453,59 @@ static void test_export_local(void)
     CU_OK(D.cuMemFreeAsync(na, NULL));
     CU_OK(D.cuMemPoolDestroy(pool));
     CU_OK(D.cuMemPoolDestroy(npool));
+}
+
+/* What an IPC pool costs in fds and what its pointer exports hold, as on
+ * the H200 (probe --lazy-fds, "fds-ipc-pool-N ... created +0 exported +2
+ * destroyed+closed +0"; "exportptr-bytes": 48 bytes written, the last 16
+ * as the caller left them). Each export of one pointer differs here (a
+ * count in the data that import ignores), so that nothing may rely on two
+ * exports agreeing: whether the driver's do is asked by the probe
+ * ("exportptr-twice-same-first48"). */
+static void test_fds_and_export_bytes(void)
+{
+    CUmemPoolProps p = dev_props(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 4 * MiB);
+    CUmemPoolPtrExportData d1, d2;
+    CUmemoryPool pool, imp;
+    CUdeviceptr a, i1, i2;
+    int fd, n0 = test_fd_count();
+    static const unsigned char fill1[16] = {0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5,
+                                            0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5};
+
+    for (int round = 0; round < 2; round++) {
+        CU_OK(D.cuMemPoolCreate(&pool, &p));
+        CHECK(test_fd_count() == n0);
+        CU_OK(D.cuMemPoolExportToShareableHandle(
+            &fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        CHECK(test_fd_count() == n0 + 2);
+        a = alloc(pool, 1 << 20);
+        CHECK(test_fd_count() == n0 + 2);
+        memset(&d1, 0xa5, sizeof(d1));
+        memset(&d2, 0xa5, sizeof(d2));
+        CU_OK(D.cuMemPoolExportPointer(&d1, a));
+        CU_OK(D.cuMemPoolExportPointer(&d2, a));
+        CHECK(memcmp(d1.reserved + 48, fill1, 16) == 0); /* not written */
+        CHECK(memcmp(d2.reserved + 48, fill1, 16) == 0);
+        CHECK(memcmp(d1.reserved, d2.reserved, 48) != 0);
+        CHECK(memcmp(d1.reserved, d2.reserved, 32) == 0); /* the same pointer */
+        CU_OK(D.cuMemcpyHtoDAsync(a, "either", 7, NULL));
+        CU_OK(D.cuMemPoolImportFromShareableHandle(
+            &imp, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        CU_OK(D.cuMemPoolImportPointer(&i1, imp, &d1));
+        CU_OK(D.cuMemPoolImportPointer(&i2, imp, &d2)); /* either export names it */
+        CHECK(i1 == i2);
+        {
+            char got[7];
+            CU_OK(D.cuMemcpyDtoHAsync(got, i2, sizeof(got), NULL));
+            CHECK(memcmp(got, "either", 7) == 0);
+        }
+        CU_OK(D.cuMemFreeAsync(i1, NULL));
+        CU_OK(D.cuMemPoolDestroy(imp));
+        CU_OK(D.cuMemFreeAsync(a, NULL));
+        close(fd);
+        CU_OK(D.cuMemPoolDestroy(pool));
+        CHECK(test_fd_count() == n0);
+    }
 }
 
 static void test_host_pool(void)
@@ -768,6 +850,7 @@ int main(int argc, char **argv)
     test_copies();
     test_access();
     test_export_local();
+    test_fds_and_export_bytes();
     test_host_pool();
     test_duplicate_imports();
     test_threads();

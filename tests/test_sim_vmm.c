@@ -1,6 +1,7 @@
 /* Simulator: virtual memory management — granularity, create/export/
- * import, reserve/map/unmap, per-device access, release while mapped, and
- * two chunks crossing to an exec'd child that maps them contiguously. */
+ * import, reserve/map/unmap, per-device access, release while mapped, a
+ * mapping past the end of its reservation (as the H200's driver allows),
+ * and two chunks crossing to an exec'd child that maps them contiguously. */
 #include "../sim/testdata/sim_test.h"
 
 #include <sys/mman.h>
@@ -103,7 +104,9 @@ static void test_local(void)
         &fd1, ha, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     CU_OK(D.cuMemExportToShareableHandle(
         &fd2, ha, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-    CHECK(fd1 != fd2 && sim_t_is_cloexec(fd1) && sim_t_is_cloexec(fd2));
+    /* not close-on-exec, as the driver's pool fds (probe:
+     * "poolexport-cloexec 0"; "vmm-export-cloexec" asks for these) */
+    CHECK(fd1 != fd2 && !sim_t_is_cloexec(fd1) && !sim_t_is_cloexec(fd2));
     CU_RC(D.cuMemExportToShareableHandle(&fd2, ha, CU_MEM_HANDLE_TYPE_FABRIC, 0),
           CUDA_ERROR_INVALID_VALUE);
     close(fd2);
@@ -127,8 +130,8 @@ static void test_local(void)
     CU_RC(D.cuMemMap(base + 4096, GRAN, 0, ha, 0), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuMemMap(base, 2 * GRAN, 0, ha, 0), CUDA_ERROR_NOT_SUPPORTED);
     CU_RC(D.cuMemMap(base, GRAN, 0, hb, 0), CUDA_ERROR_NOT_SUPPORTED);
-    CU_RC(D.cuMemMap(base + 3 * GRAN, 2 * GRAN, 0, hb, 0),
-          CUDA_ERROR_INVALID_VALUE); /* past the reservation */
+    CU_RC(D.cuMemMap(base + 4 * GRAN, 2 * GRAN, 0, hb, 0),
+          CUDA_ERROR_INVALID_VALUE); /* starts past the reservation */
     CU_OK(D.cuMemMap(base, GRAN, 0, ha, 0));
     CU_RC(D.cuMemMap(base, 2 * GRAN, 0, hb, 0), CUDA_ERROR_NOT_SUPPORTED);
     CU_OK(D.cuMemMap(base + GRAN, 2 * GRAN, 0, hb, 0));
@@ -239,6 +242,60 @@ static void test_local(void)
               CUDA_ERROR_NOT_PERMITTED);
         close(mfd);
     }
+    CHECK(test_fd_count() == fds0);
+}
+
+/* The H200's driver maps past the end of a reservation (probe:
+ * "vmm-map-past-reservation-end CUDA_SUCCESS": a 4 MiB allocation at 6 MiB
+ * of an 8 MiB reservation) and then will not free the reservation
+ * ("vmm-addressfree CUDA_ERROR_INVALID_VALUE"). Past the end is no host
+ * memory here, so copies there are refused; a map over it from another
+ * reservation is refused too (inferred from the probe's next cuMemMap,
+ * sim/README.md); unmapping the whole mapping is taken (not measured). */
+static void test_map_past_end(void)
+{
+    CUmemAllocationProp p = prop_dev(0, CU_MEM_HANDLE_TYPE_NONE);
+    CUmemGenericAllocationHandle h2, h;
+    CUdeviceptr base, next;
+    CUmemAccessDesc d = desc(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    unsigned char buf[16] = {1, 2, 3};
+    int fds0 = test_fd_count();
+
+    CU_OK(D.cuMemCreate(&h2, 2 * GRAN, &p, 0));
+    CU_OK(D.cuMemCreate(&h, GRAN, &p, 0));
+    /* base: 4 granules with 2 free ones after them (single-threaded) */
+    CU_OK(D.cuMemAddressReserve(&base, 6 * GRAN, 0, 0, 0));
+    CU_OK(D.cuMemAddressFree(base, 6 * GRAN));
+    CU_OK(D.cuMemAddressReserve(&next, 4 * GRAN, 0, base, 0));
+    CHECK(next == base);
+
+    CU_OK(D.cuMemMap(base + 3 * GRAN, 2 * GRAN, 0, h2, 0));
+    CU_RC(D.cuMemAddressFree(base, 4 * GRAN), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemUnmap(base + 3 * GRAN, GRAN), CUDA_ERROR_INVALID_VALUE); /* cuts it */
+    CU_OK(D.cuMemSetAccess(base + 3 * GRAN, 2 * GRAN, &d, 1));
+    CU_OK(D.cuMemcpyHtoDAsync(base + 4 * GRAN - 16, buf, 16, NULL));
+    CU_RC(D.cuMemcpyHtoDAsync(base + 4 * GRAN - 8, buf, 16, NULL),
+          CUDA_ERROR_INVALID_VALUE); /* runs into what lies past the end */
+    CU_RC(D.cuMemcpyAsync(base + 4 * GRAN, (CUdeviceptr)(uintptr_t)buf, 16, NULL),
+          CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemcpyAsync((CUdeviceptr)(uintptr_t)buf, base + 5 * GRAN - 16, 16, NULL),
+          CUDA_ERROR_INVALID_VALUE);
+
+    /* a reservation where the mapping spilled: mapping there is refused */
+    CU_OK(D.cuMemAddressReserve(&next, 2 * GRAN, 0, base + 4 * GRAN, 0));
+    CHECK(next == base + 4 * GRAN);
+    CU_RC(D.cuMemMap(next, GRAN, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
+    CU_OK(D.cuMemMap(next + GRAN, GRAN, 0, h, 0)); /* beyond the spill: fine */
+    CU_OK(D.cuMemUnmap(next + GRAN, GRAN));
+    CU_OK(D.cuMemUnmap(base + 3 * GRAN, 2 * GRAN));
+    CU_OK(D.cuMemMap(next, GRAN, 0, h, 0));
+    /* and the other way round: no spill over another reservation's map */
+    CU_RC(D.cuMemMap(base + 3 * GRAN, 2 * GRAN, 0, h2, 0), CUDA_ERROR_INVALID_VALUE);
+    CU_OK(D.cuMemUnmap(next, GRAN));
+    CU_OK(D.cuMemAddressFree(next, 2 * GRAN));
+    CU_OK(D.cuMemAddressFree(base, 4 * GRAN));
+    CU_OK(D.cuMemRelease(h));
+    CU_OK(D.cuMemRelease(h2));
     CHECK(test_fd_count() == fds0);
 }
 
@@ -407,6 +464,7 @@ int main(int argc, char **argv)
     sim_t_init_ctx(0); /* copies need a current context */
     test_granularity_create();
     test_local();
+    test_map_past_end();
     test_cross_process();
     CU_OK(D.cuDevicePrimaryCtxRelease(0));
     FD_CHECK_NO_LEAK();

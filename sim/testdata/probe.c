@@ -26,6 +26,7 @@ static const char *en(CUresult r)
 #define PV(key, fmt, v) printf("%s " fmt "\n", key, v)
 
 static char uuid0[44];
+static int nfds_open(void);
 
 /* ---- CUDA_VISIBLE_DEVICES ------------------------------------------------- */
 
@@ -665,21 +666,27 @@ static int child_import(void)
     CUevent e;
     unsigned char b[4] = {0};
     char out[2048];
-    int n = 0;
+    int n = 0, f0;
+    CUresult xr;
 
     sim_t_init_ctx(0);
     r = sim_t_recv(sock, &m, sizeof(m), &fd, 1);
     (void)r;
-    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-ipcopen %s\n",
-                  en(D.cuIpcOpenEventHandle(&e, m.ev)));
+    f0 = nfds_open();
+    xr = D.cuIpcOpenEventHandle(&e, m.ev);
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-ipcopen %s\n", en(xr));
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-ipcopen-fds %+d\n",
+                  nfds_open() - f0);
     n += snprintf(out + n, sizeof(out) - (size_t)n, "x-ipc-query %s\n",
                   en(D.cuEventQuery(e)));
     n += snprintf(out + n, sizeof(out) - (size_t)n, "x-ipc-getowner %s\n",
                   en(D.cuIpcGetEventHandle(&m.ev, e)));
-    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-poolimport %s\n",
-                  en(D.cuMemPoolImportFromShareableHandle(
-                      &pool, (void *)(uintptr_t)fd,
-                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)));
+    f0 = nfds_open();
+    xr = D.cuMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)fd,
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-poolimport %s\n", en(xr));
+    n += snprintf(out + n, sizeof(out) - (size_t)n, "x-poolimport-fds %+d\n",
+                  nfds_open() - f0);
     n += snprintf(out + n, sizeof(out) - (size_t)n, "x-fd-still-open %d\n",
                   fcntl(fd, F_GETFD) >= 0);
     D.cuMemPoolGetAccess(&f, pool, &loc);
@@ -700,8 +707,12 @@ static int child_import(void)
     D.cuMemcpyDtoHAsync(b, p, 4, NULL);
     D.cuCtxSynchronize();
     n += snprintf(out + n, sizeof(out) - (size_t)n, "x-bytes %d %d\n", b[0], b[3]);
+    /* (the call first: the arguments of one snprintf are unsequenced, and
+     * this line once compared q before the call had set it) */
+    q = 0;
+    xr = D.cuMemPoolImportPointer(&q, pool, &m.data);
     n += snprintf(out + n, sizeof(out) - (size_t)n, "x-importptr-twice %s same=%d\n",
-                  en(D.cuMemPoolImportPointer(&q, pool, &m.data)), q == p);
+                  en(xr), q == p);
     cuuint64_t v = 12345;
     CUresult ar = D.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v);
     n += snprintf(out + n, sizeof(out) - (size_t)n, "x-imported-used %s %llu\n",
@@ -709,6 +720,16 @@ static int child_import(void)
     ar = D.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v);
     n += snprintf(out + n, sizeof(out) - (size_t)n, "x-imported-threshold %s\n",
                   en(ar));
+    {
+        int ru = 77;
+        ar = D.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &ru);
+        n += snprintf(out + n, sizeof(out) - (size_t)n, "x-imported-reuse %s %d\n",
+                      en(ar), ru);
+        v = 0;
+        ar = D.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v);
+        n += snprintf(out + n, sizeof(out) - (size_t)n, "x-imported-set-threshold %s\n",
+                      en(ar));
+    }
     {
         CUmemAccessDesc dd;
         memset(&dd, 0, sizeof(dd));
@@ -773,6 +794,34 @@ static void probe_cross(void)
 }
 
 /* ---- VMM --------------------------------------------------------------------- */
+
+/* After "vmm-map-past-reservation-end" succeeded: a 4 MiB allocation mapped
+ * at 6 MiB of the 8 MiB reservation at base, so 2 MiB past its end. On
+ * the H200 the next reservation's cuMemMap (probe_risky) then failed with
+ * CUDA_ERROR_INVALID_VALUE: is the VA past the end handed out again while
+ * still mapped? A reservation asked for right there, and a map into it,
+ * answer that; then the mapping is undone so later sections start clean. */
+static void probe_vmm_spill(CUdeviceptr base, const CUmemAllocationProp *p)
+{
+    CUmemGenericAllocationHandle h3;
+    CUdeviceptr nb = 0;
+    CUresult r;
+
+    r = D.cuMemAddressReserve(&nb, 2 * MiB, 0, base + 8 * MiB, 0);
+    printf("vmm-spill-reserve-at-end %s at-hint=%d\n", en(r), nb == base + 8 * MiB);
+    if (r == CUDA_SUCCESS) {
+        if (nb == base + 8 * MiB && D.cuMemCreate(&h3, 2 * MiB, p, 0) == CUDA_SUCCESS) {
+            r = D.cuMemMap(nb, 2 * MiB, 0, h3, 0);
+            P("vmm-spill-map-over", r);
+            if (r == CUDA_SUCCESS)
+                P("vmm-spill-unmap-over", D.cuMemUnmap(nb, 2 * MiB));
+            D.cuMemRelease(h3);
+        }
+        P("vmm-spill-reserve-free", D.cuMemAddressFree(nb, 2 * MiB));
+    }
+    P("vmm-unmap-past-end", D.cuMemUnmap(base + 6 * MiB, 4 * MiB));
+    P("vmm-addressfree-after-unmap", D.cuMemAddressFree(base, 8 * MiB));
+}
 
 static void probe_vmm(void)
 {
@@ -861,11 +910,25 @@ static void probe_vmm(void)
     P("vmm-unmap-1MiB-unmapped", D.cuMemUnmap(base, MiB));
     P("vmm-unmap-outside-reservation", D.cuMemUnmap(base + 64 * MiB, 2 * MiB));
     P("vmm-map-outside-reservation", D.cuMemMap(base + 64 * MiB, 4 * MiB, 0, h2, 0));
-    P("vmm-map-past-reservation-end", D.cuMemMap(base + 6 * MiB, 4 * MiB, 0, h2, 0));
-    P("vmm-addressfree-wrongsize", D.cuMemAddressFree(base, 4 * MiB));
-    P("vmm-addressfree", D.cuMemAddressFree(base, 8 * MiB));
+    {
+        CUresult past = D.cuMemMap(base + 6 * MiB, 4 * MiB, 0, h2, 0);
+        P("vmm-map-past-reservation-end", past);
+        P("vmm-addressfree-wrongsize", D.cuMemAddressFree(base, 4 * MiB));
+        P("vmm-addressfree", D.cuMemAddressFree(base, 8 * MiB));
+        if (past == CUDA_SUCCESS)
+            probe_vmm_spill(base, &p);
+    }
     CU_OK(D.cuMemExportToShareableHandle(&fd, h2,
                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    printf("vmm-export-cloexec %d\n", sim_t_is_cloexec(fd));
+    {
+        struct stat st;
+        if (fstat(fd, &st) == 0)
+            printf("vmm-export-fd-fstat mode=%o size=%lld\n",
+                   (unsigned)st.st_mode & 0170000, (long long)st.st_size);
+        else
+            printf("vmm-export-fd-fstat failed\n");
+    }
     {
         CUmemGenericAllocationHandle hi;
         P("vmm-import-same-process",
@@ -887,6 +950,7 @@ static void probe_risky(void)
     CUmemAccessDesc d;
     CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
     char host[64];
+    CUresult r;
 
     memset(host, 3, sizeof(host));
     memset(&p, 0, sizeof(p));
@@ -894,16 +958,31 @@ static void probe_risky(void)
     p.location = loc;
     CU_OK(D.cuMemCreate(&h, 2 * MiB, &p, 0));
     CU_OK(D.cuMemAddressReserve(&base, 4 * MiB, 0, 0, 0));
-    CU_OK(D.cuMemMap(base, 2 * MiB, 0, h, 0));
-    memset(&d, 0, sizeof(d));
-    d.location = loc;
-    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
-    CU_OK(D.cuMemSetAccess(base, 2 * MiB, &d, 1));
-    P("risky-vmm-htod-into-readonly", D.cuMemcpyHtoDAsync(base, host, 8, NULL));
-    P("risky-sync1", D.cuCtxSynchronize());
-    P("risky-vmm-htod-past-mapped",
-      D.cuMemcpyHtoDAsync(base + 2 * MiB - 8, host, 16, NULL));
-    P("risky-sync2", D.cuCtxSynchronize());
+    /* (the whole 2 MiB allocation: this failed on the H200 with
+     * CUDA_ERROR_INVALID_VALUE while probe_vmm's mapping past its
+     * reservation's end was still in place; a fresh reservation tells
+     * whether the place or the allocation was the reason) */
+    r = D.cuMemMap(base, 2 * MiB, 0, h, 0);
+    P("risky-map", r);
+    if (r != CUDA_SUCCESS) {
+        CUdeviceptr b2;
+        D.cuMemAddressFree(base, 4 * MiB);
+        CU_OK(D.cuMemAddressReserve(&b2, 4 * MiB, 0, 0, 0));
+        base = b2;
+        r = D.cuMemMap(base, 2 * MiB, 0, h, 0);
+        P("risky-map-fresh-reservation", r);
+    }
+    if (r == CUDA_SUCCESS) {
+        memset(&d, 0, sizeof(d));
+        d.location = loc;
+        d.flags = CU_MEM_ACCESS_FLAGS_PROT_READ;
+        CU_OK(D.cuMemSetAccess(base, 2 * MiB, &d, 1));
+        P("risky-vmm-htod-into-readonly", D.cuMemcpyHtoDAsync(base, host, 8, NULL));
+        P("risky-sync1", D.cuCtxSynchronize());
+        P("risky-vmm-htod-past-mapped",
+          D.cuMemcpyHtoDAsync(base + 2 * MiB - 8, host, 16, NULL));
+        P("risky-sync2", D.cuCtxSynchronize());
+    }
     {
         CUmemPoolProps pp;
         CUmemoryPool pool;
@@ -953,6 +1032,44 @@ static void probe_lazy(void)
     load_then_get("lazy-sm70-ptx-missing", ptx, "nope");
 }
 
+/* A pool without a handle type, and an IPC pool that allocates before
+ * its export: what each step opens. */
+static void probe_fds_pool_orders(void)
+{
+    for (int ipc = 0; ipc < 2; ipc++) {
+        CUmemPoolProps pp;
+        CUmemoryPool pool;
+        CUdeviceptr b;
+        int n0, n1, n2, n3, n4, fd = -1;
+
+        memset(&pp, 0, sizeof(pp));
+        pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        pp.handleTypes = ipc ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                             : CU_MEM_HANDLE_TYPE_NONE;
+        pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        pp.location.id = 0;
+        n0 = nfds_open();
+        CU_OK(D.cuMemPoolCreate(&pool, &pp));
+        n1 = nfds_open();
+        CU_OK(D.cuMemAllocFromPoolAsync(&b, 1 << 20, pool, NULL));
+        CU_OK(D.cuCtxSynchronize());
+        n2 = nfds_open();
+        if (ipc)
+            CU_OK(D.cuMemPoolExportToShareableHandle(
+                &fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        n3 = nfds_open();
+        CU_OK(D.cuMemFreeAsync(b, NULL));
+        CU_OK(D.cuCtxSynchronize());
+        if (fd >= 0)
+            close(fd);
+        CU_OK(D.cuMemPoolDestroy(pool));
+        n4 = nfds_open();
+        printf("fds-%s base %d created %+d alloc %+d exported %+d destroyed+closed %+d\n",
+               ipc ? "ipc-pool-alloc-first" : "pool-none", n0, n1 - n0, n2 - n0,
+               n3 - n0, n4 - n0);
+    }
+}
+
 static void probe_fds(void)
 {
     CUipcEventHandle h;
@@ -994,10 +1111,17 @@ static void probe_fds(void)
         memset(&d2, 0x5a, sizeof(d2));
         CU_OK(D.cuMemPoolExportPointer(&d1, b));
         CU_OK(D.cuMemPoolExportPointer(&d2, b));
+        /* (the fills differ, so the 64 bytes differ wherever the driver
+         * writes nothing: the first 48 are the export's) */
         printf("exportptr-twice-same-bytes %d\n", memcmp(&d1, &d2, sizeof(d1)) == 0);
+        printf("exportptr-twice-same-first48 %d\n", memcmp(&d1, &d2, 48) == 0);
         printf("exportptr-bytes");
         for (size_t j = 0; j < sizeof(d1); j++)
             printf("%s%02x", j % 8 ? "" : " ", d1.reserved[j]);
+        printf("\n");
+        printf("exportptr-bytes2");
+        for (size_t j = 0; j < sizeof(d2); j++)
+            printf("%s%02x", j % 8 ? "" : " ", d2.reserved[j]);
         printf("\n");
         CU_OK(D.cuMemFreeAsync(b, NULL));
         CU_OK(D.cuCtxSynchronize());
@@ -1007,6 +1131,7 @@ static void probe_fds(void)
         printf("fds-ipc-pool-%d base %d created %+d exported %+d destroyed+closed %+d\n",
                i, n0, n1 - n0, n2 - n0, n3 - n0);
     }
+    probe_fds_pool_orders();
 }
 
 int main(int argc, char **argv)
