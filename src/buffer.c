@@ -127,8 +127,7 @@ static void release_extra(struct cuc__upstream *e, size_t n)
     free(e);
 }
 
-/* The driver's part of the free; the first failure is returned. */
-static int free_memory(cuc_buffer *b, cuc_stream *stream)
+int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
 {
     cuc_stream *s;
     CUresult r;
@@ -155,7 +154,7 @@ static int free_memory(cuc_buffer *b, cuc_stream *stream)
                              cuc_device_uuid_string(b->pool->dev));
     /* The exporter may reuse the memory once we release: the driver wants
      * the importer's free complete by then. */
-    if (b->imported) {
+    if (b->imported && sync) {
         r = CUC_DRV->cuStreamSynchronize(s->cu);
         if (r != CUDA_SUCCESS)
             return cuc__cuda_err(r, "cuStreamSynchronize", "after freeing an imported "
@@ -170,7 +169,7 @@ int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream)
     cuc_pool *pool = b->pool;
     struct cuc__upstream *extra;
     size_t nextra;
-    int rc = free_memory(b, stream);
+    int rc = cuc__buffer_free_memory(b, stream, 1);
 
     pthread_mutex_lock(&pool->lock);
     cuc__buffer_forget_locked(b);

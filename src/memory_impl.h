@@ -111,6 +111,11 @@ int cuc__buffer_export(const cuc_buffer *buf, CUmemPoolPtrExportData *out);
  * recorded as a lease to release: taken over on success. */
 int cuc__buffer_import(cuc_pool *pool, const CUmemPoolPtrExportData *data,
                        size_t size, const struct cuc__upstream *up, cuc_buffer **out);
+/* The driver's part of a free, on stream (NULL: the device's legacy
+ * stream): waits for a deferred free's event, cuMemFreeAsync, and for an
+ * imported buffer, when sync, waits for the stream (the exporter may reuse
+ * the memory once we release). The first failure is returned. */
+int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync);
 /* Removes buf from its pool's table (pool->lock held). */
 void cuc__buffer_forget_locked(cuc_buffer *b);
 

@@ -497,6 +497,40 @@ static int child_reader(int argc, char **argv)
     return 0;
 }
 
+/* Imports n buffers (buffer 0 twice: two references) and frees them in
+ * one cuc_buffer_free_many, with a NULL in the list; buffer 0 keeps its
+ * second reference, readable, until its own cuc_buffer_free. */
+static int child_batch(int argc, char **argv)
+{
+    cuc_channel *ch = child_channel();
+    int n = atoi(argv[1]);
+    cuc_buffer *b[THREAD_BUFS + 1], *again;
+    cuc_pool *p;
+    cuc_msg *m;
+
+    CHECK(argc == 2 && n <= THREAD_BUFS);
+    m = recv_msg(ch);
+    p = get_checked_pool(m, 0, argv[0], -1);
+    for (int j = 0; j < n; j++) {
+        CHECK_OK(cuc_msg_get_buffer(m, (size_t)j + 1, &b[j]));
+        CHECK(pt_holds(b[j], seed_of(5, 0, j)));
+    }
+    CHECK_OK(cuc_msg_get_buffer(m, 1, &again));
+    CHECK(again == b[0]);
+    b[n] = NULL;
+    CHECK_OK(cuc_buffer_free_many(b, (size_t)n + 1, NULL));
+    CHECK(pt_holds(again, seed_of(5, 0, 0)));
+    CHECK_OK(cuc_buffer_free(again, NULL));
+    CHECK_RC(cuc_buffer_free_many(NULL, 1, NULL), CUC_E_INVALID);
+    CHECK_OK(cuc_buffer_free_many(NULL, 0, NULL));
+    cuc_msg_destroy(m);
+    cuc_pool_unref(p);
+    send_empty(ch);
+    CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
+    cuc_channel_close(ch);
+    return 0;
+}
+
 /* A pool of dev with n buffers of 8 KiB + j bytes, filled with phase's
  * patterns, and the message carrying them. */
 static cuc_msg *pool_msg(cuc_device *dev, int n, int phase, cuc_pool **pool, cuc_buffer **bufs)
@@ -551,6 +585,35 @@ static void test_two_children(void)
         cuc_channel_close(ch[k]);
         CHECK(wait_child(pid[k]) == 0);
     }
+    cuc_pool_unref(p);
+}
+
+/* An importer's batched free ends every lease: the exporter's deferred
+ * frees all happen. */
+static void test_batch_free(void)
+{
+    char env[512], uuid[CUC_UUID_STRLEN], nb[16];
+    const char *args[3] = {uuid, nb, NULL};
+    cuc_buffer *bufs[THREAD_BUFS];
+    cuc_channel *ch;
+    cuc_pool *p;
+    cuc_msg *m;
+    pid_t pid;
+
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(devs[0]));
+    snprintf(nb, sizeof(nb), "%d", THREAD_BUFS);
+    pt_child_cvd(env, sizeof(env));
+    m = pool_msg(devs[0], THREAD_BUFS, 5, &p, bufs);
+    ch = start("batch", args, env, &pid);
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    free_all(bufs, THREAD_BUFS); /* deferred until the child releases */
+    CHECK(pool_leases(p) == THREAD_BUFS);
+    wait_empty(ch);
+    CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
+    CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
+    cuc_channel_close(ch);
+    CHECK(wait_child(pid) == 0);
     cuc_pool_unref(p);
 }
 
@@ -768,6 +831,8 @@ int main(int argc, char **argv)
             return child_twice(argc - 3, argv + 3);
         if (!strcmp(role, "reader"))
             return child_reader(argc - 3, argv + 3);
+        if (!strcmp(role, "batch"))
+            return child_batch(argc - 3, argv + 3);
         if (!strcmp(role, "threads"))
             return child_threads(argc - 3, argv + 3);
         if (!strcmp(role, "hold"))
@@ -792,6 +857,7 @@ int main(int argc, char **argv)
     test_chain();
     test_two_messages();
     test_two_children();
+    test_batch_free();
     test_four_threads();
     FD_CHECK_NO_LEAK();
     return test_finish();

@@ -216,7 +216,7 @@ int demo_consumer(int fd)
 {
     struct cuc_driver_info info;
     struct consumer c = {0};
-    int rc, i;
+    int rc;
 
     rc = cuc_driver_load(&info);
     if (!rc)
@@ -228,8 +228,7 @@ int demo_consumer(int fd)
         ;
     /* Freeing an imported buffer unmaps it and releases its lease: the
      * producer's deferred frees can then run. */
-    for (i = 0; i < c.nbufs; i++)
-        cuc_buffer_free(c.bufs[i], NULL);
+    cuc_buffer_free_many(c.bufs, (size_t)c.nbufs, NULL); /* one release message */
     cuc_pool_unref(c.pool);
     if (rc == 1 && c.nbufs)
         demo_say("consumer", "released %d buffers (unmapped; the producer may free them)",

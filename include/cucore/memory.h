@@ -94,6 +94,17 @@ CUC_API cuc_buffer *cuc_buffer_ref(cuc_buffer *buf);
  * same, and the memory may stay allocated. */
 CUC_API int cuc_buffer_free(cuc_buffer *buf, cuc_stream *stream);
 
+/* cuc_buffer_free() of each of the n buffers (NULL entries skipped), for
+ * an importer done with many: their memory is freed on stream, each
+ * stream is waited for once, and the releases go as one message per
+ * channel, instead of one synchronize and one message per buffer. Buffers
+ * this cannot batch (another reference left, leases of their own, not
+ * imported) get an ordinary cuc_buffer_free(). Every reference is dropped
+ * whatever happens; the first failure is returned (as cuc_buffer_free()).
+ * CUC_E_INVALID: bufs is NULL with n > 0. CUC_E_NOMEM: no memory for the
+ * batch (nothing was freed). */
+CUC_API int cuc_buffer_free_many(cuc_buffer *const *bufs, size_t n, cuc_stream *stream);
+
 /* The buffer's address: a device address (valid on its device, or in any
  * context with unified addressing) or, for a pinned host pool, a host
  * address that devices with access can use. */
