@@ -6,6 +6,9 @@
  *
  *   <figure>                          raw   <ns> ns   cucore   <ns> ns   x<cucore/raw>   <note>
  *
+ * A figure that is not a time (bytes, memory) uses the same layout with
+ * its unit in place of "ns" (bench_line_unit).
+ *
  * bench/compare_cuda_core.py prints its figures in the same layout, with
  * cuda.core in the cucore column. A header line names the driver and the
  * device count. docs/PERFORMANCE.md says what bounds each figure.
@@ -61,6 +64,28 @@ static inline void bench_line(const char *figure, double raw_ns, double cuc_ns,
     else
         printf("%-46s raw %12s ns   cucore %12.1f ns   %-7s  %s\n", figure, "-", cuc_ns, "",
                note);
+    fflush(stdout);
+}
+
+/* One figure in another unit ("B" for bytes), in the same layout. */
+static inline void bench_line_unit(const char *figure, double raw, double cuc,
+                                   const char *unit, const char *note_fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static inline void bench_line_unit(const char *figure, double raw, double cuc,
+                                   const char *unit, const char *note_fmt, ...)
+{
+    char note[256];
+    va_list ap;
+
+    va_start(ap, note_fmt);
+    vsnprintf(note, sizeof(note), note_fmt, ap);
+    va_end(ap);
+    if (raw > 0)
+        printf("%-46s raw %12.1f %-2s   cucore %12.1f %-2s   x%-6.2f  %s\n", figure, raw, unit,
+               cuc, unit, cuc / raw, note);
+    else
+        printf("%-46s raw %12.1f %-2s   cucore %12.1f %-2s   %-7s  %s\n", figure, raw, unit,
+               cuc, unit, "", note);
     fflush(stdout);
 }
 

@@ -32,10 +32,13 @@ cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" >"$out/build.log" 2>&1
 cat "$out/machine.txt"
 
 # name, then its arguments (full, quick)
+# bench_pool: BUFFERS per figure, MAX_N, SHARE_ROUNDS; bench_vmm: ROUNDS.
 if [ "$quick" = 1 ]; then
     device_args="200000" kernel_args="100 2000" fanout_args="200" py_args="--quick"
+    pool_args="512 4096 100" vmm_args="100"
 else
     device_args="2000000" kernel_args="2000 20000" fanout_args="2000" py_args=""
+    pool_args="16384 4096 2000" vmm_args="2000"
 fi
 
 failed=0
@@ -59,9 +62,11 @@ run() {
     run bench_device "$build/bench/bench_device" $device_args
     run bench_kernel "$build/bench/bench_kernel" $kernel_args
     run bench_fanout "$build/bench/bench_fanout" $fanout_args
+    run bench_pool "$build/bench/bench_pool" $pool_args
+    run bench_vmm "$build/bench/bench_vmm" $vmm_args
     for extra in "$build"/bench/bench_*; do
         name=$(basename "$extra")
-        case $name in bench_device|bench_kernel|bench_fanout) continue ;; esac
+        case $name in bench_device|bench_kernel|bench_fanout|bench_pool|bench_vmm) continue ;; esac
         [ -x "$extra" ] && run "$name" "$extra"
     done
     run compare_cuda_core python3 bench/compare_cuda_core.py $py_args
