@@ -48,6 +48,13 @@ struct rec_shape {
     uint32_t min_len, max_len, multiple, min_fds, max_fds;
 };
 
+/* Payload multiples are powers of two, so a mask checks them: a division
+ * by a table value was a tenth of a device record's round trip. */
+#define MULTIPLE_OK_(type, ver, lo, hi, mul, flo, fhi) \
+    _Static_assert((mul) > 0 && ((mul) & ((mul) - 1)) == 0, #type ": multiple of a power of two");
+CUC__RECORD_TYPES(MULTIPLE_OK_)
+#undef MULTIPLE_OK_
+
 /* Indexed by type: record types are small, dense integers. */
 #define SHAPE_(type, ver, lo, hi, mul, flo, fhi) \
     [type] = {type, ver, lo, hi, mul, flo, fhi},
@@ -310,7 +317,7 @@ static int check_add(const cuc_msg *m, uint16_t type, uint16_t version,
     if (len && !payload)
         return cuc__seterr(CUC_E_INVALID, "%s record: payload is NULL with "
                            "length %u", cuc__record_type_name(s->type), len);
-    if (len < s->min_len || len > s->max_len || len % s->multiple)
+    if (len < s->min_len || len > s->max_len || (len & (s->multiple - 1)))
         return cuc__seterr(CUC_E_INVALID, "%s record: payload length %u outside "
                            "%u..%u (multiple of %u)", cuc__record_type_name(s->type), len, s->min_len,
                            s->max_len, s->multiple);
@@ -623,7 +630,7 @@ static int check_header(const uint8_t *b, size_t len, size_t nfds, struct hdr *h
 static int check_shape(const struct rec_shape *s, uint32_t i, size_t off,
                        const uint8_t *b, uint32_t len, uint32_t nfds)
 {
-    if (len < s->min_len || len > s->max_len || len % s->multiple)
+    if (len < s->min_len || len > s->max_len || (len & (s->multiple - 1)))
         return bad("record %u at offset %zu: %s payload length %u outside "
                    "%u..%u (multiple of %u)", i, off, cuc__record_type_name(s->type), len, s->min_len,
                    s->max_len, s->multiple);
