@@ -3,6 +3,8 @@
 #include "internal.h"
 #include "htab.h"
 
+#include <string.h>
+
 #include <stdlib.h>
 
 #define FIRST_BUCKETS 16u
@@ -81,14 +83,26 @@ void cuc__htab_free(struct cuc__htab *t)
     t->nbuckets = t->count = 0;
 }
 
+/* A word at a time: the keys are 16-byte pool ids and 64-byte export
+ * data, hashed once per buffer on both sides of every share, where a
+ * byte-at-a-time FNV cost a tenth of the importer's work. Entries exist
+ * only for pools and buffers the driver accepted, so a peer's crafted keys
+ * cannot fill a chain. */
 uint64_t cuc__hash_bytes(const void *p, size_t n)
 {
     const uint8_t *b = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    size_t i;
+    uint64_t h = 0xcbf29ce484222325ull ^ n, w;
 
-    for (i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
+    for (; n >= 8; b += 8, n -= 8) {
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    if (n) {
+        w = 0;
+        memcpy(&w, b, n);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    }
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;
