@@ -30,11 +30,12 @@ static int raw_once(CUdevice dev, int n)
     return -1;
 }
 
+/* What a sender and a receiver write: the public calls, the sender
+ * encoding into a buffer it reuses. */
 static int cucore_once(const cuc_device *dev, cuc_device **out)
 {
-    const int *fds;
-    size_t len, nfds;
-    uint8_t *bytes;
+    uint8_t bytes[256];
+    size_t len;
     cuc_msg *m, *r;
     int rc;
 
@@ -42,12 +43,11 @@ static int cucore_once(const cuc_device *dev, cuc_device **out)
         return -1;
     rc = cuc_msg_add_device(m, dev);
     if (!rc)
-        rc = cuc__msg_encode(m, &bytes, &len, &fds, &nfds);
+        rc = cuc_msg_to_buffer(m, bytes, sizeof(bytes), &len);
     cuc_msg_destroy(m);
     if (rc)
         return rc;
-    rc = cuc__msg_decode(bytes, len, NULL, 0, &r);
-    free(bytes);
+    rc = cuc_msg_from_bytes(bytes, len, &r);
     if (rc)
         return rc;
     rc = cuc_msg_get_device(r, 0, out);

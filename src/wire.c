@@ -495,20 +495,12 @@ static int find_taken(const cuc_msg *m)
     return cuc__seterr(CUC_E_INVALID, "message fd table is inconsistent");
 }
 
-int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
-                    const int **fds, size_t *nfds)
+/* Writes the message's m->wire_len bytes to out. */
+static void encode_to(const cuc_msg *m, uint8_t *out)
 {
-    uint8_t *out, *p;
+    uint8_t *p;
     uint32_t i;
 
-    if (!m || !bytes || !len || !fds || !nfds)
-        return cuc__seterr(CUC_E_INVALID, "cuc__msg_encode: NULL argument");
-    if (CUC_UNLIKELY(m->fds_owned != m->nfds))
-        return find_taken(m);
-    out = malloc(m->wire_len);
-    if (!out)
-        return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte message",
-                           m->wire_len);
     cuc__put32(out, WIRE_MAGIC);
     cuc__put16(out + 4, CUC__WIRE_FORMAT);
     cuc__put16(out + 6, 0);
@@ -531,10 +523,52 @@ int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
         memset(p + r->len, 0, padded - r->len);
         p += padded;
     }
+}
+
+int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
+                    const int **fds, size_t *nfds)
+{
+    uint8_t *out;
+
+    if (!m || !bytes || !len || !fds || !nfds)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_encode: NULL argument");
+    if (CUC_UNLIKELY(m->fds_owned != m->nfds))
+        return find_taken(m);
+    out = malloc(m->wire_len);
+    if (!out)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte message",
+                           m->wire_len);
+    encode_to(m, out);
     *bytes = out;
     *len = m->wire_len;
     *fds = m->fds;
     *nfds = m->nfds;
+    return 0;
+}
+
+static int needs_channel(const cuc_msg *m)
+{
+    return cuc__seterr(CUC_E_NEEDS_CHANNEL, "the message carries %u file "
+                       "descriptor%s, which plain bytes cannot: send it with "
+                       "cuc_channel_send()", m->nfds, m->nfds == 1 ? "" : "s");
+}
+
+size_t cuc_msg_wire_size(const cuc_msg *m)
+{
+    return m ? m->wire_len : 0;
+}
+
+int cuc_msg_to_buffer(const cuc_msg *m, void *buf, size_t cap, size_t *len)
+{
+    if (!m || !buf || !len)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_to_buffer: NULL argument");
+    if (m->nfds)
+        return needs_channel(m);
+    if (cap < m->wire_len)
+        return cuc__seterr(CUC_E_LIMIT, "the message needs %zu bytes; the buffer has "
+                           "%zu (cuc_msg_wire_size() tells in advance)", m->wire_len, cap);
+    encode_to(m, buf);
+    *len = m->wire_len;
     return 0;
 }
 
@@ -548,9 +582,7 @@ int cuc_msg_to_bytes(const cuc_msg *m, void **bytes, size_t *len)
     if (!m || !bytes || !len)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_to_bytes: NULL argument");
     if (m->nfds)
-        return cuc__seterr(CUC_E_NEEDS_CHANNEL, "the message carries %u file "
-                           "descriptor%s, which plain bytes cannot: send it with "
-                           "cuc_channel_send()", m->nfds, m->nfds == 1 ? "" : "s");
+        return needs_channel(m);
     rc = cuc__msg_encode(m, &out, len, &fds, &nfds);
     if (rc)
         return rc;

@@ -259,6 +259,38 @@ static void test_many(void)
     cuc_msg_destroy(m);
 }
 
+/* Encoding into the caller's buffer gives the same bytes as to_bytes,
+ * refuses a buffer one byte short without writing, and fds as to_bytes. */
+static void test_to_buffer(void)
+{
+    uint8_t buf[512], want_untouched[512];
+    cuc_device *d;
+    size_t len = 7, blen;
+    cuc_msg *m;
+    void *b;
+
+    CHECK_OK(cuc_device_get(0, &d));
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_device(m, d));
+    CHECK_OK(cuc_msg_add_device(m, d));
+    CHECK_OK(cuc_msg_to_bytes(m, &b, &blen));
+    CHECK(cuc_msg_wire_size(m) == blen);
+    memset(buf, 0xee, sizeof(buf));
+    memcpy(want_untouched, buf, sizeof(buf));
+    CHECK_RC(cuc_msg_to_buffer(m, buf, blen - 1, &len), CUC_E_LIMIT);
+    CHECK(len == 7 && memcmp(buf, want_untouched, sizeof(buf)) == 0);
+    CHECK(strstr(cuc_errmsg(), "needs") != NULL);
+    CHECK_OK(cuc_msg_to_buffer(m, buf, sizeof(buf), &len));
+    CHECK(len == blen && memcmp(buf, b, blen) == 0);
+    CHECK(buf[blen] == 0xee);
+    CHECK_RC(cuc_msg_to_buffer(NULL, buf, sizeof(buf), &len), CUC_E_INVALID);
+    CHECK(cuc_msg_wire_size(NULL) == 0);
+    free(b);
+    CHECK_OK(cuc_msg_add_fd(m, 0, 1));
+    CHECK_RC(cuc_msg_to_buffer(m, buf, sizeof(buf), &len), CUC_E_NEEDS_CHANNEL);
+    cuc_msg_destroy(m);
+}
+
 int main(void)
 {
     int n;
@@ -274,6 +306,7 @@ int main(void)
     test_fd_records();
     test_wrong_type();
     test_many();
+    test_to_buffer();
     FD_CHECK_NO_LEAK();
     return test_finish();
 }

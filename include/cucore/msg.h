@@ -77,6 +77,13 @@ CUC_API int cuc_msg_take_fd(cuc_msg *msg, size_t index, int *fd, uint32_t *tag);
 /* Serializes to a malloc'd buffer (free() it). CUC_E_NEEDS_CHANNEL if the
  * message carries fds (send it with cuc_channel_send()). */
 CUC_API int cuc_msg_to_bytes(const cuc_msg *msg, void **bytes, size_t *len);
+/* The size cuc_msg_to_bytes() / cuc_msg_to_buffer() would produce. */
+CUC_API size_t cuc_msg_wire_size(const cuc_msg *msg);
+/* Serializes into buf (cap bytes) instead of a new allocation: for a
+ * sender that reuses one buffer. *len gets the size written.
+ * CUC_E_LIMIT (nothing written) if cap < cuc_msg_wire_size(msg);
+ * CUC_E_NEEDS_CHANNEL as cuc_msg_to_bytes(). */
+CUC_API int cuc_msg_to_buffer(const cuc_msg *msg, void *buf, size_t cap, size_t *len);
 /* Parses bytes that carry no fds. */
 CUC_API int cuc_msg_from_bytes(const void *bytes, size_t len, cuc_msg **msg);
 
