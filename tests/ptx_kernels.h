@@ -47,4 +47,35 @@ static const char ptx_other[] =
     "  ret;\n"
     "}\n";
 
+/* copy_u64(const u64 *src, u64 *dst, u32 n): dst[i] = src[i] for i < n. */
+static const char ptx_copy_u64[] =
+    ".version 7.0\n"
+    ".target sm_70\n"
+    ".address_size 64\n"
+    "\n"
+    ".visible .entry copy_u64(.param .u64 src, .param .u64 dst, .param .u32 n)\n"
+    "{\n"
+    "  .reg .u32 %r<6>;\n"
+    "  .reg .u64 %rd<7>;\n"
+    "  .reg .pred %p;\n"
+    "  ld.param.u64 %rd1, [src];\n"
+    "  ld.param.u64 %rd2, [dst];\n"
+    "  ld.param.u32 %r1, [n];\n"
+    "  mov.u32 %r2, %ctaid.x;\n"
+    "  mov.u32 %r3, %ntid.x;\n"
+    "  mov.u32 %r4, %tid.x;\n"
+    "  mad.lo.u32 %r5, %r2, %r3, %r4;\n"
+    "  setp.ge.u32 %p, %r5, %r1;\n"
+    "  @%p bra DONE;\n"
+    "  cvta.to.global.u64 %rd1, %rd1;\n"
+    "  cvta.to.global.u64 %rd2, %rd2;\n"
+    "  mul.wide.u32 %rd3, %r5, 8;\n"
+    "  add.u64 %rd4, %rd1, %rd3;\n"
+    "  add.u64 %rd5, %rd2, %rd3;\n"
+    "  ld.global.u64 %rd6, [%rd4];\n"
+    "  st.global.u64 [%rd5], %rd6;\n"
+    "DONE:\n"
+    "  ret;\n"
+    "}\n";
+
 #endif

@@ -6,7 +6,11 @@
  *    contiguous range; the child finds owner and peer by UUID at the
  *    reversed ordinals, every device's access is read-write exactly for
  *    them (cuMemGetAccess), it reads the parent's bytes and writes its
- *    own, which the parent reads; its release ends the lease;
+ *    own, which the parent reads; its release ends the lease. With a peer,
+ *    a kernel on the peer device copies the u64s across the chunk boundary
+ *    of the mapping into a buffer of its own, and they must be the
+ *    parent's (on the simulator, which runs no device code, everything up
+ *    to the launch runs and the launch is CUC_E_NOT_SUPPORTED);
  *  - kill: a child holding two leases is killed with SIGKILL after the
  *    parent freed both resources: the deferred frees happen, and no fd,
  *    mapping or resource is left;
@@ -15,9 +19,11 @@
  *    and leaks nothing; its exit ends the lease. */
 #include <signal.h>
 
+#include "ptx_kernels.h"
 #include "vmm_test.h"
 
 #define WAIT_MS 10000
+#define N_PEER_READ 64u /* u64s the peer's kernel copies, half in each chunk */
 
 static size_t gran;
 static int ndev;
@@ -75,9 +81,70 @@ static cuc_device *recv_device(cuc_channel *ch)
     return d;
 }
 
+/* The peer device's side of child_import: copy_u64 on its legacy stream,
+ * from the mapping into a buffer of a local pool on the peer. */
+struct peer_read {
+    cuc_kernel *k;
+    cuc_pool *pool;
+    cuc_buffer *out;
+    cuc_stream *s;
+};
+
+/* Before the fd baseline, as warm_up(): what the driver opens on first
+ * use of a kernel or a pool is not the import's to count. */
+static void peer_read_open(struct peer_read *r, cuc_device *peer_dev)
+{
+    struct cuc_pool_props props = {CUC_POOL_DEVICE, 0, 0};
+
+    CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_copy_u64, sizeof(ptx_copy_u64), "copy_u64",
+                             &r->k));
+    CHECK_OK(cuc_stream_legacy(peer_dev, &r->s));
+    CHECK_OK(cuc_pool_create(peer_dev, &props, &r->pool));
+    CHECK_OK(cuc_buffer_alloc(r->pool, N_PEER_READ * 8, r->s, &r->out));
+}
+
+static void peer_read_check(const struct peer_read *r, const cuc_vmm *v, uint64_t seed)
+{
+    uint64_t got[N_PEER_READ], want[N_PEER_READ];
+    uint8_t *pattern = malloc(cuc_vmm_size(v));
+    size_t at = cuc_vmm_chunk_size(v, 0) - sizeof(got) / 2;
+    void *src = (uint8_t *)cuc_vmm_ptr(v) + at, *dst = cuc_buffer_ptr(r->out);
+    uint32_t n = N_PEER_READ;
+    void *args[3] = {&src, &dst, &n};
+    cuc_launch_config cfg;
+
+    CHECK(pattern != NULL);
+    vmm_t_pattern(seed, pattern, cuc_vmm_size(v));
+    memcpy(want, pattern + at, sizeof(want));
+    free(pattern);
+    cuc_launch_config_init(&cfg);
+    cfg.block[0] = N_PEER_READ;
+    CHECK_OK(cuc_memset(dst, 0, sizeof(got), r->s));
+    if (test_on_sim()) {
+        CHECK_RC(cuc_launch(r->s, &cfg, r->k, args), CUC_E_NOT_SUPPORTED);
+        fprintf(stderr, "import: copy_u64 on the peer: not supported on the simulator\n");
+        return;
+    }
+    CHECK_OK(cuc_launch(r->s, &cfg, r->k, args));
+    CHECK_OK(cuc_stream_synchronize(r->s));
+    CHECK_OK(cuc_memcpy(got, dst, sizeof(got), r->s));
+    CHECK(memcmp(got, want, sizeof(got)) == 0);
+    fprintf(stderr, "import: copy_u64 on the peer read the parent's bytes\n");
+}
+
+static void peer_read_close(struct peer_read *r)
+{
+    if (!r->k)
+        return;
+    CHECK_OK(cuc_buffer_free(r->out, r->s));
+    cuc_pool_unref(r->pool);
+    cuc_kernel_destroy(r->k);
+}
+
 /* args: owner UUID, peer UUID or "-", seed, owner's ordinal here, peer's */
 static int child_import(int argc, char **argv)
 {
+    struct peer_read pr = {0};
     const char *expect[2];
     cuc_channel *ch;
     cuc_vmm *v;
@@ -90,6 +157,8 @@ static int child_import(int argc, char **argv)
     seed = strtoull(argv[2], NULL, 10);
     ch = child_channel();
     warm_up();
+    if (expect[1])
+        peer_read_open(&pr, dev_at(atoi(argv[4])));
     FD_BASELINE();
     CHECK_OK(cuc_channel_recv(ch, WAIT_MS, &m));
     CHECK_OK(cuc_msg_get_vmm(m, 0, &v));
@@ -105,6 +174,8 @@ static int child_import(int argc, char **argv)
     CHECK(cuc_vmm_chunk_size(v, 0) == gran && cuc_vmm_chunk_size(v, 1) == 2 * gran);
     vmm_t_check_access(v, expect, 2);
     CHECK(vmm_t_holds(v, seed));
+    if (expect[1])
+        peer_read_check(&pr, v, seed);
     vmm_t_fill(v, seed + 1);
     send_device(ch, cuc_vmm_device(v));
     (void)recv_device(ch); /* the parent has read our bytes */
@@ -112,6 +183,7 @@ static int child_import(int argc, char **argv)
     cuc_msg_destroy(m);
     FD_CHECK_NO_LEAK();
     CHECK(cuc__vmm_live() == 0 && vmm_t_sim_maps(0, 0) == 0);
+    peer_read_close(&pr);
     cuc_channel_close(ch);
     return test_finish();
 }
