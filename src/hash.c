@@ -64,7 +64,18 @@ static void compress(uint32_t h[8], const uint8_t block[64])
     h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
 }
 
-void cuc__sha256(const void *data, size_t len, uint8_t out[CUC__SHA256_LEN])
+typedef void blocks_fn(uint32_t h[8], const uint8_t *p, size_t nblocks, const uint32_t k[64]);
+
+static void blocks_portable(uint32_t h[8], const uint8_t *p, size_t nblocks,
+                            const uint32_t k[64])
+{
+    (void)k;
+    for (; nblocks; nblocks--, p += 64)
+        compress(h, p);
+}
+
+static void sha256_with(blocks_fn *blocks, const void *data, size_t len,
+                        uint8_t out[CUC__SHA256_LEN])
 {
     /* Initial hash value: fractional parts of the square roots of the
      * first 8 primes (5.3.3). */
@@ -74,11 +85,9 @@ void cuc__sha256(const void *data, size_t len, uint8_t out[CUC__SHA256_LEN])
     uint8_t tail[128];
     size_t full = len / 64 * 64, rest = len - full, tail_len;
     uint64_t bits = (uint64_t)len * 8;
-    size_t i;
     int k;
 
-    for (i = 0; i < full; i += 64)
-        compress(h, p + i);
+    blocks(h, p, full / 64, K);
     /* Padding: 0x80, zeros, then the bit length big-endian, to a multiple
      * of 64 bytes (one block, or two when fewer than 9 bytes are left). */
     memset(tail, 0, sizeof(tail));
@@ -88,10 +97,27 @@ void cuc__sha256(const void *data, size_t len, uint8_t out[CUC__SHA256_LEN])
     tail_len = rest + 9 <= 64 ? 64 : 128;
     for (k = 0; k < 8; k++)
         tail[tail_len - 1 - k] = (uint8_t)(bits >> (8 * k));
-    for (i = 0; i < tail_len; i += 64)
-        compress(h, tail + i);
+    blocks(h, tail, tail_len / 64, K);
     for (k = 0; k < 8; k++)
         store_be32(out + 4 * k, h[k]);
+}
+
+void cuc__sha256_portable(const void *data, size_t len, uint8_t out[CUC__SHA256_LEN])
+{
+    sha256_with(blocks_portable, data, len, out);
+}
+
+void cuc__sha256(const void *data, size_t len, uint8_t out[CUC__SHA256_LEN])
+{
+    /* 0 unknown, 1 portable, 2 SHA-NI; racing first callers agree. */
+    static _Atomic int which;
+    int w = which;
+
+    if (!w) {
+        w = cuc__sha256_have_shani() ? 2 : 1;
+        which = w;
+    }
+    sha256_with(w == 2 ? cuc__sha256_blocks_shani : blocks_portable, data, len, out);
 }
 
 void cuc__hex(const uint8_t *bytes, size_t n, char *out)

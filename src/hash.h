@@ -9,6 +9,15 @@
 #define CUC__SHA256_LEN 32
 
 void cuc__sha256(const void *data, size_t len, uint8_t out[CUC__SHA256_LEN]);
+/* The same with the portable compression function only, whatever the CPU
+ * (for the tests that compare the two). */
+void cuc__sha256_portable(const void *data, size_t len, uint8_t out[CUC__SHA256_LEN]);
+
+/* hash_shani.c: nblocks 64-byte blocks through the SHA extensions; only
+ * where cuc__sha256_have_shani() says the CPU has them. */
+void cuc__sha256_blocks_shani(uint32_t h[8], const uint8_t *p, size_t nblocks,
+                              const uint32_t k[64]);
+int cuc__sha256_have_shani(void);
 
 /* Lower-case hex of n bytes into out (2n + 1 bytes with the NUL). */
 void cuc__hex(const uint8_t *bytes, size_t n, char *out);
