@@ -39,13 +39,15 @@ struct sim_pool_hdr {
 };
 
 /* The H200's driver writes the first 48 of the 64 bytes and leaves the
- * rest as the caller had them (probe: "exportptr-bytes ... a5a5..."). */
+ * rest as the caller had them (probe: "exportptr-bytes ... a5a5..."); two
+ * exports of one pointer give the same 48 (probe:
+ * "exportptr-twice-same-first48 1"). */
 struct sim_ptr_export {
     uint64_t magic;
     uint64_t uid;
     uint64_t offset;
     uint64_t size;
-    uint64_t serial; /* per export, so no two exports match; import ignores it */
+    uint64_t reserved; /* 0 */
     uint64_t zero;
 };
 _Static_assert(sizeof(struct sim_ptr_export) == 48, "pointer export data layout");
@@ -90,7 +92,6 @@ struct CUmemPoolHandle_st {
 };
 
 static struct CUmemPoolHandle_st *sim_pools;
-static uint64_t sim_ptr_exports;
 
 static struct CUmemPoolHandle_st *find_pool(CUmemoryPool h)
 {
@@ -755,7 +756,6 @@ SIM_API CUresult CUDAAPI cuMemPoolExportPointer(
         d.uid = p->uid;
         d.offset = b->off;
         d.size = b->size;
-        d.serial = ++sim_ptr_exports;
         memcpy(shareData_out, &d, sizeof(d)); /* 48 bytes, as the driver */
     }
     sim_unlock();

@@ -330,10 +330,9 @@ SIM_API CUresult CUDAAPI cuMemExportToShareableHandle(
         !(a->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
-        /* The caller owns it. Not close-on-exec, as the driver's pool
-         * export (probe: "poolexport-cloexec 0"; this one was not asked:
-         * "vmm-export-cloexec" now asks). */
-        int fd = fcntl(a->fd, F_DUPFD, 0);
+        /* The caller owns it; close-on-exec, unlike the driver's pool
+         * export (probe: "vmm-export-cloexec 1", "poolexport-cloexec 0"). */
+        int fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0)
             rc = CUDA_ERROR_OPERATING_SYSTEM;
         else
@@ -456,6 +455,19 @@ SIM_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
     return CUDA_SUCCESS;
 }
 
+/* Whether [p, end) meets a mapping of a reservation other than self: only
+ * a mapping that runs past its reservation's end can. */
+static int meets_other_mapping(const struct sim_resv *self, uintptr_t p,
+                               uintptr_t end)
+{
+    for (const struct sim_resv *r = sim_resvs; r; r = r->next)
+        if (r != self)
+            for (const struct sim_mapping *m = r->maps; m; m = m->next)
+                if (m->addr < end && m->addr + m->size > p)
+                    return 1;
+    return 0;
+}
+
 SIM_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     struct sim_resv **pp, *r = NULL;
@@ -469,8 +481,12 @@ SIM_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
             r = *pp;
             break;
         }
-    if (!r || r->maps) {
-        rc = CUDA_ERROR_INVALID_VALUE; /* unknown, or still mapped */
+    /* Unknown, still mapped, or reaching into another reservation's
+     * mapping that runs past its end (probe: "vmm-spill-reserve-free
+     * CUDA_ERROR_INVALID_VALUE" for a reservation made there). */
+    if (!r || r->maps ||
+        meets_other_mapping(r, (uintptr_t)ptr, (uintptr_t)ptr + size)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
     } else {
         *pp = r->next;
         munmap((void *)r->base, r->size);
@@ -480,18 +496,6 @@ SIM_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
     return rc;
 }
 
-/* Whether [p, end) meets a mapping of a reservation other than self: only
- * a mapping that runs past its reservation's end can. */
-static int meets_other_mapping(const struct sim_resv *self, uintptr_t p,
-                               uintptr_t end)
-{
-    for (const struct sim_resv *r = sim_resvs; r; r = r->next)
-        if (r != self)
-            for (const struct sim_mapping *m = r->maps; m; m = m->next)
-                if (m->addr < end && m->addr + m->size > p)
-                    return 1;
-    return 0;
-}
 
 SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                                   CUmemGenericAllocationHandle handle,

@@ -69,10 +69,10 @@ static int export_fds(const cuc_vmm *v, int *fds)
             return cuc__cuda_err(r, "cuMemExportToShareableHandle", "chunk %zu of %zu "
                                  "on device %s", i, v->nchunks, v->owner->uuid_str);
         }
-        /* the driver's exported pool fd is not close-on-exec (H200 probe:
-         * "poolexport-cloexec 0"; "vmm-export-cloexec" asks about these,
-         * which the sim hands out the same way): a child exec'd meanwhile
-         * would inherit it */
+        /* the H200's driver hands these out close-on-exec (probe:
+         * "vmm-export-cloexec 1") but not its pool fds ("poolexport-cloexec
+         * 0"): set it whatever the driver did, or a child exec'd meanwhile
+         * would inherit the chunk */
         if (fcntl(fds[i], F_SETFD, FD_CLOEXEC) < 0) {
             int err = errno;
             close_all(fds, i + 1);

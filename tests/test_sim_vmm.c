@@ -104,9 +104,9 @@ static void test_local(void)
         &fd1, ha, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     CU_OK(D.cuMemExportToShareableHandle(
         &fd2, ha, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-    /* not close-on-exec, as the driver's pool fds (probe:
-     * "poolexport-cloexec 0"; "vmm-export-cloexec" asks for these) */
-    CHECK(fd1 != fd2 && !sim_t_is_cloexec(fd1) && !sim_t_is_cloexec(fd2));
+    /* close-on-exec, unlike the driver's pool fds (probe:
+     * "vmm-export-cloexec 1", "poolexport-cloexec 0") */
+    CHECK(fd1 != fd2 && sim_t_is_cloexec(fd1) && sim_t_is_cloexec(fd2));
     CU_RC(D.cuMemExportToShareableHandle(&fd2, ha, CU_MEM_HANDLE_TYPE_FABRIC, 0),
           CUDA_ERROR_INVALID_VALUE);
     close(fd2);
