@@ -196,7 +196,10 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
     rc = stream_for(pool->dev, stream, &s);
     if (!rc)
         rc = cuc__device_activate(s->dev);
-    if (!rc) {
+    /* The later free goes on this device's legacy stream, which orders it
+     * after everything already queued there: only another stream needs an
+     * event (two driver calls now, two more then, per buffer). */
+    if (!rc && s->kind != CUC_STREAM_LEGACY_DEFAULT) {
         r = CUC_DRV->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
         if (r == CUDA_SUCCESS)
             r = CUC_DRV->cuEventRecord(ev, s->cu);
@@ -205,7 +208,7 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
                                "%zu-byte buffer after its stream", b->size);
     }
     pthread_mutex_lock(&pool->lock);
-    if (!rc && b->refs == 0) {
+    if (!rc && b->refs == 0 && ev) {
         old = b->free_after;
         b->free_after = ev;
         ev = NULL;

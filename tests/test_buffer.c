@@ -218,6 +218,39 @@ static void test_lease_release(void)
     cuc_pool_unref(p);
 }
 
+/* A deferred free from a created stream waits for that stream's work (an
+ * event recorded now); from the legacy stream it needs none (the later
+ * free goes on that stream). Both run once the lease ends. */
+static void test_deferred_streams(void)
+{
+    cuc_pool *p = new_pool(dev0, CUC_POOL_DEVICE, CUC_POOL_IPC);
+    cuc_buffer *b[2];
+    cuc_channel *a, *c;
+    cuc_stream *s;
+    cuc_msg *got[2];
+
+    CHECK_OK(cuc_stream_create(dev0, CUC_STREAM_NON_BLOCKING, 0, &s));
+    CHECK_OK(cuc_channel_pair(&a, &c));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(cuc_buffer_alloc(p, 512, s, &b[i]));
+        CHECK_OK(cuc_memset_async(cuc_buffer_ptr(b[i]), 7, 512, s));
+        got[i] = send_recv(a, c, b[i]);
+    }
+    CHECK_OK(cuc_buffer_free(b[0], s)); /* an event on s */
+    CHECK(b[0]->free_after != NULL);
+    CHECK_OK(cuc_buffer_free(b[1], NULL)); /* the legacy stream: none */
+    CHECK(b[1]->free_after == NULL);
+    CHECK(pt_used(p) == 1024);
+    for (int i = 0; i < 2; i++)
+        cuc_msg_destroy(got[i]); /* the in-process receiver drops its holds */
+    cuc_channel_close(c); /* the peer goes: both leases end */
+    CHECK_OK(cuc_pool_lease_wait(p, a, 0, 5000));
+    CHECK(pt_used(p) == 0);
+    cuc_channel_close(a);
+    cuc_stream_destroy(s);
+    cuc_pool_unref(p);
+}
+
 /* The importer's close, the exporter's close, and a send that fails all
  * end leases; a buffer still referenced stays. */
 static void test_lease_closes(void)
@@ -346,6 +379,7 @@ int main(void)
     test_imported_pool_refused();
     test_message_holds();
     test_lease_release();
+    test_deferred_streams();
     test_lease_closes();
     test_lease_wait_other_thread();
     FD_CHECK_NO_LEAK();
