@@ -8,28 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int bad(const char *fmt, ...) CUC_PRINTF(1, 2);
-static int bad(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    cuc__vseterr(CUC_E_BADMSG, fmt, ap);
-    va_end(ap);
-    return CUC_E_BADMSG;
-}
-
-static void close_all(int *fds, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        if (fds[i] >= 0) {
-            close(fds[i]);
-            fds[i] = -1;
-        }
-}
-
 static uint32_t div_up(uint32_t a, uint32_t b)
 {
     return a / b + (a % b != 0);
@@ -76,25 +54,25 @@ static int check_fixed(const uint8_t *b, size_t n)
     uint16_t version;
 
     if (n < CUC__FRAME_HDR)
-        return bad("frame of %zu bytes is shorter than the %u-byte frame header",
-                   n, CUC__FRAME_HDR);
+        return cuc__badmsg("frame of %zu bytes is shorter than the %u-byte frame header",
+                           n, CUC__FRAME_HDR);
     if (cuc__get32(b) != CUC__FRAME_MAGIC)
-        return bad("bad frame magic 0x%08x at offset 0 (want 0x%08x, \"CUCF\"): "
-                   "the peer does not speak the cucore channel protocol",
-                   cuc__get32(b), CUC__FRAME_MAGIC);
+        return cuc__badmsg("bad frame magic 0x%08x at offset 0 (want 0x%08x, \"CUCF\"): "
+                           "the peer does not speak the cucore channel protocol",
+                           cuc__get32(b), CUC__FRAME_MAGIC);
     version = cuc__get16(b + 4);
     if (version > CUC__FRAME_VERSION)
         return cuc__seterr(CUC_E_VERSION, "frame version %u at offset 4 is newer "
                            "than this cucore reads (%u): upgrade the receiver",
                            version, CUC__FRAME_VERSION);
     if (version == 0)
-        return bad("frame version 0 at offset 4 is not valid");
+        return cuc__badmsg("frame version 0 at offset 4 is not valid");
     if (cuc__get16(b + 6))
-        return bad("frame flags 0x%04x at offset 6: version %u defines none",
-                   cuc__get16(b + 6), CUC__FRAME_VERSION);
+        return cuc__badmsg("frame flags 0x%04x at offset 6: version %u defines none",
+                           cuc__get16(b + 6), CUC__FRAME_VERSION);
     if (cuc__get32(b + 36))
-        return bad("reserved frame field at offset 36 is 0x%08x, must be 0",
-                   cuc__get32(b + 36));
+        return cuc__badmsg("reserved frame field at offset 36 is 0x%08x, must be 0",
+                           cuc__get32(b + 36));
     return 0;
 }
 
@@ -113,27 +91,27 @@ int cuc__frame_parse(const uint8_t *b, size_t n, struct cuc__frame *f)
     f->msg_len = cuc__get32(b + 28);
     f->msg_nfds = cuc__get32(b + 32);
     if (f->len != n - CUC__FRAME_HDR)
-        return bad("frame length %u at offset 20, but %zu bytes follow the header",
-                   f->len, n - CUC__FRAME_HDR);
+        return cuc__badmsg("frame length %u at offset 20, but %zu bytes follow the header",
+                           f->len, n - CUC__FRAME_HDR);
     if (f->msg_len > CUC_MSG_MAX_BYTES)
-        return bad("message length %u at offset 28 exceeds the maximum of %u",
-                   f->msg_len, CUC_MSG_MAX_BYTES);
+        return cuc__badmsg("message length %u at offset 28 exceeds the maximum of %u",
+                           f->msg_len, CUC_MSG_MAX_BYTES);
     if (f->msg_nfds > CUC_MSG_MAX_FDS)
-        return bad("message fd count %u at offset 32 exceeds the maximum of %u",
-                   f->msg_nfds, CUC_MSG_MAX_FDS);
+        return cuc__badmsg("message fd count %u at offset 32 exceeds the maximum of %u",
+                           f->msg_nfds, CUC_MSG_MAX_FDS);
     want_parts = cuc__frame_parts(f->msg_len, f->msg_nfds);
     if (f->nparts != want_parts)
-        return bad("part count %u at offset 16: a message of %u bytes and %u fds "
-                   "travels in %u frames", f->nparts, f->msg_len, f->msg_nfds,
-                   want_parts);
+        return cuc__badmsg("part count %u at offset 16: a message of %u bytes and %u fds "
+                           "travels in %u frames", f->nparts, f->msg_len, f->msg_nfds,
+                           want_parts);
     if (f->part >= f->nparts)
-        return bad("part index %u at offset 12 is not below the part count %u",
-                   f->part, f->nparts);
+        return cuc__badmsg("part index %u at offset 12 is not below the part count %u",
+                           f->part, f->nparts);
     cuc__frame_slice(f->msg_len, f->msg_nfds, f->part, &off, &plen, &fd_off, &pnfds);
     if (f->len != plen || f->nfds != pnfds)
-        return bad("frame %u of %u carries %u bytes (offset 20) and %u fds "
-                   "(offset 24); that part of the message is %u bytes and %u fds",
-                   f->part, f->nparts, f->len, f->nfds, plen, pnfds);
+        return cuc__badmsg("frame %u of %u carries %u bytes (offset 20) and %u fds "
+                           "(offset 24); that part of the message is %u bytes and %u fds",
+                           f->part, f->nparts, f->len, f->nfds, plen, pnfds);
     return 0;
 }
 
@@ -144,7 +122,7 @@ int cuc__reasm_partial(const struct cuc__reasm *r)
 
 void cuc__reasm_reset(struct cuc__reasm *r)
 {
-    close_all(r->fds, r->nfds);
+    cuc__close_fds(r->fds, r->nfds);
     free(r->buf);
     free(r->fds);
     r->buf = NULL;
@@ -201,20 +179,20 @@ static int check_sequence(struct cuc__reasm *r, const struct cuc__frame *f, size
     const struct cuc__frame *p = &r->first;
 
     if (nfds != f->nfds)
-        return bad("frame %u's header counts %u fds (offset 24), but %zu arrived "
-                   "with it", f->seq, f->nfds, nfds);
+        return cuc__badmsg("frame %u's header counts %u fds (offset 24), but %zu arrived "
+                           "with it", f->seq, f->nfds, nfds);
     if (f->seq != r->next_seq)
-        return bad("frame sequence number %u at offset 8, expected %u: a frame "
-                   "was lost, repeated or injected", f->seq, r->next_seq);
+        return cuc__badmsg("frame sequence number %u at offset 8, expected %u: a frame "
+                           "was lost, repeated or injected", f->seq, r->next_seq);
     if (f->part != r->next_part)
-        return bad("frame %u is part %u of its message (offset 12), expected "
-                   "part %u", f->seq, f->part, r->next_part);
+        return cuc__badmsg("frame %u is part %u of its message (offset 12), expected "
+                           "part %u", f->seq, f->part, r->next_part);
     if (f->part && (f->nparts != p->nparts || f->msg_len != p->msg_len ||
                     f->msg_nfds != p->msg_nfds))
-        return bad("frame %u (part %u) says the message is %u bytes, %u fds, %u "
-                   "parts; its part 0 said %u bytes, %u fds, %u parts", f->seq,
-                   f->part, f->msg_len, f->msg_nfds, f->nparts, p->msg_len,
-                   p->msg_nfds, p->nparts);
+        return cuc__badmsg("frame %u (part %u) says the message is %u bytes, %u fds, %u "
+                           "parts; its part 0 said %u bytes, %u fds, %u parts", f->seq,
+                           f->part, f->msg_len, f->msg_nfds, f->nparts, p->msg_len,
+                           p->msg_nfds, p->nparts);
     return 0;
 }
 
@@ -252,7 +230,7 @@ int cuc__reasm_push(struct cuc__reasm *r, const struct cuc__frame *f,
     }
     return 0;
 fail:
-    close_all(fds, nfds);
+    cuc__close_fds(fds, nfds);
     cuc__reasm_reset(r);
     return rc;
 }

@@ -17,14 +17,6 @@ union fd_cmsg {
     char buf[CMSG_SPACE(CUC__FRAME_MAX_FDS * sizeof(int))];
 };
 
-static void close_all(int *fds, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        close(fds[i]);
-}
-
 /* ---- send ---- */
 
 static int send_one(int fd, struct msghdr *mh, size_t total)
@@ -226,13 +218,13 @@ static int read_frame(cuc_channel *ch, int64_t deadline, struct cuc__frame *f,
     }
     k = take_fds(&mh, fds, &over);
     if ((mh.msg_flags & MSG_CTRUNC) || over) {
-        close_all(fds, k);
+        cuc__close_fds(fds, k);
         return cuc__seterr(CUC_E_BADMSG, "the peer sent more fds with one frame "
                            "than the %u a frame may carry (control data truncated); "
                            "the %zu that arrived were closed", CUC__FRAME_MAX_FDS, k);
     }
     if (mh.msg_flags & MSG_TRUNC) {
-        close_all(fds, k);
+        cuc__close_fds(fds, k);
         return cuc__seterr(CUC_E_BADMSG, "the peer sent a frame larger than %u "
                            "bytes", CUC__FRAME_HDR + CUC__FRAME_MAX_DATA);
     }
@@ -240,7 +232,7 @@ static int read_frame(cuc_channel *ch, int64_t deadline, struct cuc__frame *f,
         return peer_gone(ch);
     rc = cuc__frame_parse(ch->rxbuf, (size_t)n, f);
     if (rc) {
-        close_all(fds, k);
+        cuc__close_fds(fds, k);
         return rc;
     }
     *nfds = k;

@@ -55,6 +55,16 @@ int cuc__seterr(int status, const char *fmt, ...)
     return status;
 }
 
+int cuc__badmsg(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    cuc__vseterr(CUC_E_BADMSG, fmt, ap);
+    va_end(ap);
+    return CUC_E_BADMSG;
+}
+
 int cuc__errno_err(int err, const char *fmt, ...)
 {
     va_list ap;

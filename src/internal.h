@@ -28,6 +28,11 @@
 /* ---- error.c ---- */
 int cuc__seterr(int status, const char *fmt, ...) CUC_PRINTF(2, 3);
 int cuc__vseterr(int status, const char *fmt, va_list ap);
+/* A peer's bytes that do not decode: CUC_E_BADMSG with fmt's detail. */
+int cuc__badmsg(const char *fmt, ...) CUC_PRINTF(1, 2);
+/* Closes every fd of fds[0..n) that is not -1 and sets it to -1: for the
+ * error paths that must close what they received. */
+void cuc__close_fds(int *fds, size_t n);
 /* errno-based failure: appends strerror(err); returns CUC_E_IO, _NOMEM or
  * _PERMISSION. */
 int cuc__errno_err(int err, const char *fmt, ...) CUC_PRINTF(2, 3);

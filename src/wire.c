@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define WIRE_MAGIC 0x4d435543u /* "CUCM" in little-endian byte order */
 #define INLINE_RECS 4
@@ -161,22 +160,11 @@ int cuc_msg_create(cuc_msg **msg)
     return 0;
 }
 
-static void close_fds(int *fds, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++) {
-        if (fds[i] >= 0)
-            close(fds[i]);
-        fds[i] = -1;
-    }
-}
-
 void cuc_msg_destroy(cuc_msg *m)
 {
     if (!m)
         return;
-    close_fds(m->fds, m->nfds);
+    cuc__close_fds(m->fds, m->nfds);
     if (m->recs != m->rec_inline)
         free(m->recs);
     if (m->data != m->data_inline)
@@ -394,7 +382,7 @@ int cuc__msg_add_record_owned(cuc_msg *m, uint16_t type, uint16_t version,
     return 0;
 close_given:
     if (fds)
-        close_fds(fds, nfds);
+        cuc__close_fds(fds, nfds);
     return rc;
 }
 
@@ -421,13 +409,13 @@ int cuc__msg_add_record(cuc_msg *m, uint16_t type, uint16_t version,
         if (own[i] < 0) {
             rc = cuc__errno_err(errno, "cannot duplicate fd %d (fd %u of a %s "
                                 "record)", fds[i], i, cuc__record_type_name(type));
-            close_fds(own, i);
+            cuc__close_fds(own, i);
             goto free_own;
         }
     }
     rc = append(m, type, version, payload, len, own, nfds);
     if (rc)
-        close_fds(own, nfds);
+        cuc__close_fds(own, nfds);
 free_own:
     if (own != dups)
         free(own);
@@ -592,17 +580,6 @@ int cuc_msg_to_bytes(const cuc_msg *m, void **bytes, size_t *len)
 
 /* ---- decoding ---- */
 
-static int bad(const char *fmt, ...) CUC_PRINTF(1, 2);
-static int bad(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    cuc__vseterr(CUC_E_BADMSG, fmt, ap);
-    va_end(ap);
-    return CUC_E_BADMSG;
-}
-
 struct hdr {
     uint32_t nrecs, nfds;
 };
@@ -613,49 +590,49 @@ static int check_header(const uint8_t *b, size_t len, size_t nfds, struct hdr *h
     uint16_t format, flags;
 
     if (len < CUC__WIRE_HDR)
-        return bad("message of %zu bytes is shorter than the %u-byte header",
-                   len, CUC__WIRE_HDR);
+        return cuc__badmsg("message of %zu bytes is shorter than the %u-byte header",
+                           len, CUC__WIRE_HDR);
     magic = cuc__get32(b);
     if (magic != WIRE_MAGIC)
-        return bad("bad magic 0x%08x at offset 0 (a cucore message starts with "
-                   "0x%08x, \"CUCM\")", magic, WIRE_MAGIC);
+        return cuc__badmsg("bad magic 0x%08x at offset 0 (a cucore message starts with "
+                           "0x%08x, \"CUCM\")", magic, WIRE_MAGIC);
     format = cuc__get16(b + 4);
     if (format > CUC__WIRE_FORMAT)
         return cuc__seterr(CUC_E_VERSION, "message format version %u (offset 4) is "
                            "newer than this cucore reads (%u): upgrade the "
                            "receiver", format, CUC__WIRE_FORMAT);
     if (format == 0)
-        return bad("message format version 0 at offset 4 is not valid");
+        return cuc__badmsg("message format version 0 at offset 4 is not valid");
     flags = cuc__get16(b + 6);
     if (flags)
-        return bad("flags 0x%04x at offset 6: format version %u defines none",
-                   flags, CUC__WIRE_FORMAT);
+        return cuc__badmsg("flags 0x%04x at offset 6: format version %u defines none",
+                           flags, CUC__WIRE_FORMAT);
     total = cuc__get32(b + 16);
     if (total != len)
-        return bad("total length %u at offset 16, but the message is %zu bytes",
-                   total, len);
+        return cuc__badmsg("total length %u at offset 16, but the message is %zu bytes",
+                           total, len);
     if (len > CUC_MSG_MAX_BYTES)
-        return bad("message of %zu bytes exceeds the maximum of %u", len,
-                   CUC_MSG_MAX_BYTES);
+        return cuc__badmsg("message of %zu bytes exceeds the maximum of %u", len,
+                           CUC_MSG_MAX_BYTES);
     if (cuc__get32(b + 20))
-        return bad("reserved field at offset 20 is 0x%08x, must be 0",
-                   cuc__get32(b + 20));
+        return cuc__badmsg("reserved field at offset 20 is 0x%08x, must be 0",
+                           cuc__get32(b + 20));
     h->nrecs = cuc__get32(b + 8);
     if (h->nrecs > CUC_MSG_MAX_RECORDS)
-        return bad("record count %u at offset 8 exceeds the maximum of %u",
-                   h->nrecs, CUC_MSG_MAX_RECORDS);
+        return cuc__badmsg("record count %u at offset 8 exceeds the maximum of %u",
+                           h->nrecs, CUC_MSG_MAX_RECORDS);
     if ((uint64_t)h->nrecs * CUC__WIRE_REC_HDR > len - CUC__WIRE_HDR)
-        return bad("record count %u at offset 8 needs at least %llu bytes of "
-                   "records; the message has %zu", h->nrecs,
-                   (unsigned long long)h->nrecs * CUC__WIRE_REC_HDR,
-                   len - CUC__WIRE_HDR);
+        return cuc__badmsg("record count %u at offset 8 needs at least %llu bytes of "
+                           "records; the message has %zu", h->nrecs,
+                           (unsigned long long)h->nrecs * CUC__WIRE_REC_HDR,
+                           len - CUC__WIRE_HDR);
     h->nfds = cuc__get32(b + 12);
     if (h->nfds > CUC_MSG_MAX_FDS)
-        return bad("fd count %u at offset 12 exceeds the maximum of %u", h->nfds,
-                   CUC_MSG_MAX_FDS);
+        return cuc__badmsg("fd count %u at offset 12 exceeds the maximum of %u", h->nfds,
+                           CUC_MSG_MAX_FDS);
     if (h->nfds != nfds)
-        return bad("fd count %u at offset 12, but %zu fds arrived with the "
-                   "message", h->nfds, nfds);
+        return cuc__badmsg("fd count %u at offset 12, but %zu fds arrived with the "
+                           "message", h->nfds, nfds);
     return 0;
 }
 
@@ -663,15 +640,17 @@ static int check_shape(const struct rec_shape *s, uint32_t i, size_t off,
                        const uint8_t *b, uint32_t len, uint32_t nfds)
 {
     if (len < s->min_len || len > s->max_len || (len & (s->multiple - 1)))
-        return bad("record %u at offset %zu: %s payload length %u outside "
-                   "%u..%u (multiple of %u)", i, off, cuc__record_type_name(s->type), len, s->min_len,
-                   s->max_len, s->multiple);
+        return cuc__badmsg("record %u at offset %zu: %s payload length %u outside "
+                           "%u..%u (multiple of %u)", i, off,
+                           cuc__record_type_name(s->type), len, s->min_len, s->max_len,
+                           s->multiple);
     if (nfds < s->min_fds || nfds > s->max_fds)
-        return bad("record %u at offset %zu: %s record with %u fds (it carries "
-                   "%u..%u)", i, off, cuc__record_type_name(s->type), nfds, s->min_fds, s->max_fds);
+        return cuc__badmsg("record %u at offset %zu: %s record with %u fds (it carries "
+                           "%u..%u)", i, off, cuc__record_type_name(s->type), nfds,
+                           s->min_fds, s->max_fds);
     if (s->type == CUC_RECORD_FD && cuc__get32(b + off + CUC__WIRE_REC_HDR + 4))
-        return bad("record %u at offset %zu: reserved fd record field at "
-                   "offset %zu is not 0", i, off, off + CUC__WIRE_REC_HDR + 4);
+        return cuc__badmsg("record %u at offset %zu: reserved fd record field at "
+                           "offset %zu is not 0", i, off, off + CUC__WIRE_REC_HDR + 4);
     return 0;
 }
 
@@ -680,21 +659,21 @@ static int check_fd_range(uint32_t i, size_t off, uint32_t first, uint32_t n,
 {
     if (n == 0) {
         if (first)
-            return bad("record %u at offset %zu: fd index %u (offset %zu) with "
-                       "fd count 0, must be 0", i, off, first, off + 8);
+            return cuc__badmsg("record %u at offset %zu: fd index %u (offset %zu) with "
+                               "fd count 0, must be 0", i, off, first, off + 8);
         return 0;
     }
     if ((uint64_t)first + n > total)
-        return bad("record %u at offset %zu: fds %u..%llu (offset %zu) are outside "
-                   "the %u fds of the message", i, off, first,
-                   (unsigned long long)first + n - 1, off + 8, total);
+        return cuc__badmsg("record %u at offset %zu: fds %u..%llu (offset %zu) are outside "
+                           "the %u fds of the message", i, off, first,
+                           (unsigned long long)first + n - 1, off + 8, total);
     if (first < *next)
-        return bad("record %u at offset %zu: fd %u (offset %zu) is already "
-                   "referenced by an earlier record", i, off, first, off + 8);
+        return cuc__badmsg("record %u at offset %zu: fd %u (offset %zu) is already "
+                           "referenced by an earlier record", i, off, first, off + 8);
     if (first > *next)
-        return bad("record %u at offset %zu: fd index %u (offset %zu) skips fds "
-                   "%u..%u, which no record references", i, off, first, off + 8,
-                   *next, first - 1);
+        return cuc__badmsg("record %u at offset %zu: fd index %u (offset %zu) skips fds "
+                           "%u..%u, which no record references", i, off, first, off + 8,
+                           *next, first - 1);
     *next = first + n;
     return 0;
 }
@@ -724,8 +703,8 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
         uint64_t padded;
 
         if (left < CUC__WIRE_REC_HDR)
-            return bad("record %u at offset %zu: its %u-byte header is cut off "
-                       "(%zu bytes left)", i, off, CUC__WIRE_REC_HDR, left);
+            return cuc__badmsg("record %u at offset %zu: its %u-byte header is cut off "
+                               "(%zu bytes left)", i, off, CUC__WIRE_REC_HDR, left);
         r->type = cuc__get16(b + off);
         r->version = cuc__get16(b + off + 2);
         r->len = cuc__get32(b + off + 4);
@@ -733,9 +712,9 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
         r->nfds = cuc__get32(b + off + 12);
         padded = ((uint64_t)r->len + 7u) & ~(uint64_t)7u;
         if (padded > left - CUC__WIRE_REC_HDR)
-            return bad("record %u at offset %zu: payload length %u (offset %zu) "
-                       "exceeds the %zu bytes left", i, off, r->len, off + 4,
-                       left - CUC__WIRE_REC_HDR);
+            return cuc__badmsg("record %u at offset %zu: payload length %u (offset %zu) "
+                               "exceeds the %zu bytes left", i, off, r->len, off + 4,
+                               left - CUC__WIRE_REC_HDR);
         s = shape_of(r->type);
         if (!s)
             return cuc__seterr(CUC_E_VERSION, "record %u at offset %zu: unknown "
@@ -746,24 +725,24 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
                                "version %u is newer than this cucore reads (%u)",
                                i, off, cuc__record_type_name(s->type), r->version, s->version);
         if (r->version == 0)
-            return bad("record %u at offset %zu: version 0 is not valid", i, off);
+            return cuc__badmsg("record %u at offset %zu: version 0 is not valid", i, off);
         rc = check_fd_range(i, off, r->fd_first, r->nfds, h->nfds, &next_fd);
         if (!rc)
             rc = check_shape(s, i, off, b, r->len, r->nfds);
         if (rc)
             return rc;
         if (!check_zero(b + off + CUC__WIRE_REC_HDR + r->len, (size_t)padded - r->len))
-            return bad("record %u at offset %zu: padding after the payload "
-                       "(offset %zu) is not zero", i, off,
-                       off + CUC__WIRE_REC_HDR + r->len);
+            return cuc__badmsg("record %u at offset %zu: padding after the payload "
+                               "(offset %zu) is not zero", i, off,
+                               off + CUC__WIRE_REC_HDR + r->len);
         r->off = (uint32_t)(off + CUC__WIRE_REC_HDR - CUC__WIRE_HDR);
         off += CUC__WIRE_REC_HDR + (size_t)padded;
     }
     if (off != len)
-        return bad("%zu bytes after the last record (offset %zu)", len - off, off);
+        return cuc__badmsg("%zu bytes after the last record (offset %zu)", len - off, off);
     if (next_fd != h->nfds)
-        return bad("fds %u..%u arrived with the message but no record "
-                   "references them", next_fd, h->nfds - 1);
+        return cuc__badmsg("fds %u..%u arrived with the message but no record "
+                           "references them", next_fd, h->nfds - 1);
     return 0;
 }
 
@@ -826,7 +805,7 @@ free_msg:
     cuc_msg_destroy(m);
 close_given:
     if (fds)
-        close_fds(fds, nfds);
+        cuc__close_fds(fds, nfds);
     return rc;
 }
 

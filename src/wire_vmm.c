@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 _Static_assert(CUC__VMM_PAYLOAD_MAX == 9256u, "update the vmm shape in wire.h");
 _Static_assert(CUC__VMM_FIXED + 8u == 48u && CUC_VMM_MAX_CHUNKS == 1024u,
@@ -48,12 +47,6 @@ static void put_payload(uint8_t *p, const cuc_vmm *v, uint64_t lease_id)
         cuc__put64(q, v->sizes[i]);
 }
 
-static void close_all(int *fds, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        close(fds[i]);
-}
-
 static int export_fds(const cuc_vmm *v, int *fds)
 {
     size_t i;
@@ -65,7 +58,7 @@ static int export_fds(const cuc_vmm *v, int *fds)
         CUresult r = CUC_DRV->cuMemExportToShareableHandle(
             &fds[i], v->handles[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
         if (r != CUDA_SUCCESS) {
-            close_all(fds, i);
+            cuc__close_fds(fds, i);
             return cuc__cuda_err(r, "cuMemExportToShareableHandle", "chunk %zu of %zu "
                                  "on device %s", i, v->nchunks, v->owner->uuid_str);
         }
@@ -75,7 +68,7 @@ static int export_fds(const cuc_vmm *v, int *fds)
          * would inherit the chunk */
         if (fcntl(fds[i], F_SETFD, FD_CLOEXEC) < 0) {
             int err = errno;
-            close_all(fds, i + 1);
+            cuc__close_fds(fds, i + 1);
             return cuc__errno_err(err, "F_SETFD on the fd of chunk %zu", i);
         }
     }
@@ -120,7 +113,7 @@ int cuc_msg_add_vmm(cuc_msg *m, const cuc_vmm *cv)
      * exporter free memory the importer maps. */
     rc = cuc__msg_lease_attach(m, id, &cuc__vmm_lease_ops, v);
     if (rc) {
-        close_all(fds, v->nchunks);
+        cuc__close_fds(fds, v->nchunks);
         return rc;
     }
     len = (uint32_t)(CUC__VMM_FIXED + 16 * v->npeers + 8 * v->nchunks);
