@@ -441,6 +441,24 @@ int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec)
     return 0;
 }
 
+int cuc__msg_record_of(const cuc_msg *m, size_t index, unsigned type,
+                       struct cuc__record *rec)
+{
+    struct cuc__record r;
+    const char *want = cuc__record_type_name(type);
+    int rc = cuc__msg_record(m, index, &r);
+
+    if (rc)
+        return rc;
+    if (r.type != type)
+        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not %s %s", index,
+                           cuc__record_type_name(r.type),
+                           type == CUC_RECORD_EVENT || type == CUC_RECORD_FD ? "an" : "a",
+                           want);
+    *rec = r;
+    return 0;
+}
+
 int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd)
 {
     const struct wire_rec *r;

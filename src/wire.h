@@ -70,6 +70,11 @@ struct cuc__record {
 };
 int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec);
 
+/* cuc__msg_record, for a record that must be of type: CUC_E_INVALID
+ * ("record 3 is a pool record, not a buffer") otherwise. */
+int cuc__msg_record_of(const cuc_msg *m, size_t index, unsigned type,
+                       struct cuc__record *rec);
+
 /* Moves fd k of record index out of the message to the caller. */
 int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd);
 

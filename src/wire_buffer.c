@@ -46,12 +46,9 @@ int cuc__buffer_rec_parse(const cuc_msg *m, size_t index, struct cuc__buffer_rec
     uint64_t size, off, lease;
     int rc;
 
-    rc = cuc__msg_record(m, index, &r);
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_BUFFER, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_BUFFER)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not a buffer",
-                           index, cuc__record_type_name(r.type));
     if (r.len != CUC__BUFFER_PAYLOAD || r.nfds)
         return cuc__seterr(CUC_E_BADMSG, "buffer record %zu has a %u-byte payload and "
                            "%u fds, not %u and none", index, r.len, r.nfds,

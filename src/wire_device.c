@@ -21,12 +21,9 @@ int cuc_msg_get_device(const cuc_msg *m, size_t index, cuc_device **dev)
 
     if (!m || !dev)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_device: NULL argument");
-    rc = cuc__msg_record(m, index, &r);
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_DEVICE, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_DEVICE)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not a device",
-                           index, cuc__record_type_name(r.type));
     if (r.len != sizeof(u.bytes))
         return cuc__seterr(CUC_E_BADMSG, "device record %zu has a %u-byte payload, "
                            "not a 16-byte UUID", index, r.len);

@@ -38,12 +38,9 @@ int cuc__event_rec_parse(const cuc_msg *m, size_t index, struct cuc__event_rec *
     uint32_t flags;
     int rc;
 
-    rc = cuc__msg_record(m, index, &r);
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_EVENT, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_EVENT)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not an event",
-                           index, cuc__record_type_name(r.type));
     if (r.len != CUC__EVENT_PAYLOAD)
         return cuc__seterr(CUC_E_BADMSG, "event record %zu has a %u-byte payload, "
                            "not %u", index, r.len, CUC__EVENT_PAYLOAD);

@@ -24,12 +24,9 @@ int cuc_msg_take_fd(cuc_msg *m, size_t index, int *fd, uint32_t *tag)
 
     if (!m || !fd)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_take_fd: NULL argument");
-    rc = cuc__msg_record(m, index, &r);
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_FD, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_FD)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not an fd",
-                           index, cuc__record_type_name(r.type));
     if (r.len != 8 || r.nfds != 1)
         return cuc__seterr(CUC_E_BADMSG, "fd record %zu is malformed (%u-byte "
                            "payload, %u fds)", index, r.len, r.nfds);

@@ -52,12 +52,9 @@ int cuc__kernel_rec_parse(const cuc_msg *m, size_t index, struct cuc__kernel_rec
     const char *name;
     int rc;
 
-    rc = cuc__msg_record(m, index, &r);
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_KERNEL, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_KERNEL)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not a kernel",
-                           index, cuc__record_type_name(r.type));
     if (r.len < CUC__KERNEL_FIXED)
         return bad(index, "payload length", r.len, r.len);
     kind = cuc__get32(r.payload);

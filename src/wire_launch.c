@@ -73,12 +73,9 @@ int cuc_msg_get_launch_config(const cuc_msg *m, size_t index, cuc_launch_config 
 
     if (!m || !cfg)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_launch_config: NULL argument");
-    rc = cuc__msg_record(m, index, &r);
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_LAUNCH_CONFIG, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_LAUNCH_CONFIG)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not a launch "
-                           "config", index, cuc__record_type_name(r.type));
     if (r.len != CUC__LAUNCH_PAYLOAD)
         return cuc__seterr(CUC_E_BADMSG, "launch config record %zu has a %u-byte "
                            "payload, not %u", index, r.len, CUC__LAUNCH_PAYLOAD);

@@ -37,12 +37,9 @@ int cuc__pool_rec_parse(const cuc_msg *m, size_t index, struct cuc__pool_rec *ou
     uint32_t kind, ht;
     int rc;
 
-    rc = cuc__msg_record(m, index, &r);
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_POOL, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_POOL)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not a pool",
-                           index, cuc__record_type_name(r.type));
     if (r.len != CUC__POOL_PAYLOAD || r.nfds != 1)
         return cuc__seterr(CUC_E_BADMSG, "pool record %zu has a %u-byte payload and "
                            "%u fds, not %u and 1", index, r.len, r.nfds, CUC__POOL_PAYLOAD);

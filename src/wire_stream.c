@@ -34,12 +34,9 @@ int cuc__stream_rec_parse(const cuc_msg *m, size_t index, struct cuc__stream_rec
     uint32_t kind;
     int rc;
 
-    rc = cuc__msg_record(m, index, &r);
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_STREAM, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_STREAM)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not a stream",
-                           index, cuc__record_type_name(r.type));
     if (r.len != CUC__STREAM_PAYLOAD)
         return cuc__seterr(CUC_E_BADMSG, "stream record %zu has a %u-byte payload, "
                            "not %u", index, r.len, CUC__STREAM_PAYLOAD);

@@ -218,12 +218,9 @@ int cuc__vmm_rec_parse(const cuc_msg *m, size_t index, struct cuc__vmm_rec *out)
     uint32_t i;
     int rc;
 
-    rc = cuc__msg_record(m, index, &r);
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_VMM, &r);
     if (rc)
         return rc;
-    if (r.type != CUC_RECORD_VMM)
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, not a vmm",
-                           index, cuc__record_type_name(r.type));
     rc = parse_counts(&r, index, &o);
     if (rc)
         return rc;
