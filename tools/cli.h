@@ -2,6 +2,7 @@
 #ifndef CUC_CLI_H
 #define CUC_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "cucore.h"
@@ -19,6 +20,11 @@ int cli_fail(const char *what, int status);
 
 /* JSON string output with escaping. */
 void json_str(FILE *f, const char *s);
+
+/* Reads all of path ("-": stdin) into a malloc'd buffer, at most
+ * CUC_MSG_MAX_BYTES; says why on stderr ("cucore: CMD: ...") and returns 1
+ * otherwise. */
+int cli_read_file(const char *cmd, const char *path, uint8_t **data, size_t *len);
 
 /* Says on stderr which driver is in use when it is the simulator. */
 void cli_note_driver(FILE *f);

@@ -16,43 +16,6 @@ struct out {
     int malformed;
 };
 
-static int read_input(const char *path, uint8_t **data, size_t *len)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    size_t n = 0, cap = 0;
-    uint8_t *buf = NULL;
-
-    if (!f) {
-        fprintf(stderr, "cucore: inspect: cannot open %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    for (;;) {
-        size_t got;
-        if (n == cap) {
-            uint8_t *nb;
-            cap = cap ? cap * 2 : 65536;
-            if (cap > (size_t)CUC_MSG_MAX_BYTES * 2 || !(nb = realloc(buf, cap)))
-                break;
-            buf = nb;
-        }
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (f != stdin)
-        fclose(f);
-    if (n > CUC_MSG_MAX_BYTES) {
-        fprintf(stderr, "cucore: inspect: %s is larger than any message (%u bytes)\n",
-                path, CUC_MSG_MAX_BYTES);
-        free(buf);
-        return 1;
-    }
-    *data = buf;
-    *len = n;
-    return 0;
-}
-
 /* Starts record i's line (text) or object (JSON). */
 static void begin(struct out *o, size_t i, const char *type)
 {
@@ -273,7 +236,7 @@ int cli_inspect(int argc, char **argv)
     }
     if (!path)
         return inspect_usage();
-    if (read_input(path, &data, &len))
+    if (cli_read_file("inspect", path, &data, &len))
         return 1;
     rc = cuc_msg_from_bytes(data, len, &m);
     free(data);

@@ -147,47 +147,6 @@ static int pack_launch_config(cuc_msg *m, const struct pack_opts *o)
     return 0;
 }
 
-static int read_file(const char *path, uint8_t **data, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-
-    if (!f) {
-        fprintf(stderr, "cucore: pack kernel: cannot open %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    for (;;) {
-        size_t got;
-        if (n == cap) {
-            uint8_t *nb;
-            cap = cap ? cap * 2 : 65536;
-            if (cap > CUC_MSG_MAX_BYTES || !(nb = realloc(buf, cap))) {
-                fprintf(stderr, "cucore: pack kernel: %s is larger than a message "
-                        "can hold (%u bytes)\n", path, CUC_MSG_MAX_BYTES);
-                free(buf);
-                fclose(f);
-                return 1;
-            }
-            buf = nb;
-        }
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        fprintf(stderr, "cucore: pack kernel: reading %s failed\n", path);
-        free(buf);
-        fclose(f);
-        return 1;
-    }
-    fclose(f);
-    *data = buf;
-    *len = n;
-    return 0;
-}
-
 static int image_kind(const char *opt, const uint8_t *p, size_t len)
 {
     if (opt) {
@@ -216,7 +175,7 @@ static int pack_kernel(cuc_msg *m, const struct pack_opts *o)
 
     if (o->npos != 2)
         return usage();
-    if ((rc = read_file(o->pos[0], &img, &len)) != 0)
+    if ((rc = cli_read_file("pack kernel", o->pos[0], &img, &len)) != 0)
         return rc;
     kind = image_kind(o->kind, img, len);
     if (!kind) {
