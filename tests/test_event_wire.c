@@ -6,26 +6,12 @@
  * the child really waits for a running kernel.) */
 #include "cucore.h"
 #include "check.h"
+#include "devices_test.h"
 #include "driver_warm.h"
 #include "internal.h"
 #include "msg_hex.h"
 #include "wire.h"
 
-static int n_dev;
-static cuc_device *devs[64];
-
-static void open_all(void)
-{
-    int i;
-
-    CHECK_OK(cuc_device_count(&n_dev));
-    if (n_dev > 64)
-        n_dev = 64;
-    for (i = 0; i < n_dev; i++) {
-        CHECK_OK(cuc_device_get(i, &devs[i]));
-        CHECK_OK(cuc_device_set_current(devs[i]));
-    }
-}
 
 static void test_refused(void)
 {

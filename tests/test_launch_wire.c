@@ -10,6 +10,7 @@
 
 #include "cucore.h"
 #include "check.h"
+#include "devices_test.h"
 #include "hash.h"
 #include "internal.h"
 #include "msg_hex.h"
@@ -18,21 +19,6 @@
 
 #define N_OUT 256u
 
-static int n_dev;
-static cuc_device *devs[64];
-
-static void open_all(void)
-{
-    int i;
-
-    CHECK_OK(cuc_device_count(&n_dev));
-    if (n_dev > 64)
-        n_dev = 64;
-    for (i = 0; i < n_dev; i++) {
-        CHECK_OK(cuc_device_get(i, &devs[i]));
-        CHECK_OK(cuc_device_set_current(devs[i]));
-    }
-}
 
 static void launch_cfg(cuc_launch_config *c)
 {

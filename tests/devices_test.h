@@ -1,0 +1,26 @@
+/* Every visible device of the process, each made current once (so that
+ * fd baselines are taken after the driver opened its contexts' fds), for
+ * tests that address devices by ordinal: devs[0..n_dev). */
+#ifndef CUC_TEST_DEVICES_H
+#define CUC_TEST_DEVICES_H
+
+#include "cucore.h"
+#include "check.h"
+
+#define TEST_MAX_DEVICES 64
+
+static int n_dev;
+static cuc_device *devs[TEST_MAX_DEVICES];
+
+static inline void open_all(void)
+{
+    CHECK_OK(cuc_device_count(&n_dev));
+    if (n_dev > TEST_MAX_DEVICES)
+        n_dev = TEST_MAX_DEVICES;
+    for (int i = 0; i < n_dev; i++) {
+        CHECK_OK(cuc_device_get(i, &devs[i]));
+        CHECK_OK(cuc_device_set_current(devs[i]));
+    }
+}
+
+#endif
