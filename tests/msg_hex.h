@@ -63,4 +63,47 @@ static inline int msg_from_hex(const char *hex, cuc_msg **m)
     return rc;
 }
 
+/* The ordinal that physical index phys gets in a process whose
+ * CUDA_VISIBLE_DEVICES is the index list cvd ("3,1,2"), or -1. */
+static inline int cvd_position(const char *cvd, int phys)
+{
+    int pos = 0;
+
+    for (const char *p = cvd; *p; pos++) {
+        if (atoi(p) == phys)
+            return pos;
+        p = strchr(p, ',');
+        if (!p)
+            break;
+        p++;
+    }
+    return -1;
+}
+
+/* Hands m (as hex on its command line) to this binary's child role run
+ * with CUDA_VISIBLE_DEVICES=cvd. With want, the child must print exactly
+ * want; without (the child cannot see the device), CUC_E_NOT_VISIBLE
+ * naming uuid. */
+static inline void child_expect(const char *role, const cuc_msg *m, const char *cvd,
+                                const char *uuid, const char *want)
+{
+    char env[128], out[8192];
+    char *hex = msg_to_hex(m);
+    const char *args[2] = {hex, NULL};
+
+    snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%s", cvd);
+    CHECK(spawn_self_capture(role, args, (const char *const[]){env, NULL}, out,
+                             sizeof(out)) == 0);
+    if (want && strcmp(out, want)) {
+        fprintf(stderr, "device %s, CUDA_VISIBLE_DEVICES=%s: got \"%s\", want \"%s\"\n",
+                uuid, cvd, out, want);
+        exit(1);
+    }
+    if (!want) {
+        CHECK(strncmp(out, "ERR CUC_E_NOT_VISIBLE ", 22) == 0);
+        CHECK(strstr(out, uuid) != NULL);
+    }
+    free(hex);
+}
+
 #endif

@@ -189,32 +189,14 @@ static int child_launch(int argc, char **argv)
     return 0;
 }
 
-static int position_in(const char *cvd, int phys)
-{
-    int pos = 0;
-    const char *p = cvd;
-
-    while (*p) {
-        if (atoi(p) == phys)
-            return pos;
-        pos++;
-        p = strchr(p, ',');
-        if (!p)
-            break;
-        p++;
-    }
-    return -1;
-}
-
 static void check_child(cuc_kernel *k, int dev, const char *cvd)
 {
-    char env[128], out[8192], want[256];
+    const char *uuid = cuc_device_uuid_string(devs[dev]);
+    int pos = cvd_position(cvd, dev);
     cuc_launch_config cfg;
-    const char *args[2];
+    char want[256];
     cuc_stream *s;
     cuc_msg *m;
-    char *hex;
-    int pos = cvd[0] ? position_in(cvd, dev) : -1;
 
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_kernel(m, k));
@@ -222,25 +204,9 @@ static void check_child(cuc_kernel *k, int dev, const char *cvd)
     CHECK_OK(cuc_msg_add_launch_config(m, &cfg));
     CHECK_OK(cuc_stream_legacy(devs[dev], &s));
     CHECK_OK(cuc_msg_add_stream(m, s));
-    hex = msg_to_hex(m);
-    args[0] = hex;
-    args[1] = NULL;
-    snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%s", cvd);
-    CHECK(spawn_self_capture("launch", args, (const char *const[]){env, NULL}, out,
-                             sizeof(out)) == 0);
-    if (pos >= 0) {
-        snprintf(want, sizeof(want), "OK %s %d 1 1 %s\n", cuc_device_uuid_string(devs[dev]),
-                 pos, test_on_sim() ? "NOTSUP" : "RAN");
-        if (strcmp(out, want)) {
-            fprintf(stderr, "device %d, CUDA_VISIBLE_DEVICES=%s: got \"%s\", want \"%s\"\n",
-                    dev, cvd, out, want);
-            exit(1);
-        }
-    } else {
-        CHECK(strncmp(out, "ERR CUC_E_NOT_VISIBLE ", 22) == 0);
-        CHECK(strstr(out, cuc_device_uuid_string(devs[dev])) != NULL);
-    }
-    free(hex);
+    snprintf(want, sizeof(want), "OK %s %d 1 1 %s\n", uuid, pos,
+             test_on_sim() ? "NOTSUP" : "RAN");
+    child_expect("launch", m, cvd, uuid, pos >= 0 ? want : NULL);
     cuc_msg_destroy(m);
 }
 

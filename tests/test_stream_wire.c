@@ -116,31 +116,13 @@ static int child_resolve(int argc, char **argv)
 }
 
 /* Position of physical index phys in the list cvd, or -1. */
-static int position_in(const char *cvd, int phys)
-{
-    int pos = 0;
-    const char *p = cvd;
-
-    while (*p) {
-        if (atoi(p) == phys)
-            return pos;
-        pos++;
-        p = strchr(p, ',');
-        if (!p)
-            break;
-        p++;
-    }
-    return -1;
-}
-
 static void check_child(int dev, int per_thread, const char *cvd)
 {
-    char env[128], out[4096], want[256];
-    const char *args[2];
+    const char *uuid = cuc_device_uuid_string(devs[dev]);
+    int pos = cvd_position(cvd, dev);
+    char want[256];
     cuc_stream *s;
     cuc_msg *m;
-    char *hex;
-    int pos = cvd[0] ? position_in(cvd, dev) : -1;
 
     if (per_thread)
         CHECK_OK(cuc_stream_per_thread(devs[dev], &s));
@@ -148,26 +130,9 @@ static void check_child(int dev, int per_thread, const char *cvd)
         CHECK_OK(cuc_stream_legacy(devs[dev], &s));
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_stream(m, s));
-    hex = msg_to_hex(m);
-    args[0] = hex;
-    args[1] = NULL;
-    snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%s", cvd);
-    CHECK(spawn_self_capture("resolve", args, (const char *const[]){env, NULL}, out,
-                             sizeof(out)) == 0);
-    if (pos >= 0) {
-        snprintf(want, sizeof(want), "OK %s %d %d\n", cuc_device_uuid_string(devs[dev]),
-                 per_thread ? CUC_STREAM_PER_THREAD_DEFAULT : CUC_STREAM_LEGACY_DEFAULT,
-                 pos);
-        if (strcmp(out, want)) {
-            fprintf(stderr, "device %d, CUDA_VISIBLE_DEVICES=%s: got \"%s\", want \"%s\"\n",
-                    dev, cvd, out, want);
-            exit(1);
-        }
-    } else {
-        CHECK(strncmp(out, "ERR CUC_E_NOT_VISIBLE ", 22) == 0);
-        CHECK(strstr(out, cuc_device_uuid_string(devs[dev])) != NULL);
-    }
-    free(hex);
+    snprintf(want, sizeof(want), "OK %s %d %d\n", uuid,
+             per_thread ? CUC_STREAM_PER_THREAD_DEFAULT : CUC_STREAM_LEGACY_DEFAULT, pos);
+    child_expect("resolve", m, cvd, uuid, pos >= 0 ? want : NULL);
     cuc_msg_destroy(m);
 }
 
