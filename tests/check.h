@@ -2,6 +2,7 @@
  *
  * CHECK(expr)         fails the test (exit 1) with file:line and expr.
  * CHECK_RC(call, rc)  calls, compares the cucore status, prints cuc_errmsg().
+ * CHECK_ERRMSG(text)  cuc_errmsg() must contain text.
  * SKIP(why)           exits 77, which ctest reports as skipped.
  * FD_BASELINE()/FD_CHECK_NO_LEAK()  count /proc/self/fd before and after.
  * spawn_self()        fork + exec of this very test binary in a child role,
@@ -56,6 +57,16 @@ static int check_failures_ __attribute__((unused));
     } while (0)
 
 #define CHECK_OK(call) CHECK_RC(call, 0)
+
+/* The calling thread's cuc_errmsg() must contain text. */
+#define CHECK_ERRMSG(text)                                                  \
+    do {                                                                    \
+        if (!strstr(cuc_errmsg(), (text))) {                                \
+            fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, \
+                    __LINE__, cuc_errmsg(), (text));                         \
+            exit(1);                                                        \
+        }                                                                   \
+    } while (0)
 
 #define SKIP(...)                                                           \
     do {                                                                    \

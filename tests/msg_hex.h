@@ -1,5 +1,5 @@
-/* Messages as hex text, to hand them to an exec'd child on its command line
- * (tests of streams, events and kernels). */
+/* Messages for the wire tests: as hex text, to hand them to an exec'd child
+ * on its command line; and parsed back from bytes, as a receiver gets them. */
 #ifndef CUC_TEST_MSG_HEX_H
 #define CUC_TEST_MSG_HEX_H
 
@@ -8,6 +8,7 @@
 
 #include "cucore.h"
 #include "check.h"
+#include "wire.h"
 
 /* The message's bytes as a malloc'd hex string. */
 static inline char *msg_to_hex(const cuc_msg *m)
@@ -61,6 +62,23 @@ static inline int msg_from_hex(const char *hex, cuc_msg **m)
     rc = cuc_msg_from_bytes(b, n / 2, m);
     free(b);
     return rc;
+}
+
+/* A message parsed from bytes that hold one record of type with payload
+ * (version 1, no fds): what a receiver of such a record gets. */
+static inline cuc_msg *msg_received(uint16_t type, const void *payload, uint32_t len)
+{
+    cuc_msg *m, *r;
+    void *bytes;
+    size_t n;
+
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc__msg_add_record(m, type, 1, payload, len, NULL, 0));
+    CHECK_OK(cuc_msg_to_bytes(m, &bytes, &n));
+    CHECK_OK(cuc_msg_from_bytes(bytes, n, &r));
+    free(bytes);
+    cuc_msg_destroy(m);
+    return r;
 }
 
 /* The ordinal that physical index phys gets in a process whose

@@ -166,14 +166,6 @@ static size_t x86_elf(uint8_t *b)
     return 128;
 }
 
-static void expect_msg(const char *says)
-{
-    if (!strstr(cuc_errmsg(), says)) {
-        fprintf(stderr, "message \"%s\" lacks \"%s\"\n", cuc_errmsg(), says);
-        exit(1);
-    }
-}
-
 /* The driver's refusal, named with the kernel and the image. The H200
  * (driver 580) loads lazily, EAGER or not: cuLibraryLoadData takes these
  * bytes and cuLibraryGetKernel refuses them; a driver that refused them at
@@ -190,12 +182,12 @@ static void expect_refused(int kind, const void *img, size_t len, const char *im
         CHECK(k == (cuc_kernel *)0x1);
         CHECK(cuc_errcuda() == CUDA_ERROR_INVALID_IMAGE ||
               cuc_errcuda() == CUDA_ERROR_INVALID_PTX);
-        expect_msg("CUDA_ERROR_INVALID_");
+        CHECK_ERRMSG("CUDA_ERROR_INVALID_");
         if (!strstr(cuc_errmsg(), "cuLibraryGetKernel failed"))
-            expect_msg("cuLibraryLoadData failed");
-        expect_msg("kernel \"k_bad\"");
-        expect_msg(image_says);
-        expect_msg("sha256 ");
+            CHECK_ERRMSG("cuLibraryLoadData failed");
+        CHECK_ERRMSG("kernel \"k_bad\"");
+        CHECK_ERRMSG(image_says);
+        CHECK_ERRMSG("sha256 ");
     }
     /* Neither try counts as a load or a hit (test_not_found shows that a
      * library no kernel came from is not kept; LeakSanitizer that it is

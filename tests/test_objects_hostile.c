@@ -3,6 +3,7 @@
  * a message that names the field; wrong record types are CUC_E_INVALID. */
 #include "cucore.h"
 #include "check.h"
+#include "msg_hex.h"
 #include "hash.h"
 #include "internal.h"
 #include "objects.h"
@@ -10,30 +11,6 @@
 #include "wire.h"
 
 static cuc_device *dev0;
-
-/* A received message holding one record (type, payload). */
-static cuc_msg *received(uint16_t type, const void *payload, uint32_t len)
-{
-    cuc_msg *m, *r;
-    void *bytes;
-    size_t n;
-
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc__msg_add_record(m, type, 1, payload, len, NULL, 0));
-    CHECK_OK(cuc_msg_to_bytes(m, &bytes, &n));
-    CHECK_OK(cuc_msg_from_bytes(bytes, n, &r));
-    free(bytes);
-    cuc_msg_destroy(m);
-    return r;
-}
-
-static void says(const char *s)
-{
-    if (!strstr(cuc_errmsg(), s)) {
-        fprintf(stderr, "message \"%s\" lacks \"%s\"\n", cuc_errmsg(), s);
-        exit(1);
-    }
-}
 
 /* ---- stream ---- */
 
@@ -46,7 +23,7 @@ static void stream_payload(uint8_t p[24], uint32_t kind)
 
 static int get_stream(const uint8_t *p, uint32_t len)
 {
-    cuc_msg *m = received(CUC_RECORD_STREAM, p, len);
+    cuc_msg *m = msg_received(CUC_RECORD_STREAM, p, len);
     cuc_stream *s = (cuc_stream *)0x1;
     int rc = cuc_msg_get_stream(m, 0, &s);
 
@@ -67,25 +44,25 @@ static void test_stream(void)
     for (i = 0; i < CUC_ARRAY_LEN(bad_kinds); i++) {
         stream_payload(p, bad_kinds[i]);
         CHECK_RC(get_stream(p, 24), CUC_E_BADMSG);
-        says("neither legacy (1) nor per-thread (2)");
+        CHECK_ERRMSG("neither legacy (1) nor per-thread (2)");
     }
     stream_payload(p, 0);
     CHECK_RC(get_stream(p, 24), CUC_E_BADMSG);
-    says("never sent as 0");
+    CHECK_ERRMSG("never sent as 0");
     stream_payload(p, CUC_STREAM_LEGACY_DEFAULT);
     p[5] = 1;
     CHECK_RC(get_stream(p, 24), CUC_E_BADMSG);
-    says("reserved");
+    CHECK_ERRMSG("reserved");
     stream_payload(p, CUC_STREAM_LEGACY_DEFAULT);
     CHECK_RC(get_stream(p, 23), CUC_E_BADMSG);
-    says("23-byte payload");
+    CHECK_ERRMSG("23-byte payload");
     CHECK_RC(get_stream(p, 25), CUC_E_BADMSG);
     CHECK_RC(get_stream(p, 0), CUC_E_BADMSG);
     /* Well-formed, but a GPU nobody has. */
     stream_payload(p, CUC_STREAM_LEGACY_DEFAULT);
     memset(p + 8, 0xab, 16);
     CHECK_RC(get_stream(p, 24), CUC_E_NOT_VISIBLE);
-    says("GPU-abababab-abab-abab-abab-abababababab");
+    CHECK_ERRMSG("GPU-abababab-abab-abab-abab-abababababab");
 }
 
 /* ---- event ---- */
@@ -100,7 +77,7 @@ static void event_payload(uint8_t p[88], uint32_t flags)
 
 static int get_event(const uint8_t *p, uint32_t len)
 {
-    cuc_msg *m = received(CUC_RECORD_EVENT, p, len);
+    cuc_msg *m = msg_received(CUC_RECORD_EVENT, p, len);
     cuc_event *ev = (cuc_event *)0x1;
     int rc = cuc_msg_get_event(m, 0, &ev);
 
@@ -124,12 +101,12 @@ static void test_event(void)
     for (i = 0; i < CUC_ARRAY_LEN(bad_flags); i++) {
         event_payload(p, bad_flags[i]);
         CHECK_RC(get_event(p, 88), CUC_E_BADMSG);
-        says("flags");
+        CHECK_ERRMSG("flags");
     }
     event_payload(p, CUC_EVENT_IPC);
     cuc__put32(p + 4, 7);
     CHECK_RC(get_event(p, 88), CUC_E_BADMSG);
-    says("reserved");
+    CHECK_ERRMSG("reserved");
     event_payload(p, CUC_EVENT_IPC);
     CHECK_RC(get_event(p, 87), CUC_E_BADMSG);
     CHECK_RC(get_event(p, 89), CUC_E_BADMSG);
@@ -140,7 +117,7 @@ static void test_event(void)
     event_payload(p, CUC_EVENT_IPC);
     rc = get_event(p, 88);
     CHECK(rc == CUC_E_DRIVER);
-    says("cuIpcOpenEventHandle");
+    CHECK_ERRMSG("cuIpcOpenEventHandle");
 }
 
 /* ---- launch config ---- */
@@ -156,7 +133,7 @@ static void config_payload(uint8_t p[64], const cuc_launch_config *c)
 
 static int get_config(const uint8_t *p, uint32_t len)
 {
-    cuc_msg *m = received(CUC_RECORD_LAUNCH_CONFIG, p, len);
+    cuc_msg *m = msg_received(CUC_RECORD_LAUNCH_CONFIG, p, len);
     cuc_launch_config c, untouched;
     int rc;
 
@@ -186,13 +163,13 @@ static void test_launch_config(void)
         ((uint32_t *)(void *)&c)[field] = 0;
         config_payload(p, &c);
         CHECK_RC(get_config(p, 64), CUC_E_BADMSG);
-        says(" is 0 (1..");
+        CHECK_ERRMSG(" is 0 (1..");
     }
     /* Absurd values. */
     c = good, c.grid[1] = 65536;
     config_payload(p, &c);
     CHECK_RC(get_config(p, 64), CUC_E_BADMSG);
-    says("grid.y is 65536");
+    CHECK_ERRMSG("grid.y is 65536");
     c = good, c.grid[0] = 0x80000000u, c.cluster[0] = 1;
     config_payload(p, &c);
     CHECK_RC(get_config(p, 64), CUC_E_BADMSG);
@@ -202,30 +179,30 @@ static void test_launch_config(void)
     c = good, c.block[0] = 1024, c.block[1] = 1024;
     config_payload(p, &c);
     CHECK_RC(get_config(p, 64), CUC_E_BADMSG);
-    says("more than 1024");
+    CHECK_ERRMSG("more than 1024");
     c = good, c.grid[0] = 32, c.cluster[0] = 32;
     config_payload(p, &c);
     CHECK_RC(get_config(p, 64), CUC_E_BADMSG);
     c = good, c.cluster[0] = 3;
     config_payload(p, &c);
     CHECK_RC(get_config(p, 64), CUC_E_BADMSG);
-    says("does not divide");
+    CHECK_ERRMSG("does not divide");
     c = good, c.shared_mem = 0xffffffffu;
     config_payload(p, &c);
     CHECK_RC(get_config(p, 64), CUC_E_BADMSG);
-    says("shared_mem");
+    CHECK_ERRMSG("shared_mem");
     c = good, c.cooperative = 2;
     config_payload(p, &c);
     CHECK_RC(get_config(p, 64), CUC_E_BADMSG);
-    says("cooperative");
+    CHECK_ERRMSG("cooperative");
     c = good, c.reserved[4] = 0x10000;
     config_payload(p, &c);
     CHECK_RC(get_config(p, 64), CUC_E_BADMSG);
-    says("reserved[4]");
+    CHECK_ERRMSG("reserved[4]");
     config_payload(p, &good);
     CHECK_RC(get_config(p, 60), CUC_E_BADMSG);
     CHECK_RC(get_config(p, 68), CUC_E_BADMSG);
-    says("68-byte payload");
+    CHECK_ERRMSG("68-byte payload");
 }
 
 /* ---- kernel ---- */
@@ -271,7 +248,7 @@ static int get_kernel(const struct kfields *f)
     memcpy(kbuf + 16, f->hash, 32);
     memcpy(kbuf + 48, f->name, name_copy);
     memcpy(kbuf + 48 + name_copy, f->image, f->copy_image);
-    m = received(CUC_RECORD_KERNEL, kbuf, (uint32_t)f->total);
+    m = msg_received(CUC_RECORD_KERNEL, kbuf, (uint32_t)f->total);
     cuc_kernel_cache_stats(&loads0, NULL);
     rc = cuc_msg_get_kernel(m, 0, &k);
     cuc_kernel_cache_stats(&loads, NULL);
@@ -296,24 +273,24 @@ static void test_kernel(void)
 
     good_kernel(&f), f.kind = 0;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("image kind 0");
+    CHECK_ERRMSG("image kind 0");
     good_kernel(&f), f.kind = 4;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
     good_kernel(&f), f.kind = 0xffffffffu;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
     good_kernel(&f), f.reserved = 1;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("reserved");
+    CHECK_ERRMSG("reserved");
 
     /* Name lengths: 0, 1 (just a NUL), past the payload, near UINT32_MAX. */
     good_kernel(&f), f.name_len = 0;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("name length 0");
+    CHECK_ERRMSG("name length 0");
     good_kernel(&f), f.name_len = 1, f.name = "", f.total = 48 + 1 + f.image_len;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
     good_kernel(&f), f.name_len = 4000;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("name length 4000");
+    CHECK_ERRMSG("name length 4000");
     good_kernel(&f), f.name_len = 0xfffffff0u;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
     good_kernel(&f), f.name_len = 5000;
@@ -321,7 +298,7 @@ static void test_kernel(void)
     /* Not NUL-terminated; a NUL inside. */
     good_kernel(&f), f.name = "twiceX";
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("NUL-terminated");
+    CHECK_ERRMSG("NUL-terminated");
     good_kernel(&f), f.name = "tw\0ce";
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
 
@@ -331,7 +308,7 @@ static void test_kernel(void)
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
     good_kernel(&f), f.image_len += 1;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("image length");
+    CHECK_ERRMSG("image length");
     good_kernel(&f), f.image_len -= 1;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
     good_kernel(&f), f.image_len = 0xffffffffu;
@@ -346,7 +323,7 @@ static void test_kernel(void)
     /* The hash must be the bytes'. */
     good_kernel(&f), f.hash[31] ^= 1;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("do not hash to");
+    CHECK_ERRMSG("do not hash to");
     {
         char changed[sizeof(ptx_twice)];
         memcpy(changed, ptx_twice, sizeof(changed));
@@ -365,12 +342,12 @@ static void test_kernel(void)
         CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_twice, strlen(ptx_twice), "twice", &held));
         good_kernel(&f), f.hash[31] ^= 1;
         CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-        says("do not hash to");
+        CHECK_ERRMSG("do not hash to");
         memcpy(changed, ptx_twice, sizeof(changed));
         changed[5] ^= 0x20;
         good_kernel(&f), f.image = changed;
         CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-        says("do not hash to");
+        CHECK_ERRMSG("do not hash to");
         cuc_kernel_cache_stats(NULL, &hits0);
         good_kernel(&f);
         CHECK_OK(get_kernel(&f));
@@ -382,11 +359,11 @@ static void test_kernel(void)
     good_kernel(&f), f.image_len += 1, f.copy_image += 1, f.total += 1;
     cuc__sha256(ptx_twice, f.image_len, f.hash);
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("ends in NUL bytes");
+    CHECK_ERRMSG("ends in NUL bytes");
     /* Kind and bytes disagree; declared extents past the image. */
     good_kernel(&f), f.kind = CUC_IMAGE_CUBIN;
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("ELF magic");
+    CHECK_ERRMSG("ELF magic");
     memset(elf, 0, sizeof(elf));
     memcpy(elf, "\x7f" "ELF\x02\x01", 6);
     elf[40] = 64, elf[58] = 64, elf[60] = 100; /* 100 section headers in 128 bytes */
@@ -394,7 +371,7 @@ static void test_kernel(void)
     f.copy_image = 128, f.total = 48 + 6 + 128;
     cuc__sha256(elf, 128, f.hash);
     CHECK_RC(get_kernel(&f), CUC_E_BADMSG);
-    says("section headers");
+    CHECK_ERRMSG("section headers");
     /* Well-formed and hashed, but the driver cannot load it: its error,
      * with the kernel and the image named. The driver loads lazily (the
      * H200 did, EAGER too): cuLibraryGetKernel is the call that refuses. */
@@ -403,14 +380,14 @@ static void test_kernel(void)
     cuc__sha256("garbage text", 12, f.hash);
     CHECK_RC(get_kernel(&f), CUC_E_DRIVER);
     if (!strstr(cuc_errmsg(), "cuLibraryGetKernel failed"))
-        says("cuLibraryLoadData failed");
-    says("CUDA_ERROR_INVALID_IMAGE");
-    says("kernel \"twice\"");
-    says("12-byte PTX image");
+        CHECK_ERRMSG("cuLibraryLoadData failed");
+    CHECK_ERRMSG("CUDA_ERROR_INVALID_IMAGE");
+    CHECK_ERRMSG("kernel \"twice\"");
+    CHECK_ERRMSG("12-byte PTX image");
     /* Loads, but has no such symbol. */
     good_kernel(&f), f.name = "thrice", f.name_len = 7, f.total += 1;
     CHECK_RC(get_kernel(&f), CUC_E_NOT_FOUND);
-    says("\"thrice\"");
+    CHECK_ERRMSG("\"thrice\"");
 }
 
 /* ---- wrong record types, indices ---- */
@@ -424,9 +401,9 @@ static void test_types(void)
     cuc_kernel *k;
     cuc_msg *m;
 
-    m = received(CUC_RECORD_DEVICE, cuc_device_uuid(dev0)->bytes, 16);
+    m = msg_received(CUC_RECORD_DEVICE, cuc_device_uuid(dev0)->bytes, 16);
     CHECK_RC(cuc_msg_get_stream(m, 0, &s), CUC_E_INVALID);
-    says("not a stream");
+    CHECK_ERRMSG("not a stream");
     CHECK_RC(cuc_msg_get_event(m, 0, &ev), CUC_E_INVALID);
     CHECK_RC(cuc_msg_get_launch_config(m, 0, &c), CUC_E_INVALID);
     CHECK_RC(cuc_msg_get_kernel(m, 0, &k), CUC_E_INVALID);
@@ -435,7 +412,7 @@ static void test_types(void)
     CHECK_RC(cuc_msg_get_stream(NULL, 0, &s), CUC_E_INVALID);
     CHECK_RC(cuc_msg_get_kernel(m, 0, NULL), CUC_E_INVALID);
     cuc_msg_destroy(m);
-    m = received(CUC_RECORD_KERNEL, p, 0);
+    m = msg_received(CUC_RECORD_KERNEL, p, 0);
     CHECK_RC(cuc_msg_get_kernel(m, 0, &k), CUC_E_BADMSG);
     cuc_msg_destroy(m);
 }

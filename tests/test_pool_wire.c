@@ -10,19 +10,12 @@
 #include <sys/mman.h>
 
 #include "pool_test.h"
+#include "msg_hex.h"
 #include "memory_impl.h"
 #include "wire.h"
 
 static cuc_device *dev0, *dev_last;
 static int ndev;
-
-static void says(const char *s)
-{
-    if (!strstr(cuc_errmsg(), s)) {
-        fprintf(stderr, "message \"%s\" lacks \"%s\"\n", cuc_errmsg(), s);
-        exit(1);
-    }
-}
 
 static cuc_pool *new_pool(cuc_device *d, int kind, unsigned flags)
 {
@@ -41,10 +34,10 @@ static void test_refused(void)
 
     CHECK_OK(cuc_msg_create(&m));
     CHECK_RC(cuc_msg_add_pool(m, p), CUC_E_NOT_SERIALIZABLE);
-    says("CUC_POOL_IPC");
+    CHECK_ERRMSG("CUC_POOL_IPC");
     CHECK_OK(cuc_buffer_alloc(p, 100, NULL, &b));
     CHECK_RC(cuc_msg_add_buffer(m, b), CUC_E_NOT_SERIALIZABLE);
-    says("CUC_POOL_IPC");
+    CHECK_ERRMSG("CUC_POOL_IPC");
     CHECK(cuc_msg_count(m) == 0);
     CHECK_RC(cuc_msg_add_pool(NULL, p), CUC_E_INVALID);
     CHECK_RC(cuc_msg_add_buffer(m, NULL), CUC_E_INVALID);
@@ -135,9 +128,9 @@ static void test_round_trip(void)
     CHECK_OK(cuc_msg_get_buffer(got, 1, &gb));
     CHECK(gb == b);
     CHECK_RC(cuc_msg_get_pool(got, 1, &gp), CUC_E_INVALID);
-    says("not a pool");
+    CHECK_ERRMSG("not a pool");
     CHECK_RC(cuc_msg_get_buffer(got, 0, &gb), CUC_E_INVALID);
-    says("not a buffer");
+    CHECK_ERRMSG("not a buffer");
     cuc_msg_destroy(got);
     cuc_pool_unref(gp);
     /* one more reference of b: its lease goes with the last of them */
@@ -174,25 +167,9 @@ static void buffer_payload(uint8_t p[104], const uint8_t id[16], uint64_t size)
     memset(p + 40, 0x5c, 64);
 }
 
-/* A message parsed from bytes that hold one record of type with payload. */
-static cuc_msg *received(uint16_t type, const uint8_t *payload, uint32_t len)
-{
-    cuc_msg *m, *r;
-    void *bytes;
-    size_t n;
-
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc__msg_add_record(m, type, 1, payload, len, NULL, 0));
-    CHECK_OK(cuc_msg_to_bytes(m, &bytes, &n));
-    CHECK_OK(cuc_msg_from_bytes(bytes, n, &r));
-    free(bytes);
-    cuc_msg_destroy(m);
-    return r;
-}
-
 static int get_buffer(const uint8_t *p)
 {
-    cuc_msg *m = received(CUC_RECORD_BUFFER, p, 104);
+    cuc_msg *m = msg_received(CUC_RECORD_BUFFER, p, 104);
     cuc_buffer *b = (cuc_buffer *)0x1;
     int rc = cuc_msg_get_buffer(m, 0, &b);
 
@@ -262,24 +239,24 @@ static void test_hostile_buffers(void)
     buffer_payload(pl, other, 100);
     CHECK_RC(get_buffer(pl), CUC_E_POOL_NOT_IMPORTED);
     cuc__hex(other, 16, hex);
-    says(hex);
-    says("cuc_msg_get_pool");
+    CHECK_ERRMSG(hex);
+    CHECK_ERRMSG("cuc_msg_get_pool");
     /* fields */
     buffer_payload(pl, id, 0);
     CHECK_RC(get_buffer(pl), CUC_E_BADMSG);
-    says("size 0 (payload offset 16)");
+    CHECK_ERRMSG("size 0 (payload offset 16)");
     buffer_payload(pl, id, 100);
     cuc__put64(pl + 24, 8);
     CHECK_RC(get_buffer(pl), CUC_E_BADMSG);
-    says("offset 8 (payload offset 24)");
+    CHECK_ERRMSG("offset 8 (payload offset 24)");
     buffer_payload(pl, id, 100);
     cuc__put64(pl + 32, 0);
     CHECK_RC(get_buffer(pl), CUC_E_BADMSG);
-    says("lease id 0");
+    CHECK_ERRMSG("lease id 0");
     /* export data naming nothing of a pool created here */
     buffer_payload(pl, id, 100);
     CHECK_RC(get_buffer(pl), CUC_E_NOT_FOUND);
-    says("freed");
+    CHECK_ERRMSG("freed");
     /* lengths: refused when added, and at decode */
     CHECK_OK(cuc_msg_create(&m));
     CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_BUFFER, 1, pl, 103, NULL, 0), CUC_E_INVALID);
@@ -287,16 +264,16 @@ static void test_hostile_buffers(void)
     cuc_msg_destroy(m);
     buffer_payload(pl, id, 100);
     CHECK_RC(decode_raw(CUC_RECORD_BUFFER, 1, 103, 0, pl, 104), CUC_E_BADMSG);
-    says("payload length 103");
+    CHECK_ERRMSG("payload length 103");
     CHECK_RC(decode_raw(CUC_RECORD_BUFFER, 1, 96, 0, pl, 96), CUC_E_BADMSG);
     CHECK_RC(decode_raw(CUC_RECORD_BUFFER, 1, 0xffffffffu, 0, pl, 104), CUC_E_BADMSG);
-    says("exceeds");
+    CHECK_ERRMSG("exceeds");
     CHECK_RC(decode_raw(CUC_RECORD_BUFFER, 1, 0xfffffff8u, 0, pl, 104), CUC_E_BADMSG);
     CHECK_RC(decode_raw(CUC_RECORD_BUFFER, 1, UINT32_MAX - 103, 0, pl, 104), CUC_E_BADMSG);
     CHECK_RC(decode_raw(CUC_RECORD_BUFFER, 2, 104, 0, pl, 104), CUC_E_VERSION);
     CHECK_RC(decode_raw(CUC_RECORD_BUFFER, 0, 104, 0, pl, 104), CUC_E_BADMSG);
     CHECK_RC(decode_raw(CUC_RECORD_BUFFER, 1, 104, 1, pl, 104), CUC_E_BADMSG);
-    says("fds");
+    CHECK_ERRMSG("fds");
     CHECK_OK(decode_raw(CUC_RECORD_BUFFER, 1, 104, 0, pl, 104));
     cuc_pool_unref(p);
 }
@@ -353,32 +330,32 @@ static void test_hostile_pools(void)
     /* enums */
     pool_payload(pl, fresh, cuc_device_uuid(dev0), 0, CUC_POOL_HANDLE_POSIX_FD);
     CHECK_RC(get_pool_fd(pl, p->fd, NULL), CUC_E_BADMSG);
-    says("kind 0 (payload offset 32)");
+    CHECK_ERRMSG("kind 0 (payload offset 32)");
     pool_payload(pl, fresh, cuc_device_uuid(dev0), 3, CUC_POOL_HANDLE_POSIX_FD);
     CHECK_RC(get_pool_fd(pl, p->fd, NULL), CUC_E_BADMSG);
     pool_payload(pl, fresh, cuc_device_uuid(dev0), CUC_POOL_DEVICE, 0);
     CHECK_RC(get_pool_fd(pl, p->fd, NULL), CUC_E_BADMSG);
-    says("handle type 0 (payload offset 36)");
+    CHECK_ERRMSG("handle type 0 (payload offset 36)");
     pool_payload(pl, fresh, cuc_device_uuid(dev0), CUC_POOL_DEVICE, 2);
     CHECK_RC(get_pool_fd(pl, p->fd, NULL), CUC_E_BADMSG);
     /* an owner nobody here sees */
     pool_payload(pl, fresh, &nobody, CUC_POOL_DEVICE, CUC_POOL_HANDLE_POSIX_FD);
     CHECK_RC(get_pool_fd(pl, p->fd, NULL), CUC_E_NOT_VISIBLE);
-    says("GPU-abababab-abab-abab-abab-abababababab");
+    CHECK_ERRMSG("GPU-abababab-abab-abab-abab-abababababab");
     /* a known id with another owner, or another kind */
     if (ndev > 1) {
         pool_payload(pl, id, cuc_device_uuid(dev_last), CUC_POOL_DEVICE,
                      CUC_POOL_HANDLE_POSIX_FD);
         CHECK_RC(get_pool_fd(pl, p->fd, NULL), CUC_E_BADMSG);
-        says(cuc_device_uuid_string(dev_last));
+        CHECK_ERRMSG(cuc_device_uuid_string(dev_last));
     }
     pool_payload(pl, id, cuc_device_uuid(dev0), CUC_POOL_PINNED_HOST, CUC_POOL_HANDLE_POSIX_FD);
     CHECK_RC(get_pool_fd(pl, p->fd, NULL), CUC_E_BADMSG);
-    says("pinned host");
+    CHECK_ERRMSG("pinned host");
     /* an fd that is no pool's */
     pool_payload(pl, fresh, cuc_device_uuid(dev0), CUC_POOL_DEVICE, CUC_POOL_HANDLE_POSIX_FD);
     CHECK_RC(get_pool_fd(pl, memfd, NULL), CUC_E_DRIVER);
-    says("cuMemPoolImportFromShareableHandle");
+    CHECK_ERRMSG("cuMemPoolImportFromShareableHandle");
     CHECK_RC(cuc_pool_find(fresh, &got), CUC_E_POOL_NOT_IMPORTED);
     /* the fd taken out of the message */
     CHECK_OK(cuc_msg_create(&m));
@@ -386,7 +363,7 @@ static void test_hostile_pools(void)
     CHECK_OK(cuc__msg_take_record_fd(m, 0, 0, &fd));
     close(fd);
     CHECK_RC(cuc_msg_get_pool(m, 0, &got), CUC_E_INVALID);
-    says("taken");
+    CHECK_ERRMSG("taken");
     /* lengths and fd counts */
     CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_POOL, 1, pl, 39, &memfd, 1), CUC_E_INVALID);
     CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_POOL, 1, pl, 40, NULL, 0), CUC_E_INVALID);
@@ -426,13 +403,13 @@ static void test_sim_import(void)
     CHECK(again == ip); /* registered by id */
     cuc_pool_unref(again);
     CHECK_RC(cuc_buffer_alloc(ip, 64, NULL, &b), CUC_E_INVALID);
-    says("imported");
+    CHECK_ERRMSG("imported");
     CHECK_OK(cuc_buffer_alloc(p, 4096, NULL, &b));
     pt_fill(b, 99);
     CHECK_OK(cuc__buffer_export(b, &d));
     buffer_payload(pl, fake, 4096);
     memcpy(pl + 40, d.reserved, 64);
-    m = received(CUC_RECORD_BUFFER, pl, 104);
+    m = msg_received(CUC_RECORD_BUFFER, pl, 104);
     CHECK_OK(cuc_msg_get_buffer(m, 0, &ib));
     CHECK_OK(cuc_msg_get_buffer(m, 0, &ib2));
     CHECK(ib == ib2 && ib != b && cuc_buffer_is_imported(ib));
@@ -441,16 +418,16 @@ static void test_sim_import(void)
     cuc_msg_destroy(m);
     /* a size that differs from the one the first import gave */
     cuc__put64(pl + 16, 8192);
-    m = received(CUC_RECORD_BUFFER, pl, 104);
+    m = msg_received(CUC_RECORD_BUFFER, pl, 104);
     CHECK_RC(cuc_msg_get_buffer(m, 0, &ib2), CUC_E_BADMSG);
-    says("8192");
+    CHECK_ERRMSG("8192");
     cuc_msg_destroy(m);
     CHECK_OK(cuc_buffer_free(ib, NULL));
     CHECK_OK(cuc_buffer_free(ib, NULL));
     /* export data that names nothing */
     buffer_payload(pl, fake, 4096);
     CHECK_RC(get_buffer(pl), CUC_E_DRIVER);
-    says("cuMemPoolImportPointer");
+    CHECK_ERRMSG("cuMemPoolImportPointer");
     cuc_pool_unref(ip);
     CHECK_OK(cuc_buffer_free(b, NULL));
     cuc_pool_unref(p);
