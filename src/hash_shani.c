@@ -7,6 +7,7 @@
 #include "hash.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define SHANI __attribute__((target("sha,sse4.1,ssse3")))
@@ -47,10 +48,17 @@ SHANI void cuc__sha256_blocks_shani(uint32_t h[8], const uint8_t *p, size_t nblo
     _mm_storeu_si128((__m128i *)&h[4], s1);
 }
 
+/* CPUID directly: clang 14's __builtin_cpu_supports does not know "sha".
+ * Leaf 7 EBX bit 29 is SHA; leaf 1 ECX bits 19 and 9 are SSE4.1 and SSSE3. */
 int cuc__sha256_have_shani(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+    unsigned a, b, c, d;
+
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9)))
+        return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    return (b >> 29) & 1;
 }
 
 #else
