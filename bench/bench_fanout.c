@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_ipc.h"
 #include "bench_report.h"
 #include "internal.h"
 
@@ -39,20 +40,6 @@
 #define TIMEOUT_MS 30000
 
 static const struct cuc__driver *drv;
-
-static void die(const char *what, int rc)
-{
-    fprintf(stderr, "bench_fanout: %s: %s: %s\n", what, cuc_errname(rc), cuc_errmsg());
-    exit(1);
-}
-
-static void cu_ok(CUresult r, const char *call)
-{
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "bench_fanout: %s failed: %s\n", call, cuc__cuda_name(r));
-        exit(1);
-    }
-}
 
 static void io_ok(ssize_t got, ssize_t want, const char *what)
 {
@@ -75,7 +62,7 @@ static int consumer_cucore(int fd)
 
     rc = cuc_channel_from_fd(fd, &ch);
     if (rc)
-        die("consumer channel", rc);
+        bench_ok(rc, "consumer channel");
     while ((rc = cuc_channel_recv(ch, TIMEOUT_MS, &m)) == 0) {
         cuc_device *dev;
         cuc_event *ev;
@@ -85,7 +72,7 @@ static int consumer_cucore(int fd)
             rc = cuc_msg_get_event(m, 1, &ev);
         cuc_msg_destroy(m);
         if (rc)
-            die("consumer get", rc);
+            bench_ok(rc, "consumer get");
         ord = cuc_device_ordinal(dev);
         if (events[ord])
             cuc_event_destroy(ev); /* the same object, as a new reference */
@@ -93,7 +80,7 @@ static int consumer_cucore(int fd)
             events[ord] = ev;
         if (!streams[ord] && (rc = cuc_stream_create(dev, CUC_STREAM_NON_BLOCKING, 0,
                                                      &streams[ord])) != 0)
-            die("consumer stream", rc);
+            bench_ok(rc, "consumer stream");
         rc = cuc_stream_wait_event(streams[ord], events[ord]);
         if (rc == 0)
             rc = cuc_stream_synchronize(streams[ord]);
@@ -106,10 +93,10 @@ static int consumer_cucore(int fd)
             cuc_msg_destroy(a);
         }
         if (rc)
-            die("consumer answer", rc);
+            bench_ok(rc, "consumer answer");
     }
     if (rc != CUC_E_PEER_CLOSED)
-        die("consumer receive", rc);
+        bench_ok(rc, "consumer receive");
     for (int i = 0; i < MAX_DEVICES; i++) {
         cuc_stream_destroy(streams[i]);
         cuc_event_destroy(events[i]);
@@ -134,20 +121,20 @@ static int consumer_raw(int fd)
 
     rc = cuc__driver_get(&drv);
     if (rc)
-        die("consumer driver", rc);
-    cu_ok(drv->cuDeviceGetCount(&n), "cuDeviceGetCount");
+        bench_ok(rc, "consumer driver");
+    bench_cu(drv->cuDeviceGetCount(&n), "cuDeviceGetCount");
     while ((got = read(fd, msg, sizeof(msg))) == (ssize_t)sizeof(msg)) {
         struct raw_dev *rd = NULL;
         int i;
         for (i = 0; i < n && i < MAX_DEVICES; i++) {
             CUdevice d;
             CUuuid u;
-            cu_ok(drv->cuDeviceGet(&d, i), "cuDeviceGet");
-            cu_ok(drv->cuDeviceGetUuid(&u, d), "cuDeviceGetUuid");
+            bench_cu(drv->cuDeviceGet(&d, i), "cuDeviceGet");
+            bench_cu(drv->cuDeviceGetUuid(&u, d), "cuDeviceGetUuid");
             if (memcmp(u.bytes, msg, 16) == 0) {
                 rd = &devs[i];
                 if (!rd->ctx)
-                    cu_ok(drv->cuDevicePrimaryCtxRetain(&rd->ctx, d),
+                    bench_cu(drv->cuDevicePrimaryCtxRetain(&rd->ctx, d),
                           "cuDevicePrimaryCtxRetain");
                 break;
             }
@@ -156,18 +143,18 @@ static int consumer_raw(int fd)
             fprintf(stderr, "bench_fanout: raw consumer: UUID not visible\n");
             return 1;
         }
-        cu_ok(drv->cuCtxSetCurrent(rd->ctx), "cuCtxSetCurrent");
+        bench_cu(drv->cuCtxSetCurrent(rd->ctx), "cuCtxSetCurrent");
         if (!rd->stream)
-            cu_ok(drv->cuStreamCreateWithPriority(&rd->stream, CU_STREAM_NON_BLOCKING, 0),
+            bench_cu(drv->cuStreamCreateWithPriority(&rd->stream, CU_STREAM_NON_BLOCKING, 0),
                   "cuStreamCreateWithPriority");
         if (!rd->ev || memcmp(rd->handle.reserved, msg + 16, 64)) {
             if (rd->ev)
-                cu_ok(drv->cuEventDestroy(rd->ev), "cuEventDestroy");
+                bench_cu(drv->cuEventDestroy(rd->ev), "cuEventDestroy");
             memcpy(rd->handle.reserved, msg + 16, 64);
-            cu_ok(drv->cuIpcOpenEventHandle(&rd->ev, rd->handle), "cuIpcOpenEventHandle");
+            bench_cu(drv->cuIpcOpenEventHandle(&rd->ev, rd->handle), "cuIpcOpenEventHandle");
         }
-        cu_ok(drv->cuStreamWaitEvent(rd->stream, rd->ev, 0), "cuStreamWaitEvent");
-        cu_ok(drv->cuStreamSynchronize(rd->stream), "cuStreamSynchronize");
+        bench_cu(drv->cuStreamWaitEvent(rd->stream, rd->ev, 0), "cuStreamWaitEvent");
+        bench_cu(drv->cuStreamSynchronize(rd->stream), "cuStreamSynchronize");
         io_ok(write(fd, msg, 16), 16, "raw consumer answer");
     }
     io_ok(got, 0, "raw consumer receive");
@@ -228,7 +215,7 @@ static void start(struct fanout *f, const char *self, int raw)
             cuc_channel *theirs;
             int rc = cuc_channel_pair(&f->chans[i], &theirs);
             if (rc)
-                die("channel pair", rc);
+                bench_ok(rc, "channel pair");
             f->pids[i] = spawn(self, "cucore", cuc_channel_fd(theirs));
             cuc_channel_close(theirs);
         }
@@ -259,7 +246,7 @@ static void round_raw(struct fanout *f, cuc_device *dev, cuc_event *ev, CUstream
 {
     uint8_t back[16];
 
-    cu_ok(drv->cuEventRecord((CUevent)cuc_event_handle(ev), s), "cuEventRecord");
+    bench_cu(drv->cuEventRecord((CUevent)cuc_event_handle(ev), s), "cuEventRecord");
     for (int i = 0; i < f->n; i++)
         io_ok(write(f->fds[i], msg, RAW_MSG), RAW_MSG, "raw send");
     for (int i = 0; i < f->n; i++) {
@@ -273,13 +260,13 @@ static void round_raw(struct fanout *f, cuc_device *dev, cuc_event *ev, CUstream
 
 static void round_cucore(struct fanout *f, cuc_device *dev, cuc_event *ev, cuc_stream *s)
 {
-    cuc_msg *m;
+    cuc_msg *m = NULL;
     int rc = cuc_event_record(ev, s);
 
     if (rc == 0)
         rc = cuc_msg_create(&m);
     if (rc)
-        die("record / message", rc);
+        bench_ok(rc, "record / message");
     rc = cuc_msg_add_device(m, dev);
     if (rc == 0)
         rc = cuc_msg_add_event(m, ev);
@@ -287,9 +274,9 @@ static void round_cucore(struct fanout *f, cuc_device *dev, cuc_event *ev, cuc_s
         rc = cuc_channel_send(f->chans[i], m);
     cuc_msg_destroy(m);
     if (rc)
-        die("send", rc);
+        bench_ok(rc, "send");
     for (int i = 0; i < f->n; i++) {
-        cuc_device *back;
+        cuc_device *back = NULL;
         cuc_msg *a;
         rc = cuc_channel_recv(f->chans[i], TIMEOUT_MS, &a);
         if (rc == 0) {
@@ -297,7 +284,7 @@ static void round_cucore(struct fanout *f, cuc_device *dev, cuc_event *ev, cuc_s
             cuc_msg_destroy(a);
         }
         if (rc)
-            die("answer", rc);
+            bench_ok(rc, "answer");
         if (back != dev) {
             fprintf(stderr, "bench_fanout: consumer %d answered another device\n", i);
             exit(1);
@@ -319,7 +306,7 @@ static double run(const char *self, int n, long rounds, int raw, cuc_device *dev
     f.n = n;
     memcpy(msg, cuc_device_uuid(dev)->bytes, 16);
     if (raw) {
-        cu_ok(drv->cuIpcGetEventHandle(&h, (CUevent)cuc_event_handle(ev)),
+        bench_cu(drv->cuIpcGetEventHandle(&h, (CUevent)cuc_event_handle(ev)),
               "cuIpcGetEventHandle");
         memcpy(msg + 16, h.reserved, 64);
     }
@@ -342,11 +329,12 @@ int main(int argc, char **argv)
     long rounds, ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int max_n, ndev, rc;
     char self[4096], name[64];
-    cuc_device *dev;
-    cuc_stream *s;
-    cuc_event *ev;
+    cuc_device *dev = NULL;
+    cuc_stream *s = NULL;
+    cuc_event *ev = NULL;
     ssize_t len;
 
+    bench_name = "bench_fanout";
     if (argc == 4 && !strcmp(argv[1], "--consumer"))
         return !strcmp(argv[2], "raw") ? consumer_raw(atoi(argv[3]))
                                        : consumer_cucore(atoi(argv[3]));
@@ -374,7 +362,7 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = cuc_stream_create(dev, CUC_STREAM_NON_BLOCKING, 0, &s);
     if (rc)
-        die("setup", rc);
+        bench_ok(rc, "setup");
     for (int n = 1;; n = n * 2 > max_n && n < max_n ? max_n : n * 2) {
         double raw_ns = run(self, n, rounds, 1, dev, ev, s);
         double cuc_ns = run(self, n, rounds, 0, dev, ev, s);

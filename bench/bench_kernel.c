@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_ipc.h"
 #include "bench_report.h"
 #include "internal.h"
 #include "objects.h"
@@ -43,20 +44,6 @@
 
 static const struct cuc__driver *drv;
 
-static int die(const char *what, int rc)
-{
-    fprintf(stderr, "bench_kernel: %s: %s: %s\n", what, cuc_errname(rc), cuc_errmsg());
-    exit(1);
-}
-
-static void cu_ok(CUresult r, const char *call)
-{
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "bench_kernel: %s failed: %s\n", call, cuc__cuda_name(r));
-        exit(1);
-    }
-}
-
 /* ptx_twice followed by "// ..." lines up to about `size` bytes. */
 static char *padded_ptx(size_t size)
 {
@@ -65,7 +52,7 @@ static char *padded_ptx(size_t size)
     char *p = malloc(size + sizeof(line));
 
     if (!p)
-        die("padded image", CUC_E_NOMEM);
+        bench_ok(CUC_E_NOMEM, "padded image");
     memcpy(p, ptx_twice, base);
     while (n + sizeof(line) - 1 < size) {
         memcpy(p + n, line, sizeof(line) - 1);
@@ -79,7 +66,7 @@ static char *padded_ptx(size_t size)
 static uint8_t *encode(const cuc_kernel *k, size_t *len)
 {
     const int *fds;
-    uint8_t *bytes;
+    uint8_t *bytes = NULL;
     size_t nfds;
     cuc_msg *m;
     int rc = cuc_msg_create(&m);
@@ -90,14 +77,14 @@ static uint8_t *encode(const cuc_kernel *k, size_t *len)
         rc = cuc__msg_encode(m, &bytes, len, &fds, &nfds);
     cuc_msg_destroy(m);
     if (rc)
-        die("encode", rc);
+        bench_ok(rc, "encode");
     return bytes;
 }
 
 /* Receiver: decode, get the kernel, its function here, destroy. */
 static void receive(const uint8_t *bytes, size_t len)
 {
-    cuc_kernel *k;
+    cuc_kernel *k = NULL;
     CUfunction f;
     cuc_msg *m;
     int rc = cuc__msg_decode(bytes, len, NULL, 0, &m);
@@ -106,8 +93,8 @@ static void receive(const uint8_t *bytes, size_t len)
         rc = cuc_msg_get_kernel(m, 0, &k);
     cuc_msg_destroy(m);
     if (rc)
-        die("decode + get kernel", rc);
-    cu_ok(drv->cuKernelGetFunction(&f, (CUkernel)cuc_kernel_handle(k)), "cuKernelGetFunction");
+        bench_ok(rc, "decode + get kernel");
+    bench_cu(drv->cuKernelGetFunction(&f, (CUkernel)cuc_kernel_handle(k)), "cuKernelGetFunction");
     cuc_kernel_destroy(k);
 }
 
@@ -117,11 +104,11 @@ static void raw_first(const char *image)
     CUkernel k;
     CUfunction f;
 
-    cu_ok(drv->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0),
+    bench_cu(drv->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0),
           "cuLibraryLoadData");
-    cu_ok(drv->cuLibraryGetKernel(&k, lib, "twice"), "cuLibraryGetKernel");
-    cu_ok(drv->cuKernelGetFunction(&f, k), "cuKernelGetFunction");
-    cu_ok(drv->cuLibraryUnload(lib), "cuLibraryUnload");
+    bench_cu(drv->cuLibraryGetKernel(&k, lib, "twice"), "cuLibraryGetKernel");
+    bench_cu(drv->cuKernelGetFunction(&f, k), "cuKernelGetFunction");
+    bench_cu(drv->cuLibraryUnload(lib), "cuLibraryUnload");
 }
 
 static void bench_image(const char *label, const char *image, long first_iters,
@@ -137,14 +124,14 @@ static void bench_image(const char *label, const char *image, long first_iters,
 
     rc = cuc_kernel_load(CUC_IMAGE_PTX, image, img_len, "twice", &held);
     if (rc)
-        die("cuc_kernel_load", rc);
+        bench_ok(rc, "cuc_kernel_load");
 
     /* encode (the sender holds the kernel) */
     t0 = bench_now_ns();
     for (long i = 0; i < again_iters; i++) {
         char *copy = malloc(img_len);
         if (!copy)
-            die("malloc", CUC_E_NOMEM);
+            bench_ok(CUC_E_NOMEM, "malloc");
         memcpy(copy, image, img_len);
         __asm__ volatile("" : : "r"(copy) : "memory"); /* keep the copy */
         free(copy);
@@ -174,17 +161,17 @@ static void bench_image(const char *label, const char *image, long first_iters,
                (double)(img_len - 1) / cuc_ns * 1e3);
 
     /* again: the receiver holds a kernel of the image */
-    cu_ok(drv->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0),
+    bench_cu(drv->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0),
           "cuLibraryLoadData");
     t0 = bench_now_ns();
     for (long i = 0; i < again_iters; i++) {
         CUkernel k;
         CUfunction f;
-        cu_ok(drv->cuLibraryGetKernel(&k, lib, "twice"), "cuLibraryGetKernel");
-        cu_ok(drv->cuKernelGetFunction(&f, k), "cuKernelGetFunction");
+        bench_cu(drv->cuLibraryGetKernel(&k, lib, "twice"), "cuLibraryGetKernel");
+        bench_cu(drv->cuKernelGetFunction(&f, k), "cuKernelGetFunction");
     }
     raw_ns = (bench_now_ns() - t0) / (double)again_iters;
-    cu_ok(drv->cuLibraryUnload(lib), "cuLibraryUnload");
+    bench_cu(drv->cuLibraryUnload(lib), "cuLibraryUnload");
     cuc_kernel_cache_stats(&loads0, &hits0);
     t0 = bench_now_ns();
     for (long i = 0; i < again_iters; i++)
@@ -229,6 +216,7 @@ int main(int argc, char **argv)
     char *big;
     int rc;
 
+    bench_name = "bench_kernel";
     if (first_iters < 1 || again_iters < 1) {
         fprintf(stderr, "usage: bench_kernel [FIRST_ITERS [AGAIN_ITERS]]\n");
         return 2;
@@ -241,7 +229,7 @@ int main(int argc, char **argv)
     if (rc == 0) /* cuKernelGetFunction needs a current context */
         rc = cuc_device_set_current(dev);
     if (rc)
-        die("device 0", rc);
+        bench_ok(rc, "device 0");
     bench_image("0.6 KB PTX", ptx_twice, first_iters, again_iters);
     big = padded_ptx(BIG_IMAGE);
     bench_image("1 MiB PTX", big, first_iters / 10 ? first_iters / 10 : 1,

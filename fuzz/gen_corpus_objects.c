@@ -23,6 +23,7 @@ static const char ptx[] =
     ".visible .entry seed(.param .u64 p)\n{\n  ret;\n}\n"
     ".visible .entry other()\n{\n  ret;\n}\n";
 
+static void die(const char *what) __attribute__((noreturn));
 static void die(const char *what)
 {
     fprintf(stderr, "gen_corpus_objects: %s: %s\n", what, cuc_errmsg());
