@@ -2,29 +2,9 @@
  * the caller names, or sleeping on the pool's condition variable while
  * other threads process the channels. */
 #include "memory_impl.h"
+#include "channel_impl.h"
 
-#include <limits.h>
 #include <time.h>
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int left_ms(int64_t deadline)
-{
-    int64_t left;
-
-    if (deadline < 0)
-        return -1;
-    left = deadline - now_ms();
-    if (left <= 0)
-        return 0;
-    return left > INT_MAX ? INT_MAX : (int)left;
-}
 
 /* pool->lock held; 0 when woken, CUC_E_TIMEOUT at the deadline. */
 static int sleep_locked(cuc_pool *pool, int64_t deadline)
@@ -52,7 +32,7 @@ static int timed_out(size_t n, const char *what, int timeout_ms, size_t max_left
 int cuc__lease_wait(cuc_pool *pool, const size_t *count, cuc_channel *ch,
                     size_t max_left, int timeout_ms, const char *what)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = cuc__deadline(timeout_ms);
     size_t n;
     int rc;
 
@@ -72,13 +52,13 @@ int cuc__lease_wait(cuc_pool *pool, const size_t *count, cuc_channel *ch,
             continue;
         }
         pthread_mutex_unlock(&pool->lock);
-        rc = cuc_channel_pump(ch, left_ms(deadline));
+        rc = cuc_channel_pump(ch, cuc__remaining(deadline));
         if (rc == CUC_E_PEER_CLOSED) {
             /* its leases have ended; others are other threads' business */
             ch = NULL;
             continue;
         }
-        if (rc == 0 && deadline >= 0 && left_ms(deadline) == 0)
+        if (rc == 0 && deadline >= 0 && cuc__remaining(deadline) == 0)
             rc = CUC_E_TIMEOUT; /* messages keep coming, but time is up */
         if (rc == CUC_E_TIMEOUT) {
             pthread_mutex_lock(&pool->lock);
