@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "bench_report.h"
-#include "internal.h"
-#include "wire.h"
+#include "cucore.h"
+#include "driver/driver.h"
 
 static int raw_once(CUdevice dev, int n)
 {
@@ -59,6 +59,7 @@ int main(int argc, char **argv)
 {
     long iters = argc > 1 ? atol(argv[1]) : 1000000;
     cuc_device *dev, *got = NULL;
+    CUdevice cu;
     double t0, raw_ns, cuc_ns;
     int n, last = -1;
 
@@ -68,11 +69,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_device: %s\n", cuc_errmsg());
         return 1;
     }
+    if (CUC_DRV->cuDeviceGet(&cu, n - 1) != CUDA_SUCCESS) {
+        fprintf(stderr, "bench_device: cuDeviceGet failed\n");
+        return 1;
+    }
     for (long i = 0; i < iters / 10; i++) /* warm-up */
         cucore_once(dev, &got);
     t0 = bench_now_ns();
     for (long i = 0; i < iters; i++)
-        last = raw_once(dev->cu, n);
+        last = raw_once(cu, n);
     raw_ns = (bench_now_ns() - t0) / (double)iters;
     t0 = bench_now_ns();
     for (long i = 0; i < iters; i++)

@@ -32,7 +32,7 @@
 
 #include "bench_ipc.h"
 #include "bench_report.h"
-#include "internal.h"
+#include "cucore.h"
 
 #define MAX_CONSUMERS 512
 #define MAX_DEVICES 64
@@ -75,7 +75,7 @@ static int consumer_cucore(int fd)
             bench_ok(rc, "consumer get");
         ord = cuc_device_ordinal(dev);
         if (events[ord])
-            cuc_event_destroy(ev); /* the same object, as a new reference */
+            cuc_event_unref(ev); /* the same object, as a new reference */
         else
             events[ord] = ev;
         if (!streams[ord] && (rc = cuc_stream_create(dev, CUC_STREAM_NON_BLOCKING, 0,
@@ -99,9 +99,9 @@ static int consumer_cucore(int fd)
         bench_ok(rc, "consumer receive");
     for (int i = 0; i < MAX_DEVICES; i++) {
         cuc_stream_destroy(streams[i]);
-        cuc_event_destroy(events[i]);
+        cuc_event_unref(events[i]);
     }
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return 0;
 }
 
@@ -217,7 +217,7 @@ static void start(struct fanout *f, const char *self, int raw)
             if (rc)
                 bench_ok(rc, "channel pair");
             f->pids[i] = spawn(self, "cucore", cuc_channel_fd(theirs));
-            cuc_channel_close(theirs);
+            cuc_channel_destroy(theirs);
         }
     }
 }
@@ -228,7 +228,7 @@ static void stop(struct fanout *f, int raw)
         if (raw)
             close(f->fds[i]);
         else
-            cuc_channel_close(f->chans[i]);
+            cuc_channel_destroy(f->chans[i]);
     }
     for (int i = 0; i < f->n; i++) {
         int st = 0;
@@ -373,6 +373,6 @@ int main(int argc, char **argv)
             break;
     }
     cuc_stream_destroy(s);
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
     return 0;
 }

@@ -28,7 +28,9 @@
 #include <unistd.h>
 
 #include "cucore.h"
-#include "internal.h"
+/* The driver table, for the raw-driver baselines: the one internal header
+ * a bench uses. */
+#include "driver/driver.h"
 
 #define BENCH_TIMEOUT_MS 60000
 /* fds one raw datagram carries at most (the kernel's SCM_MAX_FD). */
@@ -62,7 +64,21 @@ static inline void bench_ok(int rc, const char *what)
 static inline void bench_cu(CUresult r, const char *call)
 {
     if (r != CUDA_SUCCESS)
-        bench_fail("%s failed: %s", call, cuc__cuda_name(r));
+    {
+        const char *name = NULL;
+        if (!CUC_DRV || CUC_DRV->cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
+            name = "CUDA_ERROR_?";
+        bench_fail("%s failed: %s", call, name);
+    }
+}
+
+/* The driver's CUdevice of a cucore device (its ordinal: one process). */
+static inline CUdevice bench_cu_device(const cuc_device *dev)
+{
+    CUdevice cu;
+
+    bench_cu(CUC_DRV->cuDeviceGet(&cu, cuc_device_ordinal(dev)), "cuDeviceGet");
+    return cu;
 }
 
 static inline void bench_self(char *out, size_t cap)

@@ -35,10 +35,8 @@
 
 #include "bench_ipc.h"
 #include "bench_report.h"
-#include "internal.h"
-#include "objects.h"
+#include "cucore.h"
 #include "ptx_kernels.h"
-#include "wire.h"
 
 #define BIG_IMAGE (1u << 20)
 
@@ -65,16 +63,14 @@ static char *padded_ptx(size_t size)
 /* The bytes a sender puts on the wire for k. */
 static uint8_t *encode(const cuc_kernel *k, size_t *len)
 {
-    const int *fds;
-    uint8_t *bytes = NULL;
-    size_t nfds;
+    void *bytes = NULL;
     cuc_msg *m;
     int rc = cuc_msg_create(&m);
 
     if (rc == 0)
         rc = cuc_msg_add_kernel(m, k);
     if (rc == 0)
-        rc = cuc__msg_encode(m, &bytes, len, &fds, &nfds);
+        rc = cuc_msg_to_bytes(m, &bytes, len);
     cuc_msg_destroy(m);
     if (rc)
         bench_ok(rc, "encode");
@@ -87,7 +83,7 @@ static void receive(const uint8_t *bytes, size_t len)
     cuc_kernel *k = NULL;
     CUfunction f;
     cuc_msg *m;
-    int rc = cuc__msg_decode(bytes, len, NULL, 0, &m);
+    int rc = cuc_msg_from_bytes(bytes, len, &m);
 
     if (rc == 0)
         rc = cuc_msg_get_kernel(m, 0, &k);
@@ -146,19 +142,6 @@ static void bench_image(const char *label, const char *image, long first_iters,
                again_iters, len);
 
     bytes = encode(held, &len);
-
-    /* The receiver hashes every image it gets, hit or miss, to check the
-     * record's SHA-256: the floor of "again". */
-    t0 = bench_now_ns();
-    for (long i = 0; i < again_iters; i++) {
-        uint8_t h[CUC__SHA256_LEN];
-        cuc__sha256(image, img_len - 1, h);
-        __asm__ volatile("" : : "r"(h) : "memory");
-    }
-    cuc_ns = (bench_now_ns() - t0) / (double)again_iters;
-    snprintf(name, sizeof(name), "SHA-256 of the image, %s", label);
-    bench_line(name, -1, cuc_ns, "%.0f MB/s; every receive checks the record's hash",
-               (double)(img_len - 1) / cuc_ns * 1e3);
 
     /* again: the receiver holds a kernel of the image */
     bench_cu(drv->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0),

@@ -7,7 +7,7 @@
  *       starts) in one message: cuc_msg_add_buffer each (the driver's
  *       cuMemPoolExportPointer, computed now and cached), cuc_channel_send;
  *       the importer receives, cuc_msg_get_buffer each
- *       (cuMemPoolImportPointer), frees them all (cuc_buffer_free_many:
+ *       (cuMemPoolImportPointer), frees them all (cuc_buffer_unref_many_async:
  *       cuMemFreeAsync each, one cuStreamSynchronize, one release
  *       message); the clock stops when the exporter has seen every
  *       lease end (cuc_pool_lease_wait). Raw: cuMemPoolExportPointer each,
@@ -52,8 +52,6 @@
 
 #include "bench_report.h"
 #include "bench_ipc.h"
-#include "channel_frame.h"
-#include "wire.h"
 
 #define BUF_BYTES 4096
 #define MAX_N 4096
@@ -129,7 +127,7 @@ static int importer_cucore(int fd, const char *uuid, int ord, int report)
 
     bench_ok(cuc_channel_from_fd(fd, &ch), "importer channel");
     while ((rc = cuc_channel_recv(ch, -1, &m)) == 0) {
-        size_t cnt = cuc_msg_count(m), n, sp[3], k;
+        size_t cnt = cuc_msg_record_count(m), n, sp[3], k;
         int first = 0, last = 0, check;
         if (cnt == 0)
             bench_fail("cucore importer: an empty message");
@@ -187,7 +185,7 @@ static int importer_cucore(int fd, const char *uuid, int ord, int report)
             }
         }
         cuc_msg_destroy(m);
-        bench_ok(cuc_buffer_free_many(bufs, n, NULL), "cuc_buffer_free_many");
+        bench_ok(cuc_buffer_unref_many_async(bufs, n, NULL), "cuc_buffer_unref_many_async");
         seq++;
         if (report >= 0) {
             rss_peak = bench_rss_peak();
@@ -200,7 +198,7 @@ static int importer_cucore(int fd, const char *uuid, int ord, int report)
     if (report >= 0)
         dprintf(report, "importer %ld %ld %s\n", rss_before, rss_peak, bench_rss_method);
     cuc_pool_unref(pool);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return 0;
 }
 
@@ -316,7 +314,7 @@ static CUmemoryPool raw_pool_create(const cuc_device *dev)
     p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = dev->cu;
+    p.location.id = bench_cu_device(dev);
     bench_cu(CUC_DRV->cuMemPoolCreate(&pool, &p), "cuMemPoolCreate");
     return pool;
 }
@@ -375,8 +373,8 @@ static void recv_empty(cuc_channel *ch)
     cuc_msg *m;
 
     bench_ok(cuc_channel_recv(ch, BENCH_TIMEOUT_MS, &m), "acknowledgement");
-    if (cuc_msg_count(m) != 0)
-        bench_fail("the importer answered with %zu records", cuc_msg_count(m));
+    if (cuc_msg_record_count(m) != 0)
+        bench_fail("the importer answered with %zu records", cuc_msg_record_count(m));
     cuc_msg_destroy(m);
 }
 
@@ -388,7 +386,7 @@ static void start_cucore(struct exporter *x, int report_fd)
 
     bench_ok(cuc_channel_pair(&x->ch, &theirs), "channel pair");
     x->cuc_pid = spawn_importer(x, "cucore", cuc_channel_fd(theirs), report_fd);
-    cuc_channel_close(theirs);
+    cuc_channel_destroy(theirs);
     bench_ok(cuc_msg_create(&m), "message");
     bench_ok(cuc_msg_add_pool(m, x->pool), "cuc_msg_add_pool");
     bench_ok(cuc_msg_add_device(m, x->dev), "cuc_msg_add_device");
@@ -423,7 +421,7 @@ static void start_raw(struct exporter *x, int report_fd)
 
 static void stop_cucore(struct exporter *x)
 {
-    cuc_channel_close(x->ch);
+    cuc_channel_destroy(x->ch);
     x->ch = NULL;
     bench_wait(x->cuc_pid, "cucore importer");
 }
@@ -440,14 +438,14 @@ static void stop_raw(struct exporter *x)
 static void cuc_alloc(struct exporter *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        bench_ok(cuc_buffer_alloc(x->pool, BUF_BYTES, NULL, &cbufs[i]), "cuc_buffer_alloc");
+        bench_ok(cuc_buffer_alloc_async(x->pool, BUF_BYTES, NULL, &cbufs[i]), "cuc_buffer_alloc_async");
     bench_ok(cuc_stream_synchronize(x->legacy), "synchronize");
 }
 
 static void cuc_free(size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        bench_ok(cuc_buffer_free(cbufs[i], NULL), "cuc_buffer_free");
+        bench_ok(cuc_buffer_unref_async(cbufs[i], NULL), "cuc_buffer_unref_async");
 }
 
 static void raw_alloc(struct exporter *x, size_t n)
@@ -707,10 +705,8 @@ static struct rss memory_run(struct exporter *x, const char *mode, size_t n)
 /* The bytes a message of n buffers puts on the socket, each side. */
 static void bytes_figure(struct exporter *x, size_t n)
 {
-    size_t parts = (n + RAW_PER_PART - 1) / RAW_PER_PART, msg_len, sock_len, nfds;
+    size_t parts = (n + RAW_PER_PART - 1) / RAW_PER_PART, msg_len, sock_len;
     double raw_bytes = (double)(n * sizeof(rdata[0]) + parts * sizeof(struct raw_hdr));
-    const int *fds;
-    uint8_t *bytes;
     uint32_t frames;
     cuc_msg *m;
     char fig[64];
@@ -719,12 +715,13 @@ static void bytes_figure(struct exporter *x, size_t n)
     bench_ok(cuc_msg_create(&m), "message");
     for (size_t i = 0; i < n; i++)
         bench_ok(cuc_msg_add_buffer(m, cbufs[i]), "cuc_msg_add_buffer");
-    bench_ok(cuc__msg_encode(m, &bytes, &msg_len, &fds, &nfds), "encode");
-    free(bytes);
+    msg_len = cuc_msg_wire_size(m);
     cuc_msg_destroy(m);
     cuc_free(n);
-    frames = cuc__frame_parts((uint32_t)msg_len, 0);
-    sock_len = msg_len + frames * CUC__FRAME_HDR;
+    /* docs/wire-format.md, "Channel frames": a 40-byte header in front of
+     * each 64 KiB of message (no fds here) */
+    frames = (uint32_t)((msg_len + 65535) / 65536);
+    sock_len = msg_len + frames * 40u;
     snprintf(fig, sizeof(fig), "pool buffers, %zu/msg: bytes on the socket", n);
     bench_line_unit(fig, raw_bytes, (double)sock_len, "B",
                     "%.1f vs %.1f bytes per buffer; cucore message %zu bytes in %u frames",

@@ -115,7 +115,7 @@ static int importer_cucore(int fd, const char *uuid, int ord)
 
     bench_ok(cuc_channel_from_fd(fd, &ch), "importer channel");
     while ((rc = cuc_channel_recv(ch, -1, &m)) == 0) {
-        size_t cnt = cuc_msg_count(m), sizes[MAX_CHUNKS], n, g;
+        size_t cnt = cuc_msg_record_count(m), sizes[MAX_CHUNKS], n, g;
         int check = cnt == 2;
         cuc_vmm *v;
         if (cnt != 1 && cnt != 2)
@@ -150,7 +150,7 @@ static int importer_cucore(int fd, const char *uuid, int ord)
     }
     if (rc != CUC_E_PEER_CLOSED)
         bench_ok(rc, "cucore importer receive");
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return 0;
 }
 
@@ -265,12 +265,12 @@ static void start(struct exporter *x)
     x->raw_sock = sv[0];
     bench_ok(cuc_channel_pair(&x->ch, &theirs), "channel pair");
     x->cuc_pid = spawn_importer(x, "cucore", cuc_channel_fd(theirs));
-    cuc_channel_close(theirs);
+    cuc_channel_destroy(theirs);
 }
 
 static void stop(struct exporter *x)
 {
-    cuc_channel_close(x->ch);
+    cuc_channel_destroy(x->ch);
     bench_wait(x->cuc_pid, "cucore importer");
     close(x->raw_sock);
     bench_wait(x->raw_pid, "raw importer");
@@ -287,7 +287,7 @@ static void raw_create(const struct exporter *x, size_t nchunks, struct raw_vmm 
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = x->dev->cu;
+    p.location.id = bench_cu_device(x->dev);
     r->nchunks = nchunks;
     for (size_t i = 0; i < nchunks; i++) {
         r->sizes[i] = x->granularity;
@@ -299,7 +299,7 @@ static void raw_create(const struct exporter *x, size_t nchunks, struct raw_vmm 
         bench_cu(CUC_DRV->cuMemMap(r->base + off, r->sizes[i], 0, r->h[i], 0), "cuMemMap");
         off += r->sizes[i];
     }
-    access_desc(&d, x->dev->cu);
+    access_desc(&d, bench_cu_device(x->dev));
     bench_cu(CUC_DRV->cuMemSetAccess(r->base, r->size, &d, 1), "cuMemSetAccess");
 }
 

@@ -12,7 +12,7 @@
  * The worker sees the GPUs in the reverse order (CUDA_VISIBLE_DEVICES), so
  * its ordinals differ from the parent's; the UUID still names the same GPU.
  * It launches the kernel into a buffer of a memory pool of its own
- * (cuc_buffer_alloc: no raw driver calls), copies the result out with
+ * (cuc_buffer_alloc_async: no raw driver calls), copies the result out with
  * cuc_memcpy, and answers with the device it ran on and a memfd holding its
  * report: what the kernel wrote, and how many images its kernel cache has
  * loaded. The same kernel is sent twice: the second job
@@ -124,7 +124,7 @@ static int alloc_output(cuc_stream *s, size_t bytes, cuc_pool **pool, cuc_buffer
         return rc;
     /* Stream-ordered: the memory is usable by work queued on s after this,
      * the launch included. */
-    rc = cuc_buffer_alloc(*pool, bytes, s, buf);
+    rc = cuc_buffer_alloc_async(*pool, bytes, s, buf);
     if (rc)
         cuc_pool_unref(*pool);
     return rc;
@@ -167,7 +167,7 @@ static int launch(int simulated, cuc_stream *s, const cuc_launch_config *cfg, cu
             note_error(rep, rc);
     }
     /* Queued on s after the copy; the pool goes with its last buffer. */
-    cuc_buffer_free(buf, s);
+    cuc_buffer_unref_async(buf, s);
     cuc_pool_unref(pool);
     return rc;
 }
@@ -293,7 +293,7 @@ static int worker(int fd)
         return fail("channel from inherited fd", rc);
     rc = cuc_driver_load(&drv);
     if (rc) {
-        cuc_channel_close(ch);
+        cuc_channel_destroy(ch);
         return fail("driver", rc);
     }
     for (;;) {
@@ -311,7 +311,7 @@ static int worker(int fd)
             break;
     }
     cuc_kernel_destroy(keep);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return bad;
 }
 
@@ -435,7 +435,7 @@ static int check_answer(cuc_channel *ch, cuc_device *dev, uint32_t n, uint32_t j
     rc = cuc_channel_recv(ch, TIMEOUT_MS, &m);
     if (rc)
         return fail("receiving the report", rc);
-    if (cuc_msg_count(m) != 2 || cuc_msg_get_device(m, 0, &back) ||
+    if (cuc_msg_record_count(m) != 2 || cuc_msg_get_device(m, 0, &back) ||
         cuc_msg_take_fd(m, 1, &fd, &tag) || tag != job) {
         fprintf(stderr, "kernel_worker: job %u: the answer is not [device, fd]\n", job);
         bad = 1;
@@ -523,10 +523,10 @@ static int parent(void)
         return fail("channel pair", rc);
     }
     pid = start_worker(self, cvd, theirs);
-    cuc_channel_close(theirs); /* the worker has its copy */
+    cuc_channel_destroy(theirs); /* the worker has its copy */
     if (pid < 0) {
         sys_fail("starting the worker");
-        cuc_channel_close(mine);
+        cuc_channel_destroy(mine);
         cuc_kernel_destroy(k);
         return 1;
     }
@@ -535,7 +535,7 @@ static int parent(void)
         if (!bad)
             bad = check_answer(mine, dev, job_threads[job], job, drv.simulated);
     }
-    cuc_channel_close(mine); /* the worker sees CUC_E_PEER_CLOSED and exits */
+    cuc_channel_destroy(mine); /* the worker sees CUC_E_PEER_CLOSED and exits */
     cuc_kernel_destroy(k);
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;

@@ -103,7 +103,7 @@ struct consumer {
  * imported on, so that the producer can check it is the pool's own GPU. */
 static int take_pools(struct consumer *c, cuc_channel *ch, const cuc_msg *m)
 {
-    size_t n = cuc_msg_count(m);
+    size_t n = cuc_msg_record_count(m);
     cuc_msg *answer;
     int rc = n <= MAX_DEVICES ? cuc_msg_create(&answer) : CUC_E_LIMIT;
 
@@ -133,14 +133,14 @@ static int wait_for_producer(struct consumer *c, const cuc_msg *m, cuc_device *d
     if (rc)
         return fail(c->name, "event record", rc);
     if (cuc_event_device(ev) != dev || ord >= MAX_DEVICES) {
-        cuc_event_destroy(ev);
+        cuc_event_unref(ev);
         fprintf(stderr, "pipeline %s: the event is not on the item's device\n", c->name);
         return 1;
     }
     /* The first get opened the handle; later ones return that same event
      * as a new reference, which we drop, keeping the first. */
     if (c->events[ord])
-        cuc_event_destroy(ev);
+        cuc_event_unref(ev);
     else
         c->events[ord] = ev;
     if (!c->streams[ord]) {
@@ -189,8 +189,8 @@ static int consume(struct consumer *c, cuc_channel *ch, const cuc_msg *m)
     cuc_msg *answer;
     int rc, bad;
 
-    if (cuc_msg_count(m) != 3) {
-        fprintf(stderr, "pipeline %s: an item of %zu records\n", c->name, cuc_msg_count(m));
+    if (cuc_msg_record_count(m) != 3) {
+        fprintf(stderr, "pipeline %s: an item of %zu records\n", c->name, cuc_msg_record_count(m));
         return 1;
     }
     rc = cuc_msg_get_device(m, 0, &dev);
@@ -210,7 +210,7 @@ static int consume(struct consumer *c, cuc_channel *ch, const cuc_msg *m)
      * releases the producer's lease, which is what lets the producer refill
      * (or free) it. Keeping it would hold the producer's memory until we
      * closed the channel. */
-    rc = cuc_buffer_free(b, s);
+    rc = cuc_buffer_unref_async(b, s);
     if (rc)
         return fail(c->name, "freeing the buffer", rc);
     if (bad)
@@ -265,10 +265,10 @@ static int consumer_main(const char *path, const char *index)
         bad = consume(&c, ch, m);
         cuc_msg_destroy(m);
     }
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     for (int i = 0; i < MAX_DEVICES; i++) {
         cuc_stream_destroy(c.streams[i]);
-        cuc_event_destroy(c.events[i]);
+        cuc_event_unref(c.events[i]);
         cuc_pool_unref(c.pools[i]);
     }
     free(c.host);
@@ -356,7 +356,7 @@ static int accept_all(struct producer *p, cuc_listener *l)
             ;
         if (i == p->nconsumers || p->chans[i]) {
             fprintf(stderr, "pipeline producer: pid %d is not one of our consumers\n", (int)pid);
-            cuc_channel_close(ch);
+            cuc_channel_destroy(ch);
             got--;
             continue;
         }
@@ -384,7 +384,7 @@ static int send_pools(struct producer *p)
         rc = cuc_channel_recv(p->chans[i], TIMEOUT_MS, &answer);
         if (rc)
             return fail("producer", "receiving a pool answer", rc);
-        bad = cuc_msg_count(answer) != (size_t)p->ndev;
+        bad = cuc_msg_record_count(answer) != (size_t)p->ndev;
         for (int d = 0; !bad && d < p->ndev; d++) {
             cuc_device *back;
             bad = cuc_msg_get_device(answer, (size_t)d, &back) || back != p->devs[d];
@@ -415,7 +415,7 @@ static int fill(struct producer *p, int i, int d, int r)
         rc = cuc_buffer_lease_wait(*b, p->chans[i], 0, TIMEOUT_MS);
     } else {
         /* Stream-ordered: usable by the work queued on d's stream next. */
-        rc = cuc_buffer_alloc(p->pools[d], BUFFER_BYTES, p->streams[d], b);
+        rc = cuc_buffer_alloc_async(p->pools[d], BUFFER_BYTES, p->streams[d], b);
         p->nbufs += rc == 0;
     }
     for (size_t k = 0; rc == 0 && k < BUFFER_BYTES; k++)
@@ -453,7 +453,7 @@ static int check_answer(struct producer *p, int i, int d, int r)
 
     if (rc)
         return fail("producer", "receive", rc);
-    rc = cuc_msg_count(m) == 1 ? cuc_msg_get_device(m, 0, &back) : CUC_E_BADMSG;
+    rc = cuc_msg_record_count(m) == 1 ? cuc_msg_get_device(m, 0, &back) : CUC_E_BADMSG;
     cuc_msg_destroy(m);
     if (rc)
         return fail("producer", "answer", rc);
@@ -538,10 +538,10 @@ static void release_devices(struct producer *p)
 {
     for (int d = 0; d < MAX_DEVICES; d++) {
         for (int i = 0; i < MAX_CONSUMERS; i++)
-            cuc_buffer_free(p->bufs[d][i], p->streams[d]);
+            cuc_buffer_unref_async(p->bufs[d][i], p->streams[d]);
         cuc_pool_unref(p->pools[d]);
         cuc_stream_destroy(p->streams[d]);
-        cuc_event_destroy(p->events[d]);
+        cuc_event_unref(p->events[d]);
     }
     free(p->host);
 }
@@ -553,7 +553,7 @@ static int finish_consumers(struct producer *p, int started)
     int bad = 0;
 
     for (int i = 0; i < started; i++)
-        cuc_channel_close(p->chans[i]);
+        cuc_channel_destroy(p->chans[i]);
     for (int i = 0; i < started; i++) {
         int st = 0;
         while (waitpid(p->pids[i], &st, 0) < 0 && errno == EINTR)
@@ -617,7 +617,7 @@ static int producer_main(int nconsumers, int rounds)
     }
     /* Before reaping: a consumer still waiting to be accepted then sees
      * the listener go instead of waiting for its timeout. */
-    cuc_listener_close(l);
+    cuc_listener_destroy(l);
     bad += finish_consumers(&p, started);
 remove_dir:
     rmdir(dir);

@@ -174,7 +174,7 @@ static int handle(struct consumer *c, const cuc_msg *m, cuc_msg *answer)
 {
     int bad = 0;
 
-    for (size_t i = 0; i < cuc_msg_count(m); i++) {
+    for (size_t i = 0; i < cuc_msg_record_count(m); i++) {
         int type = 0;
         cuc_msg_record_type(m, i, &type);
         switch (type) {
@@ -206,12 +206,12 @@ static void release(struct consumer *c)
 {
     /* One call for all of them: one wait for the stream and one release
      * message, instead of one of each per buffer. */
-    cuc_buffer_free_many(c->bufs, (size_t)c->nbufs, c->stream);
+    cuc_buffer_unref_many_async(c->bufs, (size_t)c->nbufs, c->stream);
     if (c->nbufs)
         printf("socket_consumer: freed %d buffers: their leases are released\n", c->nbufs);
     cuc_pool_unref(c->pool);
     cuc_stream_destroy(c->stream);
-    cuc_event_destroy(c->ev);
+    cuc_event_unref(c->ev);
 }
 
 int main(int argc, char **argv)
@@ -234,16 +234,16 @@ int main(int argc, char **argv)
         return fail("connect", rc);
     rc = cuc_channel_recv(ch, TIMEOUT_MS, &m);
     if (rc) {
-        cuc_channel_close(ch);
+        cuc_channel_destroy(ch);
         return fail("receive", rc);
     }
     rc = cuc_msg_create(&answer);
     if (rc) {
         cuc_msg_destroy(m);
-        cuc_channel_close(ch);
+        cuc_channel_destroy(ch);
         return fail("answer", rc);
     }
-    printf("socket_consumer: %zu records\n", cuc_msg_count(m));
+    printf("socket_consumer: %zu records\n", cuc_msg_record_count(m));
     bad = handle(&c, m, answer);
     printf("socket_consumer: verified %d of %d buffers, %zu bytes\n", c.verified, c.nbufs,
            c.bytes);
@@ -265,7 +265,7 @@ int main(int argc, char **argv)
     } else if (rc != CUC_E_PEER_CLOSED) {
         bad += fail("waiting for the producer to hang up", rc);
     }
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     printf("socket_consumer %s\n", bad ? "FAILED" : "OK");
     return bad ? 1 : 0;
 }

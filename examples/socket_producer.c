@@ -95,7 +95,7 @@ static int fill_buffers(struct producer *p)
          * stream. The copy is asynchronous for the GPU, but from pageable
          * host memory it returns only once host[] has been read, so host[]
          * can be refilled for the next buffer at once. */
-        rc = cuc_buffer_alloc(p->pool, BUFFER_BYTES, p->stream, &p->bufs[b]);
+        rc = cuc_buffer_alloc_async(p->pool, BUFFER_BYTES, p->stream, &p->bufs[b]);
         if (rc == 0)
             rc = cuc_memcpy_async(cuc_buffer_ptr(p->bufs[b]), host, BUFFER_BYTES, p->stream);
     }
@@ -144,7 +144,7 @@ static int build_message(const struct producer *p, cuc_msg **out)
  * pool on. Returns mismatches. */
 static int check_answer(const cuc_msg *answer, const struct producer *p)
 {
-    size_t k = cuc_msg_count(answer), i;
+    size_t k = cuc_msg_record_count(answer), i;
     cuc_device *d;
     int next = 0, bad = 0, rc;
 
@@ -189,7 +189,7 @@ static int free_buffers(struct producer *p, cuc_channel *ch)
 
     for (int b = 0; b < NBUFFERS; b++) {
         /* The free is queued on our stream, after the writes. */
-        cuc_buffer_free(p->bufs[b], p->stream);
+        cuc_buffer_unref_async(p->bufs[b], p->stream);
         p->bufs[b] = NULL;
     }
     cuc_pool_lease_count(p->pool, &before);
@@ -224,8 +224,8 @@ static int open_devices(struct producer *p)
 static void release(struct producer *p)
 {
     for (int b = 0; b < NBUFFERS; b++)
-        cuc_buffer_free(p->bufs[b], NULL);
-    cuc_event_destroy(p->ev);
+        cuc_buffer_unref_async(p->bufs[b], NULL);
+    cuc_event_unref(p->ev);
     cuc_pool_unref(p->pool); /* after its buffers: each holds a reference anyway */
     cuc_stream_destroy(p->stream);
 }
@@ -285,9 +285,9 @@ int main(int argc, char **argv)
     bad += check_answer(answer, &p);
     cuc_msg_destroy(answer);
 close_channel:
-    cuc_channel_close(ch); /* ends any lease still held: deferred frees run now */
+    cuc_channel_destroy(ch); /* ends any lease still held: deferred frees run now */
 close_listener:
-    cuc_listener_close(l); /* also removes the socket file */
+    cuc_listener_destroy(l); /* also removes the socket file */
 destroy_msg:
     cuc_msg_destroy(m);
 release:

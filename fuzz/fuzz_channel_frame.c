@@ -14,9 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "channel_frame.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "frame/frame.h"
+#include "wire/records.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -33,7 +34,7 @@ static size_t fd_count_for(uint8_t code)
 
 static void consume(cuc_msg *m)
 {
-    size_t i, n = cuc_msg_count(m);
+    size_t i, n = cuc_msg_record_count(m);
 
     for (i = 0; i < n; i++) {
         struct cuc__record r;

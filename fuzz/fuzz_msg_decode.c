@@ -12,8 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "wire/records.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -21,7 +22,7 @@ static int null_fd = -1;
 
 static void walk(cuc_msg *m)
 {
-    size_t i, n = cuc_msg_count(m);
+    size_t i, n = cuc_msg_record_count(m);
 
     for (i = 0; i < n; i++) {
         struct cuc__record r;

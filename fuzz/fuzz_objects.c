@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "objects.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "exec/kernel.h"
+#include "wire/records.h"
 #include "fuzz_pool.h"
 
 #define FUZZ_MAX_FDS 16
@@ -63,7 +65,7 @@ static void resolve_all(const cuc_msg *m, size_t i)
     if (!rc) {
         if (!(cuc_event_flags(ev) & CUC_EVENT_IPC))
             abort();
-        cuc_event_destroy(ev);
+        cuc_event_unref(ev);
     }
     rc = cuc_msg_get_launch_config(m, i, &cfg);
     check_status(rc);
@@ -87,7 +89,7 @@ static void resolve_all(const cuc_msg *m, size_t i)
     rc = cuc_msg_get_buffer(m, i, &buf);
     check_status(rc);
     if (!rc) {
-        if (!cuc_buffer_ptr(buf) || !cuc_buffer_size(buf) || cuc_buffer_free(buf, NULL))
+        if (!cuc_buffer_ptr(buf) || !cuc_buffer_size(buf) || cuc_buffer_unref_async(buf, NULL))
             abort();
     }
     rc = cuc_msg_get_vmm(m, i, &v);
@@ -189,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (decode_with_fds(data, size, &m) != 0)
         return 0;
-    for (i = 0; i < cuc_msg_count(m); i++) {
+    for (i = 0; i < cuc_msg_record_count(m); i++) {
         resolve_all(m, i);
         kernel_rehashed(m, i);
     }

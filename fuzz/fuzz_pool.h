@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cucore.h"
-#include "wire.h"
+#include "wire/records.h"
 
 #define FUZZ_POOL_ID "cucore-fuzz-pool" /* 16 bytes, no NUL on the wire */
 

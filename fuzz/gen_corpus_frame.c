@@ -11,9 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "channel_frame.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "frame/frame.h"
+#include "wire/records.h"
 
 static const char *dir;
 static uint8_t out[4u << 20];

@@ -11,8 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "wire/records.h"
 
 static const char *dir;
 static int null_fd;

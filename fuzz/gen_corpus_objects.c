@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "objects.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "exec/kernel.h"
+#include "wire/records.h"
 #include "fuzz_pool.h"
 
 static const char *dir;
@@ -108,7 +110,7 @@ static void events(cuc_device *d)
         cuc_msg_add_event(m, ev))
         die("event");
     put_msg("event", m);
-    cuc_event_destroy(ev); /* the handle is dead: opening it must fail cleanly */
+    cuc_event_unref(ev); /* the handle is dead: opening it must fail cleanly */
     memset(p, 0, sizeof(p));
     cuc__put32(p, CUC_EVENT_IPC | CUC_EVENT_TIMING);
     memcpy(p + 8, cuc_device_uuid(d)->bytes, 16);
@@ -302,7 +304,7 @@ static void pools_buffers(void)
     cuc_buffer *b;
     cuc_msg *m;
 
-    if (fuzz_pool_setup(&local, &imported) || cuc_buffer_alloc(local, 4096, NULL, &b))
+    if (fuzz_pool_setup(&local, &imported) || cuc_buffer_alloc_async(local, 4096, NULL, &b))
         die("fuzz pool");
     m = new_msg();
     if (cuc_msg_add_pool(m, imported) || cuc_msg_add_buffer(m, b))
@@ -330,8 +332,8 @@ static void pools_buffers(void)
     memcpy(q, p, 104);
     cuc__put64(q + 16, UINT64_MAX);
     put_raw("buffer_size_max", CUC_RECORD_BUFFER, q, 104);
-    if (cuc_buffer_free(b, NULL))
-        die("cuc_buffer_free");
+    if (cuc_buffer_unref_async(b, NULL))
+        die("cuc_buffer_unref_async");
     cuc_pool_unref(imported);
     cuc_pool_unref(local);
 }

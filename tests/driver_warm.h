@@ -15,7 +15,7 @@ static inline void test_warm_driver_fds(cuc_device *dev)
     cuc_event *ev;
 
     CHECK_OK(cuc_event_create(dev, CUC_EVENT_IPC, &ev));
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
 }
 
 #endif

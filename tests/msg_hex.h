@@ -8,7 +8,7 @@
 
 #include "cucore.h"
 #include "check.h"
-#include "wire.h"
+#include "wire/records.h"
 
 /* The message's bytes as a malloc'd hex string. */
 static inline char *msg_to_hex(const cuc_msg *m)

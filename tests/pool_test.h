@@ -13,7 +13,7 @@
 
 #include "cucore.h"
 #include "check.h"
-#include "internal.h"
+#include "device/device.h"
 
 /* n bytes of xorshift64 from seed. */
 static inline void pt_pattern(uint64_t seed, void *buf, size_t n)
@@ -125,10 +125,10 @@ static inline void pt_warm_up(void)
             cuc_pool *p;
             cuc_buffer *b;
             CHECK_OK(cuc_pool_create(d, &pr, &p));
-            CHECK_OK(cuc_buffer_alloc(p, 4096, NULL, &b));
+            CHECK_OK(cuc_buffer_alloc_async(p, 4096, NULL, &b));
             CHECK(CUC_DRV->cuMemPoolExportPointer(
                       &data, (CUdeviceptr)(uintptr_t)cuc_buffer_ptr(b)) == CUDA_SUCCESS);
-            CHECK_OK(cuc_buffer_free(b, NULL));
+            CHECK_OK(cuc_buffer_unref_async(b, NULL));
             CHECK(CUC_DRV->cuCtxSynchronize() == CUDA_SUCCESS);
             cuc_pool_unref(p);
         }

@@ -3,12 +3,12 @@
  * device -> device -> host and fills, checked byte for byte, on device and
  * pinned host pools; references; and the deferred free: a buffer attached
  * to a message, or leased over an in-process channel pair, keeps its
- * memory after its last cuc_buffer_free() until the message goes or the
+ * memory after its last cuc_buffer_unref_async() until the message goes or the
  * lease ends (release, the importer's close, the exporter's close). */
 #include <pthread.h>
 
 #include "pool_test.h"
-#include "memory_impl.h"
+#include "memory/buffer.h"
 
 static cuc_device *dev0;
 static int ndev;
@@ -27,12 +27,12 @@ static void test_alloc_args(void)
     cuc_pool *p = new_pool(dev0, CUC_POOL_DEVICE, 0);
     cuc_buffer *b = NULL;
 
-    CHECK_RC(cuc_buffer_alloc(NULL, 16, NULL, &b), CUC_E_INVALID);
-    CHECK_RC(cuc_buffer_alloc(p, 16, NULL, NULL), CUC_E_INVALID);
-    CHECK_RC(cuc_buffer_alloc(p, 0, NULL, &b), CUC_E_INVALID);
+    CHECK_RC(cuc_buffer_alloc_async(NULL, 16, NULL, &b), CUC_E_INVALID);
+    CHECK_RC(cuc_buffer_alloc_async(p, 16, NULL, NULL), CUC_E_INVALID);
+    CHECK_RC(cuc_buffer_alloc_async(p, 0, NULL, &b), CUC_E_INVALID);
     CHECK(strstr(cuc_errmsg(), "size 0") != NULL);
     CHECK(b == NULL);
-    CHECK_OK(cuc_buffer_free(NULL, NULL));
+    CHECK_OK(cuc_buffer_unref_async(NULL, NULL));
     CHECK(cuc_buffer_ref(NULL) == NULL);
     CHECK(pt_used(p) == 0);
     cuc_pool_unref(p);
@@ -50,8 +50,8 @@ static void check_copies(cuc_device *d, int kind)
     CHECK(src && dst);
     CHECK_OK(cuc_stream_create(d, CUC_STREAM_NON_BLOCKING, 0, &s));
     CHECK_OK(cuc_stream_legacy(d, &legacy));
-    CHECK_OK(cuc_buffer_alloc(p, n, s, &a));
-    CHECK_OK(cuc_buffer_alloc(p, n, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, n, s, &a));
+    CHECK_OK(cuc_buffer_alloc_async(p, n, NULL, &b));
     CHECK(cuc_buffer_size(a) == n && cuc_buffer_device(a) == d);
     CHECK(!cuc_buffer_is_imported(a));
     CHECK(cuc_buffer_ptr(a) != cuc_buffer_ptr(b));
@@ -80,9 +80,17 @@ static void check_copies(cuc_device *d, int kind)
     /* arguments */
     CHECK_RC(cuc_memcpy_async(NULL, src, 1, s), CUC_E_INVALID);
     CHECK_RC(cuc_memcpy_async(dst, NULL, 1, s), CUC_E_INVALID);
-    CHECK_RC(cuc_memcpy_async(dst, src, 1, NULL), CUC_E_INVALID);
     CHECK_RC(cuc_memset_async(NULL, 0, 1, s), CUC_E_INVALID);
-    CHECK_RC(cuc_memset_async(dst, 0, 1, NULL), CUC_E_INVALID);
+    /* a NULL stream is the legacy default stream of the current device,
+     * as for cuc_buffer_alloc_async */
+    CHECK_OK(cuc_device_set_current(d));
+    CHECK_OK(cuc_memset_async(cuc_buffer_ptr(a), 0x3c, 16, NULL));
+    memset(dst, 0, 16);
+    CHECK_OK(cuc_memcpy(dst, cuc_buffer_ptr(a), 16, NULL));
+    for (size_t i = 0; i < 16; i++)
+        CHECK(dst[i] == 0x3c);
+    CHECK_OK(cuc_memcpy_async(dst, src, 1, NULL));
+    CHECK_OK(cuc_memset(cuc_buffer_ptr(a), 0, n, NULL));
     CHECK_OK(cuc_memcpy_async(NULL, NULL, 0, s));
     CHECK_OK(cuc_memset_async(NULL, 0, 0, s));
     if (test_on_sim()) {
@@ -91,8 +99,8 @@ static void check_copies(cuc_device *d, int kind)
                  CUC_E_DRIVER);
         CHECK(strstr(cuc_errmsg(), "cuMemsetD8Async") != NULL);
     }
-    CHECK_OK(cuc_buffer_free(a, s));
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(a, s));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     CHECK_OK(cuc_stream_synchronize(s));
     CHECK(pt_used(p) == 0);
     cuc_stream_destroy(s);
@@ -106,13 +114,13 @@ static void test_refs(void)
     cuc_pool *p = new_pool(dev0, CUC_POOL_DEVICE, 0);
     cuc_buffer *b;
 
-    CHECK_OK(cuc_buffer_alloc(p, 1000, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, 1000, NULL, &b));
     CHECK(cuc_buffer_ref(b) == b);
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     CHECK(pt_used(p) == 1000); /* one reference left */
     pt_fill(b, 3);
     CHECK(pt_holds(b, 3));
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     CHECK(pt_used(p) == 0);
     cuc_pool_unref(p);
 }
@@ -127,7 +135,7 @@ static void test_imported_pool_refused(void)
      * runs in test_pool_multiproc's children. */
     CHECK_OK(cuc_pool_create(dev0, &pr, &p));
     p->imported = 1;
-    CHECK_RC(cuc_buffer_alloc(p, 64, NULL, &b), CUC_E_INVALID);
+    CHECK_RC(cuc_buffer_alloc_async(p, 64, NULL, &b), CUC_E_INVALID);
     CHECK(strstr(cuc_errmsg(), "imported") != NULL);
     p->imported = 0;
     cuc_pool_unref(p);
@@ -144,10 +152,10 @@ static void test_message_holds(void)
     size_t n = 99;
 
     CHECK_OK(cuc_stream_create(dev0, CUC_STREAM_NON_BLOCKING, 0, &s));
-    CHECK_OK(cuc_buffer_alloc(p, 5000, s, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, 5000, s, &b));
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_buffer(m, b));
-    CHECK_OK(cuc_buffer_free(b, s));
+    CHECK_OK(cuc_buffer_unref_async(b, s));
     CHECK(pt_used(p) == 5000); /* the message keeps it */
     CHECK_OK(cuc_pool_lease_count(p, &n));
     CHECK(n == 0); /* held, not leased: never sent */
@@ -197,11 +205,11 @@ static void test_lease_release(void)
     cuc_msg *got;
 
     CHECK_OK(cuc_channel_pair(&a, &c));
-    CHECK_OK(cuc_buffer_alloc(p, 256, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, 256, NULL, &b));
     pt_fill(b, 11);
     got = send_recv(a, c, b);
     CHECK(buf_leases(b) == 1 && pool_leases(p) == 1);
-    CHECK_OK(cuc_buffer_free(b, NULL)); /* deferred: leased */
+    CHECK_OK(cuc_buffer_unref_async(b, NULL)); /* deferred: leased */
     CHECK(pt_used(p) == 256);
     CHECK_OK(cuc_msg_get_buffer(got, 0, &again));
     CHECK(again == b); /* revived: the same object, its bytes intact */
@@ -209,12 +217,12 @@ static void test_lease_release(void)
     cuc_msg_destroy(got);
     CHECK_RC(cuc_pool_lease_wait(p, a, 0, 50), CUC_E_TIMEOUT);
     CHECK(strstr(cuc_errmsg(), "1 lease") != NULL);
-    CHECK_OK(cuc_buffer_free(again, NULL)); /* sends the release on c */
+    CHECK_OK(cuc_buffer_unref_async(again, NULL)); /* sends the release on c */
     CHECK_OK(cuc_pool_lease_wait(p, a, 0, 5000));
     CHECK(pool_leases(p) == 0);
     CHECK(pt_used(p) == 0); /* the deferred free ran */
-    cuc_channel_close(a);
-    cuc_channel_close(c);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(c);
     cuc_pool_unref(p);
 }
 
@@ -232,21 +240,21 @@ static void test_deferred_streams(void)
     CHECK_OK(cuc_stream_create(dev0, CUC_STREAM_NON_BLOCKING, 0, &s));
     CHECK_OK(cuc_channel_pair(&a, &c));
     for (int i = 0; i < 2; i++) {
-        CHECK_OK(cuc_buffer_alloc(p, 512, s, &b[i]));
+        CHECK_OK(cuc_buffer_alloc_async(p, 512, s, &b[i]));
         CHECK_OK(cuc_memset_async(cuc_buffer_ptr(b[i]), 7, 512, s));
         got[i] = send_recv(a, c, b[i]);
     }
-    CHECK_OK(cuc_buffer_free(b[0], s)); /* an event on s */
+    CHECK_OK(cuc_buffer_unref_async(b[0], s)); /* an event on s */
     CHECK(b[0]->free_after != NULL);
-    CHECK_OK(cuc_buffer_free(b[1], NULL)); /* the legacy stream: none */
+    CHECK_OK(cuc_buffer_unref_async(b[1], NULL)); /* the legacy stream: none */
     CHECK(b[1]->free_after == NULL);
     CHECK(pt_used(p) == 1024);
     for (int i = 0; i < 2; i++)
         cuc_msg_destroy(got[i]); /* the in-process receiver drops its holds */
-    cuc_channel_close(c); /* the peer goes: both leases end */
+    cuc_channel_destroy(c); /* the peer goes: both leases end */
     CHECK_OK(cuc_pool_lease_wait(p, a, 0, 5000));
     CHECK(pt_used(p) == 0);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     cuc_stream_destroy(s);
     cuc_pool_unref(p);
 }
@@ -260,44 +268,44 @@ static void test_lease_closes(void)
     cuc_buffer *b1, *b2;
     cuc_msg *got1, *got2, *m;
 
-    CHECK_OK(cuc_buffer_alloc(p, 512, NULL, &b1));
-    CHECK_OK(cuc_buffer_alloc(p, 1024, NULL, &b2));
+    CHECK_OK(cuc_buffer_alloc_async(p, 512, NULL, &b1));
+    CHECK_OK(cuc_buffer_alloc_async(p, 1024, NULL, &b2));
     /* importer closes */
     CHECK_OK(cuc_channel_pair(&a, &c));
     got1 = send_recv(a, c, b1);
     got2 = send_recv(a, c, b2);
     CHECK(pool_leases(p) == 2);
-    CHECK_OK(cuc_buffer_free(b1, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b1, NULL));
     CHECK(pt_used(p) == 1536);
     cuc_msg_destroy(got1);
     cuc_msg_destroy(got2);
-    cuc_channel_close(c);
+    cuc_channel_destroy(c);
     CHECK_OK(cuc_pool_lease_wait(p, a, 0, 5000));
     CHECK(pt_used(p) == 1024); /* b1 went; b2 is still ours */
     CHECK(buf_leases(b2) == 0);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     /* exporter closes */
     CHECK_OK(cuc_channel_pair(&a, &c));
     got2 = send_recv(a, c, b2);
-    CHECK_OK(cuc_buffer_free(b2, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b2, NULL));
     CHECK(pt_used(p) == 1024);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
     cuc_msg_destroy(got2);
-    cuc_channel_close(c);
+    cuc_channel_destroy(c);
     /* a send to a peer that has gone */
     CHECK_OK(cuc_channel_pair(&a, &c));
-    cuc_channel_close(c);
-    CHECK_OK(cuc_buffer_alloc(p, 64, NULL, &b1));
+    cuc_channel_destroy(c);
+    CHECK_OK(cuc_buffer_alloc_async(p, 64, NULL, &b1));
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_buffer(m, b1));
     CHECK(cuc_channel_send(a, m) != 0);
     CHECK(buf_leases(b1) == 0 && pool_leases(p) == 0);
-    CHECK_OK(cuc_buffer_free(b1, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b1, NULL));
     CHECK(pt_used(p) == 64); /* the message still holds it */
     cuc_msg_destroy(m);
     CHECK(pt_used(p) == 0);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     cuc_pool_unref(p);
 }
 
@@ -323,7 +331,7 @@ static void *pump_thread(void *arg)
 static void test_lease_wait_other_thread(void)
 {
     cuc_pool *p = new_pool(dev0, CUC_POOL_DEVICE, CUC_POOL_IPC);
-    struct cuc__buffer_rec rec;
+    struct cuc_buffer_record rec;
     struct pump_arg pa;
     cuc_channel *a, *c;
     cuc_buffer *b;
@@ -331,9 +339,9 @@ static void test_lease_wait_other_thread(void)
     cuc_msg *got;
 
     CHECK_OK(cuc_channel_pair(&a, &c));
-    CHECK_OK(cuc_buffer_alloc(p, 128, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, 128, NULL, &b));
     got = send_recv(a, c, b);
-    CHECK_OK(cuc__buffer_rec_parse(got, 0, &rec));
+    CHECK_OK(cuc_msg_read_buffer(got, 0, &rec));
     cuc_msg_destroy(got);
     CHECK(buf_leases(b) == 1);
     CHECK_RC(cuc_buffer_lease_wait(b, NULL, 0, 30), CUC_E_TIMEOUT);
@@ -346,10 +354,10 @@ static void test_lease_wait_other_thread(void)
     CHECK(buf_leases(b) == 0);
     CHECK_RC(cuc_buffer_lease_wait(NULL, NULL, 0, 0), CUC_E_INVALID);
     CHECK_RC(cuc_buffer_lease_count(NULL, NULL), CUC_E_INVALID);
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     CHECK(pt_used(p) == 0);
-    cuc_channel_close(a);
-    cuc_channel_close(c);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(c);
     cuc_pool_unref(p);
 }
 

@@ -11,8 +11,9 @@
 #include <time.h>
 
 #include "check.h"
-#include "internal.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "wire/records.h"
 
 static double now_ms(void)
 {
@@ -65,7 +66,7 @@ static int child_echo(cuc_channel *ch)
         return 1;
     }
     CHECK_RC(cuc_channel_recv(ch, 0, &m), CUC_E_PEER_CLOSED); /* it sticks */
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     FD_CHECK_NO_LEAK();
     return 0;
 }
@@ -126,13 +127,13 @@ static cuc_channel *start_echo(pid_t *pid)
     CHECK_OK(cuc_channel_pair(&a, &b));
     *pid = spawn_self("echo", NULL, NULL, cuc_channel_fd(b));
     CHECK(*pid > 0);
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
     return a;
 }
 
 static void stop_echo(cuc_channel *a, pid_t pid)
 {
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     CHECK(wait_child(pid) == 0);
 }
 
@@ -160,7 +161,7 @@ static void test_pair_in_process(void)
     CHECK_OK(cuc_channel_send(a, m));
     CHECK(cuc_msg_fd_count(m) == 1); /* the sender keeps its own */
     CHECK_OK(cuc_channel_recv(b, 1000, &r));
-    CHECK(cuc_msg_count(r) == 2 && cuc_msg_fd_count(r) == 1);
+    CHECK(cuc_msg_record_count(r) == 2 && cuc_msg_fd_count(r) == 1);
     CHECK_OK(cuc_device_get(1 % ndev, &d));
     CHECK_OK(cuc_msg_get_device(r, 0, &got));
     CHECK(got == d);
@@ -185,18 +186,18 @@ static void test_pair_in_process(void)
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_channel_send(a, m));
     CHECK_OK(cuc_channel_recv(b, 1000, &r));
-    CHECK(cuc_msg_count(r) == 0);
+    CHECK(cuc_msg_record_count(r) == 0);
     cuc_msg_destroy(r);
     cuc_msg_destroy(m);
 
     CHECK_RC(cuc_channel_recv(a, -2, &r), CUC_E_INVALID);
     CHECK_RC(cuc_channel_send(a, NULL), CUC_E_INVALID);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     CHECK_RC(cuc_channel_recv(b, 1000, &r), CUC_E_PEER_CLOSED);
     CHECK_RC(cuc_channel_send(b, m = device_msg(0)), CUC_E_PEER_CLOSED);
     cuc_msg_destroy(m);
-    cuc_channel_close(b);
-    cuc_channel_close(NULL);
+    cuc_channel_destroy(b);
+    cuc_channel_destroy(NULL);
 }
 
 static void test_timeout(void)
@@ -219,8 +220,8 @@ static void test_timeout(void)
     cuc_msg_destroy(r);
     CHECK_OK(cuc_channel_recv(a, 1000, &r));
     cuc_msg_destroy(r);
-    cuc_channel_close(a);
-    cuc_channel_close(b);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(b);
 }
 
 static void test_from_fd_checks(void)
@@ -257,7 +258,7 @@ static void test_echo_10000(void)
         CHECK_OK(cuc_channel_send(a, m));
         cuc_msg_destroy(m);
         CHECK_OK(cuc_channel_recv(a, 10000, &r));
-        CHECK(cuc_msg_count(r) == 3 && cuc_msg_fd_count(r) == 2);
+        CHECK(cuc_msg_record_count(r) == 3 && cuc_msg_fd_count(r) == 2);
         CHECK_OK(cuc_msg_take_fd(r, 2, &fd, &tag));
         CHECK(tag == (uint32_t)i + 1);
         if (i % 1000 == 0)
@@ -287,7 +288,7 @@ static void big_fd_message(cuc_channel *a, int nfds)
     CHECK_OK(cuc_channel_send(a, m));
     cuc_msg_destroy(m);
     CHECK_OK(cuc_channel_recv(a, 30000, &r));
-    CHECK(cuc_msg_count(r) == (size_t)nfds && cuc_msg_fd_count(r) == (size_t)nfds);
+    CHECK(cuc_msg_record_count(r) == (size_t)nfds && cuc_msg_fd_count(r) == (size_t)nfds);
     for (i = 0; i < nfds; i++) {
         CHECK_OK(cuc_msg_take_fd(r, (size_t)i, &fd, &tag));
         CHECK(tag == (uint32_t)i && same_file(fd, files[i % 3]));
@@ -322,7 +323,7 @@ static void test_split(void)
     }
     CHECK_OK(cuc_channel_send(a, m));
     CHECK_OK(cuc_channel_recv(a, 30000, &r));
-    CHECK(cuc_msg_count(r) == CUC_MSG_MAX_RECORDS);
+    CHECK(cuc_msg_record_count(r) == CUC_MSG_MAX_RECORDS);
     for (i = 0; i < CUC_MSG_MAX_RECORDS; i += 997) {
         cuc_device *got;
         CHECK_OK(cuc_device_get((int)(i % (size_t)ndev), &d));
@@ -379,7 +380,7 @@ static void test_threads(void)
     CHECK(pthread_create(&t2, NULL, send_many, &s2) == 0);
     for (i = 0; i < 4000; i++) {
         CHECK_OK(cuc_channel_recv(a, 10000, &r));
-        CHECK(cuc_msg_count(r) == 2 && cuc_msg_fd_count(r) == 1);
+        CHECK(cuc_msg_record_count(r) == 2 && cuc_msg_fd_count(r) == 1);
         CHECK_OK(cuc_msg_take_fd(r, 1, &fd, &tag));
         close(fd);
         CHECK(tag == next[tag >= 100000]);
@@ -421,7 +422,7 @@ static void test_listen_connect(void)
     /* whose accept sees the probe: a peer that closed at once */
     CHECK_OK(cuc_listener_accept(l, 1000, &ch));
     CHECK_RC(cuc_channel_recv(ch, 1000, &r), CUC_E_PEER_CLOSED);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     t0 = now_ms();
     CHECK_RC(cuc_listener_accept(l, 100, &ch), CUC_E_TIMEOUT);
     CHECK(now_ms() - t0 >= 90);
@@ -438,12 +439,12 @@ static void test_listen_connect(void)
     CHECK_OK(cuc_msg_add_fd(m, null_fd, 9));
     CHECK_OK(cuc_channel_send(ch, m));
     CHECK_OK(cuc_channel_recv(ch, 10000, &r));
-    CHECK(cuc_msg_count(r) == 2 && cuc_msg_fd_count(r) == 1);
+    CHECK(cuc_msg_record_count(r) == 2 && cuc_msg_fd_count(r) == 1);
     cuc_msg_destroy(r);
     cuc_msg_destroy(m);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 0);
-    cuc_listener_close(l);
+    cuc_listener_destroy(l);
     CHECK(lstat(path, &st) < 0 && errno == ENOENT); /* removed */
 
     /* a stale socket (its listener gone without unlinking) is replaced */
@@ -456,7 +457,7 @@ static void test_listen_connect(void)
         close(s);
     }
     CHECK_OK(cuc_channel_listen(path, &l));
-    cuc_listener_close(l);
+    cuc_listener_destroy(l);
 
     /* a file that is not a socket is never touched */
     fd = open(file, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);

@@ -7,9 +7,10 @@
 #include <time.h>
 
 #include "check.h"
-#include "internal.h"
-#include "channel_impl.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "channel/channel.h"
+#include "wire/records.h"
 
 static double now_ms(void)
 {
@@ -284,7 +285,7 @@ static void run(const char *role, int want, const char *text, int sticks)
         expect_recv(ch, 1000, want, text, role);
         CHECK(strcmp(saved, cuc_errmsg()) == 0); /* the same message */
     }
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 0);
     if (test_fd_count() != before) {
         fprintf(stderr, "%s: %d fds open before, %d after\n", role, before,
@@ -303,7 +304,7 @@ static void test_bad_seq(void)
     expect_recv(ch, 5000, 0, NULL, "bad_seq");
     expect_recv(ch, 5000, CUC_E_BADMSG, "sequence number 5", "bad_seq");
     expect_recv(ch, 0, CUC_E_BADMSG, "sequence number 5", "bad_seq");
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 0);
     CHECK(test_fd_count() == before);
 }
@@ -318,7 +319,7 @@ static void test_bad_content(void)
     ch = start("bad_content", &pid);
     expect_recv(ch, 5000, CUC_E_VERSION, "unknown record type 200", "bad_content");
     expect_recv(ch, 5000, 0, NULL, "bad_content");
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 0);
     CHECK(test_fd_count() == before);
 }
@@ -333,8 +334,8 @@ static void test_claims_big(void)
 
     ch = start("huge_parts", &pid);
     expect_recv(ch, 300, CUC_E_TIMEOUT, "1 of the 1024 frames", "huge_parts");
-    CHECK(ch->rx.cap <= 2 * CUC__FRAME_MAX_DATA);
-    cuc_channel_close(ch);
+    CHECK(ch->link->rx.cap <= 2 * CUC__FRAME_MAX_DATA);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 0);
     CHECK(test_fd_count() == before);
 }
@@ -356,7 +357,7 @@ static void test_half_then_kill(void)
     expect_recv(ch, 5000, CUC_E_PEER_CLOSED, "in the middle of a message", "killed");
     CHECK(test_fd_count() == before + 1); /* only the channel */
     expect_recv(ch, 0, CUC_E_PEER_CLOSED, NULL, "killed");
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 128 + SIGKILL);
     CHECK(test_fd_count() == before);
 }

@@ -6,7 +6,8 @@
 #include <sys/stat.h>
 
 #include "check.h"
-#include "internal.h"
+#include "cucore.h"
+#include "device/device.h"
 
 /* Runs as nobody: connects, expecting the listener (root) to be refused on
  * this side too; reports its uid. */
@@ -23,7 +24,7 @@ static int child_main(const char *role, int argc, char **argv)
     if (rc != CUC_E_PERMISSION) {
         fprintf(stderr, "nobody's connect: %s: %s\n", cuc_errname(rc), cuc_errmsg());
         if (rc == 0)
-            cuc_channel_close(ch);
+            cuc_channel_destroy(ch);
         return 4;
     }
     return 0;
@@ -81,7 +82,7 @@ int main(int argc, char **argv)
     CHECK(pid > 0);
     rc = cuc_listener_accept(l, 10000, &ch);
     if (rc == 0)
-        cuc_channel_close(ch);
+        cuc_channel_destroy(ch);
     CHECK_RC(rc, CUC_E_PERMISSION);
     snprintf(uidtext, sizeof(uidtext), "uid %lu", (unsigned long)pw->pw_uid);
     CHECK(strstr(cuc_errmsg(), uidtext) != NULL);
@@ -91,10 +92,10 @@ int main(int argc, char **argv)
         cuc_channel *c2;
         CHECK_OK(cuc_channel_connect(path, 1000, &c2));
         CHECK_OK(cuc_listener_accept(l, 1000, &ch));
-        cuc_channel_close(c2);
-        cuc_channel_close(ch);
+        cuc_channel_destroy(c2);
+        cuc_channel_destroy(ch);
     }
-    cuc_listener_close(l);
+    cuc_listener_destroy(l);
     CHECK(rmdir(dir) == 0);
     FD_CHECK_NO_LEAK();
     return test_finish();

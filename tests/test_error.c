@@ -3,7 +3,7 @@
 #include <pthread.h>
 
 #include "cucore.h"
-#include "internal.h"
+#include "device/device.h"
 #include "check.h"
 
 static void *other_thread(void *arg)

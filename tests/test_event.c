@@ -7,7 +7,7 @@
 #include "check.h"
 #include "devices_test.h"
 #include "driver_warm.h"
-#include "internal.h"
+#include "device/device.h"
 
 
 static void sleep_ms(long ms)
@@ -28,7 +28,7 @@ static void test_basic(void)
     CHECK_OK(cuc_event_create(devs[0], 0, &ev));
     CHECK(cuc_event_device(ev) == devs[0]);
     CHECK(cuc_event_flags(ev) == 0);
-    CHECK(cuc_event_is_opened(ev) == 0);
+    CHECK(cuc_event_is_imported(ev) == 0);
     CHECK(cuc_event_handle(ev) != NULL);
     CHECK_OK(cuc_event_query(ev, &done)); /* never recorded: complete */
     CHECK(done == 1);
@@ -39,14 +39,14 @@ static void test_basic(void)
     CHECK(done == 1);
     /* The handle is the driver's. */
     CHECK(CUC_DRV->cuEventQuery((CUevent)cuc_event_handle(ev)) == CUDA_SUCCESS);
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
 
     CHECK_OK(cuc_event_create(devs[0], CUC_EVENT_BLOCKING_SYNC | CUC_EVENT_IPC, &ev));
     CHECK(cuc_event_flags(ev) == (CUC_EVENT_BLOCKING_SYNC | CUC_EVENT_IPC));
     CHECK_OK(cuc_event_record(ev, s));
     CHECK_OK(cuc_event_synchronize(ev));
-    cuc_event_destroy(ev);
-    cuc_event_destroy(NULL);
+    cuc_event_unref(ev);
+    cuc_event_unref(NULL);
     cuc_stream_destroy(s);
 }
 
@@ -77,9 +77,9 @@ static void test_timing(void)
     CHECK_RC(cuc_event_elapsed_ms(plain, a, &ms), CUC_E_INVALID);
     CHECK(strstr(cuc_errmsg(), "start event") != NULL);
     CHECK_RC(cuc_event_elapsed_ms(a, b, NULL), CUC_E_INVALID);
-    cuc_event_destroy(plain);
-    cuc_event_destroy(b);
-    cuc_event_destroy(a);
+    cuc_event_unref(plain);
+    cuc_event_unref(b);
+    cuc_event_unref(a);
 }
 
 static void test_errors(void)
@@ -106,7 +106,7 @@ static void test_errors(void)
         CHECK_RC(cuc_event_record(ev, s), CUC_E_INVALID);
         CHECK(strstr(cuc_errmsg(), cuc_device_uuid_string(devs[1])) != NULL);
         CHECK(strstr(cuc_errmsg(), cuc_device_uuid_string(devs[0])) != NULL);
-        cuc_event_destroy(ev);
+        cuc_event_unref(ev);
     }
 }
 
@@ -127,15 +127,15 @@ static void test_refs(void)
     CHECK_OK(cuc_msg_get_event(m, 0, &again));
     CHECK_OK(cuc_msg_get_event(m, 1, &third));
     CHECK(again == ev && third == ev);
-    cuc_event_destroy(ev);
-    cuc_event_destroy(again);
+    cuc_event_unref(ev);
+    cuc_event_unref(again);
     /* One reference left: still usable. */
     CHECK_OK(cuc_event_record(third, s));
     /* A record is asynchronous on a GPU: only a synchronize makes it done. */
     CHECK_OK(cuc_event_synchronize(third));
     CHECK_OK(cuc_event_query(third, &done));
     CHECK(done == 1);
-    cuc_event_destroy(third);
+    cuc_event_unref(third);
     cuc_msg_destroy(m);
 }
 

@@ -8,9 +8,9 @@
 #include "check.h"
 #include "devices_test.h"
 #include "driver_warm.h"
-#include "internal.h"
+#include "device/device.h"
 #include "msg_hex.h"
-#include "wire.h"
+#include "wire/records.h"
 
 
 static void test_refused(void)
@@ -22,11 +22,11 @@ static void test_refused(void)
     CHECK_OK(cuc_event_create(devs[0], CUC_EVENT_TIMING, &ev));
     CHECK_RC(cuc_msg_add_event(m, ev), CUC_E_NOT_SERIALIZABLE);
     CHECK(strstr(cuc_errmsg(), "CUC_EVENT_IPC") != NULL);
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
     CHECK_OK(cuc_event_create(devs[0], 0, &ev));
     CHECK_RC(cuc_msg_add_event(m, ev), CUC_E_NOT_SERIALIZABLE);
-    CHECK(cuc_msg_count(m) == 0);
-    cuc_event_destroy(ev);
+    CHECK(cuc_msg_record_count(m) == 0);
+    cuc_event_unref(ev);
     cuc_msg_destroy(m);
 }
 
@@ -54,7 +54,7 @@ static void test_layout(void)
     CHECK(memcmp(p + 24, h.reserved, 64) == 0);
     free(bytes);
     cuc_msg_destroy(m);
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
 }
 
 /* Child: opens the event of the message in argv[0], synchronizes, and
@@ -95,9 +95,9 @@ static int child_open(int argc, char **argv)
     /* Opened once: a second get is the same object. */
     CHECK_OK(cuc_msg_get_event(m, 0, &again));
     printf("OK %s %d %d %d\n", cuc_device_uuid_string(cuc_event_device(ev)),
-           cuc_device_ordinal(cuc_event_device(ev)), cuc_event_is_opened(ev), again == ev);
-    cuc_event_destroy(again);
-    cuc_event_destroy(ev);
+           cuc_device_ordinal(cuc_event_device(ev)), cuc_event_is_imported(ev), again == ev);
+    cuc_event_unref(again);
+    cuc_event_unref(ev);
     cuc_msg_destroy(m);
     return 0;
 }
@@ -120,7 +120,7 @@ static void check_child(int dev, const char *cvd)
     /* The event stays alive here until the child is done with it. */
     child_expect("open", m, cvd, uuid, pos >= 0 ? want : NULL);
     cuc_msg_destroy(m);
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
 }
 
 static void test_children(void)

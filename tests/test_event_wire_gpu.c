@@ -8,7 +8,7 @@
 #include "cucore.h"
 #include "check.h"
 #include "driver_warm.h"
-#include "internal.h"
+#include "device/device.h"
 #include "msg_hex.h"
 
 #define SPIN_NS 3000000000ull
@@ -50,13 +50,13 @@ static int child_wait(int argc, char **argv)
     CHECK(argc == 1);
     CHECK_OK(msg_from_hex(argv[0], &m));
     CHECK_OK(cuc_msg_get_event(m, 0, &ev));
-    CHECK(cuc_event_is_opened(ev));
+    CHECK(cuc_event_is_imported(ev));
     CHECK_OK(cuc_event_query(ev, &before));
     CHECK_OK(cuc_event_synchronize(ev));
     t = now_ns();
     CHECK_OK(cuc_event_query(ev, &after));
     printf("Q %d T %lld Q %d\n", before, t, after);
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
     cuc_msg_destroy(m);
     return 0;
 }
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     CHECK(t_child <= t_end + 50000000LL);
     free(hex);
     cuc_msg_destroy(m);
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
     cuc_stream_destroy(s);
     cuc_kernel_destroy(k);
     FD_CHECK_NO_LEAK();

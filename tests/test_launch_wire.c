@@ -11,11 +11,12 @@
 #include "cucore.h"
 #include "check.h"
 #include "devices_test.h"
-#include "hash.h"
-#include "internal.h"
+#include "base/sha256.h"
+#include "base/hex.h"
+#include "device/device.h"
 #include "msg_hex.h"
 #include "ptx_kernels.h"
-#include "wire.h"
+#include "wire/records.h"
 
 #define N_OUT 256u
 
@@ -68,7 +69,7 @@ static void test_config_roundtrip(void)
     /* A config the receiver would refuse is refused at send. */
     in[0].grid[2] = 0;
     CHECK_RC(cuc_msg_add_launch_config(m, &in[0]), CUC_E_INVALID);
-    CHECK(cuc_msg_count(m) == 3);
+    CHECK(cuc_msg_record_count(m) == 3);
     free(hex);
     cuc_msg_destroy(r);
     cuc_msg_destroy(m);
@@ -161,7 +162,7 @@ static int child_launch(int argc, char **argv)
 
     CHECK(argc == 1);
     CHECK_OK(msg_from_hex(argv[0], &m));
-    CHECK(cuc_msg_count(m) == 3);
+    CHECK(cuc_msg_record_count(m) == 3);
     rc = cuc_msg_get_stream(m, 2, &s);
     if (rc) {
         printf("ERR %s %s\n", cuc_errname(rc), cuc_errmsg());

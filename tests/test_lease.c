@@ -5,9 +5,11 @@
 #include <signal.h>
 
 #include "check.h"
-#include "internal.h"
-#include "lease.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "channel/channel.h"
+#include "lease/lease.h"
+#include "wire/records.h"
 
 #define MAXID 20000
 
@@ -22,6 +24,14 @@ static void on_end(void *arg, uint64_t id, int why)
     ends[id]++;
     why_of[id] = why;
 }
+
+static void no_op(void *obj)
+{
+    (void)obj;
+}
+
+/* Leases of no object: only their ends are counted. */
+static const struct cuc__lease_ops end_ops = {no_op, on_end, no_op, no_op};
 
 static void reset_ends(void)
 {
@@ -39,7 +49,7 @@ static size_t count(cuc_channel *ch)
 
 static void add(cuc_channel *ch, uint64_t id)
 {
-    CHECK_OK(cuc__channel_lease_add(ch, id, on_end, &tag_arg));
+    CHECK_OK(cuc__leases_add(ch->leases, id, &end_ops, &tag_arg));
 }
 
 static int ndev;
@@ -91,7 +101,7 @@ static int child_main(const char *role)
     CHECK(getenv("CUC_TEST_FD"));
     CHECK_OK(cuc_channel_from_fd(atoi(getenv("CUC_TEST_FD")), &ch));
     CHECK_OK(cuc_channel_recv(ch, 10000, &m));
-    CHECK(cuc_msg_count(m) == 100);
+    CHECK(cuc_msg_record_count(m) == 100);
     for (i = 0; i < 10; i++) {
         struct cuc__record r;
         CHECK_OK(cuc__msg_record(m, i, &r));
@@ -103,7 +113,7 @@ static int child_main(const char *role)
     if (!strcmp(role, "exit")) { /* on the parent's word */
         CHECK_OK(cuc_channel_recv(ch, 10000, &m));
         cuc_msg_destroy(m);
-        cuc_channel_close(ch);
+        cuc_channel_destroy(ch);
         return 0;
     }
     for (;;)
@@ -124,8 +134,8 @@ static void test_release(void)
     add(a, 2);
     add(a, 3);
     CHECK(count(a) == 3);
-    CHECK_RC(cuc__channel_lease_add(a, 2, on_end, &tag_arg), CUC_E_INVALID);
-    CHECK_RC(cuc__channel_lease_add(a, 0, on_end, &tag_arg), CUC_E_INVALID);
+    CHECK_RC(cuc__leases_add(a->leases, 2, &end_ops, &tag_arg), CUC_E_INVALID);
+    CHECK_RC(cuc__leases_add(a->leases, 0, &end_ops, &tag_arg), CUC_E_INVALID);
     CHECK_RC(cuc_channel_release(b, &two, 0), CUC_E_INVALID);
 
     CHECK_OK(cuc_channel_release(b, &two, 1));
@@ -140,15 +150,15 @@ static void test_release(void)
     CHECK(ends[2] == 1 && count(a) == 2);
 
     /* drop: gone without a callback */
-    CHECK_OK(cuc__channel_lease_drop(a, 3));
-    CHECK_RC(cuc__channel_lease_drop(a, 3), CUC_E_NOT_FOUND);
+    CHECK_OK(cuc__leases_drop(a->leases, 3));
+    CHECK_RC(cuc__leases_drop(a->leases, 3), CUC_E_NOT_FOUND);
     CHECK(ends[3] == 0 && count(a) == 1);
 
     /* closing ends the rest */
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     CHECK(ends[1] == 1 && why_of[1] == CUC__LEASE_CHANNEL_CLOSED);
     CHECK(ends[3] == 0);
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
     CHECK(ends[1] == 1 && ends[2] == 1);
 }
 
@@ -183,18 +193,19 @@ static void test_pump_queue(void)
     CHECK(recv_ordinal(a) == 3 % ndev); /* still there */
     add(a, 7);
     CHECK_RC(cuc_channel_lease_wait(a, 0, 100), CUC_E_TIMEOUT);
-    CHECK(strstr(cuc_errmsg(), "1 leases still held") != NULL);
+    CHECK(strstr(cuc_errmsg(), "1 lease on the channel") != NULL);
+    CHECK(strstr(cuc_errmsg(), "still held") != NULL);
 
     /* the peer closes: its leases end, lease_add is refused afterwards */
     send_user(b, 0);
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
     CHECK_OK(cuc_channel_lease_wait(a, 0, 1000));
     CHECK(ends[7] == 1 && why_of[7] == CUC__LEASE_PEER_CLOSED);
-    CHECK_RC(cuc__channel_lease_add(a, 8, on_end, &tag_arg), CUC_E_PEER_CLOSED);
+    CHECK_RC(cuc__leases_add(a->leases, 8, &end_ops, &tag_arg), CUC_E_PEER_CLOSED);
     CHECK(recv_ordinal(a) == 0); /* queued before the close: not lost */
     rc = cuc_channel_recv(a, 0, &m);
     CHECK_RC(rc, CUC_E_PEER_CLOSED);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     CHECK(ends[7] == 1);
 }
 
@@ -209,7 +220,7 @@ static void test_many(void)
     reset_ends();
     CHECK_OK(cuc_channel_pair(&a, &b));
     for (i = 0; i < 10000; i++) {
-        ids[i] = cuc__channel_lease_new_id(a);
+        ids[i] = cuc__lease_id_next();
         CHECK(ids[i] > 0 && ids[i] < MAXID);
         add(a, ids[i]);
     }
@@ -223,13 +234,13 @@ static void test_many(void)
     }
     /* drop a few, then release everything (the dropped ones are unknown) */
     for (k = 0; k < 100; k++)
-        CHECK_OK(cuc__channel_lease_drop(a, ids[k]));
+        CHECK_OK(cuc__leases_drop(a->leases, ids[k]));
     CHECK_OK(cuc_channel_release(b, ids, 10000));
     CHECK_OK(cuc_channel_lease_wait(a, 0, 5000));
     for (k = 0; k < 10000; k++)
         CHECK(ends[ids[k]] == (k < 100 ? 0 : 1));
-    cuc_channel_close(a);
-    cuc_channel_close(b);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(b);
     for (k = 0; k < 10000; k++)
         CHECK(ends[ids[k]] == (k < 100 ? 0 : 1));
 }
@@ -248,7 +259,7 @@ static void importer(const char *role, int expect_status)
     CHECK_OK(cuc_channel_pair(&a, &b));
     pid = spawn_self(role, NULL, NULL, cuc_channel_fd(b));
     CHECK(pid > 0);
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
     CHECK_OK(cuc_msg_create(&m));
     for (id = 1; id <= 100; id++) {
         add(a, id);
@@ -270,7 +281,7 @@ static void importer(const char *role, int expect_status)
         CHECK(ends[id] == 1 && why_of[id] == (id <= 10 ? CUC__LEASE_RELEASED
                                                         : CUC__LEASE_PEER_CLOSED));
     CHECK(wait_child(pid) == expect_status);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     for (id = 1; id <= 100; id++)
         CHECK(ends[id] == 1);
     close(null);

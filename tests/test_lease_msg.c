@@ -2,11 +2,13 @@
  * begins each attached lease on that channel, a release or the channel's
  * end ends it exactly once, a failed send ends it with SEND_FAILED, a
  * message holds its objects until destroyed, a received message knows its
- * channel and keeps it alive past cuc_channel_close(). */
+ * channel and keeps it alive past cuc_channel_destroy(). */
 #include "check.h"
-#include "internal.h"
-#include "lease.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "channel/channel.h"
+#include "lease/lease.h"
+#include "wire/records.h"
 
 struct obj {
     int refs, begun, ended;
@@ -66,7 +68,7 @@ static void test_release(void)
     CHECK(o.refs == 0);
 
     CHECK_OK(cuc_channel_recv(b, 1000, &got));
-    CHECK(cuc__msg_channel(got) == b);
+    CHECK(cuc__leases_of_msg(got) == b->leases); /* it reports to b's table */
     CHECK_OK(cuc_channel_release(b, &id, 1));
     CHECK_OK(cuc_channel_lease_wait(a, 0, 1000));
     CHECK(o.ended == 1 && o.last_id == id && o.last_why == CUC__LEASE_RELEASED);
@@ -74,11 +76,11 @@ static void test_release(void)
 
     /* The received message keeps b alive after the user's close; a release
      * through it is then a no-op. */
-    cuc_channel_close(b);
-    CHECK_OK(cuc_channel_release(cuc__msg_channel(got), &id, 1));
+    cuc_channel_destroy(b);
+    CHECK_OK(cuc__leases_release(cuc__leases_of_msg(got), &id, 1));
     cuc_msg_destroy(got);
     CHECK_RC(cuc_channel_pump(a, 1000), CUC_E_PEER_CLOSED);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     CHECK(o.ended == 1);
 }
 
@@ -93,22 +95,22 @@ static void test_close_ends(void)
     CHECK_OK(cuc_channel_pair(&a, &b));
     m = leased_msg(&o, &id);
     CHECK_OK(cuc_channel_send(a, m));
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
     CHECK_OK(cuc_channel_lease_wait(a, 0, 1000));
     CHECK(o.ended == 1 && o.last_why == CUC__LEASE_PEER_CLOSED);
     /* Sending again on a channel whose peer has gone: the lease is begun
      * and ended at once, the send fails. */
     CHECK(cuc_channel_send(a, m) < 0);
     CHECK(o.begun == 2 && o.ended == 2 && o.last_why == CUC__LEASE_SEND_FAILED);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
 
     /* The exporter closes: CHANNEL_CLOSED. */
     CHECK_OK(cuc_channel_pair(&a, &b));
     CHECK_OK(cuc_channel_send(a, m));
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     CHECK(o.begun == 3 && o.ended == 3 && o.last_why == CUC__LEASE_CHANNEL_CLOSED);
     /* Sending on a closed channel is refused: nothing stays begun. */
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
     cuc_msg_destroy(m);
     CHECK(o.refs == 0);
 }
@@ -136,10 +138,10 @@ static void test_send_twice(void)
     CHECK(o1.begun == 3 && o1.ended == 1 && o1.last_why == CUC__LEASE_SEND_FAILED);
     CHECK(o2.begun == 2 && o2.ended == 0);
     CHECK(leases(a) == 2);
-    cuc_channel_close(b);
-    cuc_channel_close(d);
-    cuc_channel_close(a);
-    cuc_channel_close(c);
+    cuc_channel_destroy(b);
+    cuc_channel_destroy(d);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(c);
     CHECK(o1.ended == 3 && o2.ended == 2);
     cuc_msg_destroy(m);
     CHECK(o1.refs == 0 && o2.refs == 0);
@@ -154,7 +156,7 @@ static void test_bad_args(void)
     CHECK_RC(cuc__msg_lease_attach(m, 0, &ops, &o), CUC_E_INVALID);
     CHECK_RC(cuc__msg_lease_attach(m, 5, NULL, &o), CUC_E_INVALID);
     CHECK(o.refs == 0);
-    CHECK(cuc__msg_channel(m) == NULL);
+    CHECK(cuc__leases_of_msg(m) == NULL);
     cuc_msg_destroy(m);
 }
 

@@ -4,11 +4,13 @@
 #include "cucore.h"
 #include "check.h"
 #include "msg_hex.h"
-#include "hash.h"
-#include "internal.h"
-#include "objects.h"
+#include "base/sha256.h"
+#include "base/hex.h"
+#include "device/device.h"
+#include "exec/kernel.h"
+#include "wire/records.h"
 #include "ptx_kernels.h"
-#include "wire.h"
+#include "wire/records.h"
 
 static cuc_device *dev0;
 
@@ -84,7 +86,7 @@ static int get_event(const uint8_t *p, uint32_t len)
     if (rc)
         CHECK(ev == (cuc_event *)0x1);
     else
-        cuc_event_destroy(ev);
+        cuc_event_unref(ev);
     cuc_msg_destroy(m);
     return rc;
 }

@@ -5,7 +5,7 @@
 #include <pthread.h>
 
 #include "pool_test.h"
-#include "memory_impl.h"
+#include "memory/buffer.h"
 
 static cuc_device *dev0;
 static int ndev;
@@ -68,12 +68,12 @@ static void check_pool(int kind, unsigned flags, cuc_device *dev)
     CHECK(memcmp(id, id2, sizeof(id)) != 0);
     cuc_pool_unref(q);
     if (flags & CUC_POOL_IPC) {
-        CHECK_OK(cuc_pool_find(id, &found));
+        CHECK_OK(cuc_pool_get_by_id(id, &found));
         CHECK(found == p);
         cuc_pool_unref(found);
     } else {
         char hex[33];
-        CHECK_RC(cuc_pool_find(id, &found), CUC_E_POOL_NOT_IMPORTED);
+        CHECK_RC(cuc_pool_get_by_id(id, &found), CUC_E_POOL_NOT_IMPORTED);
         cuc__hex(id, 16, hex);
         CHECK(strstr(cuc_errmsg(), hex) != NULL);
     }
@@ -83,7 +83,7 @@ static void check_pool(int kind, unsigned flags, cuc_device *dev)
     cuc_pool_unref(p);
     CHECK(test_fd_count() == fds);
     if (flags & CUC_POOL_IPC)
-        CHECK_RC(cuc_pool_find(id, &found), CUC_E_POOL_NOT_IMPORTED);
+        CHECK_RC(cuc_pool_get_by_id(id, &found), CUC_E_POOL_NOT_IMPORTED);
 }
 
 /* A buffer holds its pool: the pool outlives the caller's reference. */
@@ -96,16 +96,16 @@ static void test_buffer_keeps_pool(void)
 
     CHECK_OK(cuc_pool_create(dev0, &pr, &p));
     cuc_pool_id(p, id);
-    CHECK_OK(cuc_buffer_alloc(p, 4096, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, 4096, NULL, &b));
     CHECK(cuc_buffer_pool(b) == p);
     cuc_pool_unref(p);
-    CHECK_OK(cuc_pool_find(id, &found)); /* still alive, through b */
+    CHECK_OK(cuc_pool_get_by_id(id, &found)); /* still alive, through b */
     CHECK(found == p);
     cuc_pool_unref(found);
     pt_fill(b, 7);
     CHECK(pt_holds(b, 7));
-    CHECK_OK(cuc_buffer_free(b, NULL));
-    CHECK_RC(cuc_pool_find(id, &found), CUC_E_POOL_NOT_IMPORTED);
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    CHECK_RC(cuc_pool_get_by_id(id, &found), CUC_E_POOL_NOT_IMPORTED);
 }
 
 static void test_lease_args(void)
@@ -137,11 +137,11 @@ static void *churn(void *arg)
     for (int i = 0; i < 50; i++) {
         CHECK_OK(cuc_pool_create(dev0, &pr, &p));
         cuc_pool_id(p, id);
-        CHECK_OK(cuc_pool_find(id, &f));
+        CHECK_OK(cuc_pool_get_by_id(id, &f));
         CHECK(f == p);
         cuc_pool_unref(f);
         cuc_pool_unref(p);
-        CHECK_RC(cuc_pool_find(id, &f), CUC_E_POOL_NOT_IMPORTED);
+        CHECK_RC(cuc_pool_get_by_id(id, &f), CUC_E_POOL_NOT_IMPORTED);
     }
     return NULL;
 }

@@ -22,8 +22,8 @@
 #include <signal.h>
 
 #include "pool_test.h"
-#include "memory_impl.h"
-#include "wire.h"
+#include "memory/buffer.h"
+#include "wire/records.h"
 
 #define RECV_MS 30000
 #define MAXP 16
@@ -73,7 +73,7 @@ static void wait_empty(cuc_channel *ch)
 {
     cuc_msg *m = recv_msg(ch);
 
-    CHECK(cuc_msg_count(m) == 0);
+    CHECK(cuc_msg_record_count(m) == 0);
     cuc_msg_destroy(m);
 }
 
@@ -87,7 +87,7 @@ static cuc_channel *start(const char *role, const char *const *args, const char 
     CHECK_OK(cuc_channel_pair(&mine, &theirs));
     *pid = spawn_self(role, args, envs, cuc_channel_fd(theirs));
     CHECK(*pid > 0);
-    cuc_channel_close(theirs);
+    cuc_channel_destroy(theirs);
     return mine;
 }
 
@@ -134,7 +134,7 @@ static cuc_pool *get_checked_pool(const cuc_msg *m, size_t i, const char *uuid, 
                 cuc_device_ordinal(cuc_pool_device(p)), ordinal);
         exit(1);
     }
-    CHECK_RC(cuc_buffer_alloc(p, 64, NULL, &b), CUC_E_INVALID);
+    CHECK_RC(cuc_buffer_alloc_async(p, 64, NULL, &b), CUC_E_INVALID);
     CHECK(strstr(cuc_errmsg(), "imported") != NULL);
     return p;
 }
@@ -159,7 +159,7 @@ static int child_reversed(int argc, char **argv)
     send_empty(ch);
     /* 2: the pools, each followed by its buffers */
     m = recv_msg(ch);
-    CHECK(cuc_msg_count(m) == (size_t)np * (1 + NBUF));
+    CHECK(cuc_msg_record_count(m) == (size_t)np * (1 + NBUF));
     CHECK_OK(cuc_msg_create(&ack));
     for (int i = 0; i < np; i++) {
         size_t base = (size_t)i * (1 + NBUF);
@@ -173,7 +173,7 @@ static int child_reversed(int argc, char **argv)
             CHECK(pt_holds(bufs[i][j], seed_of(1, i, j)));
             CHECK_OK(cuc_msg_get_buffer(m, base + 1 + j, &again));
             CHECK(again == bufs[i][j]); /* mapped once, counted */
-            CHECK_OK(cuc_buffer_free(again, NULL));
+            CHECK_OK(cuc_buffer_unref_async(again, NULL));
             pt_fill(bufs[i][j], seed_of(2, i, j));
         }
     }
@@ -184,12 +184,12 @@ static int child_reversed(int argc, char **argv)
     wait_empty(ch);
     for (int i = 0; i < np; i++) {
         for (int j = 0; j < NBUF; j++)
-            CHECK_OK(cuc_buffer_free(bufs[i][j], NULL));
+            CHECK_OK(cuc_buffer_unref_async(bufs[i][j], NULL));
         cuc_pool_unref(pools[i]);
     }
     send_empty(ch);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return 0;
 }
 
@@ -219,7 +219,7 @@ static void test_reversed(int kind)
         args[na++] = ords[i];
         args[na++] = hexes[i];
         for (int j = 0; j < NBUF; j++) {
-            CHECK_OK(cuc_buffer_alloc(pools[i], sizes[j], NULL, &bufs[i][j]));
+            CHECK_OK(cuc_buffer_alloc_async(pools[i], sizes[j], NULL, &bufs[i][j]));
             pt_fill(bufs[i][j], seed_of(1, i, j)); /* synchronous: complete when sent */
         }
     }
@@ -241,7 +241,7 @@ static void test_reversed(int kind)
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
     m = recv_msg(ch);
-    CHECK(cuc_msg_count(m) == (size_t)np);
+    CHECK(cuc_msg_record_count(m) == (size_t)np);
     for (int i = 0; i < np; i++) {
         cuc_device *d;
         CHECK_OK(cuc_msg_get_device(m, (size_t)i, &d));
@@ -256,7 +256,7 @@ static void test_reversed(int kind)
     for (int i = 0; i < np; i++) {
         uint64_t used = pt_used(pools[i]);
         for (int j = 0; j < NBUF; j++)
-            CHECK_OK(cuc_buffer_free(bufs[i][j], NULL)); /* deferred */
+            CHECK_OK(cuc_buffer_unref_async(bufs[i][j], NULL)); /* deferred */
         CHECK(pt_used(pools[i]) == used);
     }
     send_empty(ch);
@@ -265,7 +265,7 @@ static void test_reversed(int kind)
         CHECK_OK(cuc_pool_lease_wait(pools[i], ch, i == 0 ? 1 : 0, RECV_MS));
         CHECK(pt_used(pools[i]) == (i == 0 ? sizes[0] : 0));
     }
-    cuc_channel_close(ch); /* ends the last lease */
+    cuc_channel_destroy(ch); /* ends the last lease */
     CHECK(pool_leases(pools[0]) == 0 && pt_used(pools[0]) == 0);
     CHECK(wait_child(pid) == 0);
     for (int i = 0; i < np; i++)
@@ -296,17 +296,17 @@ static int child_relay(int argc, char **argv)
     CHECK_OK(cuc_msg_add_buffer(fwd, b));
     CHECK_OK(cuc_channel_send(down, fwd));
     cuc_msg_destroy(fwd);
-    CHECK_OK(cuc_buffer_free(b, NULL)); /* deferred: C holds a lease */
+    CHECK_OK(cuc_buffer_unref_async(b, NULL)); /* deferred: C holds a lease */
     wait_empty(down);                   /* C has read and written it */
     send_empty(up);
     wait_empty(up); /* A: go */
     send_empty(down);
     CHECK_OK(cuc_pool_lease_wait(p, down, 0, RECV_MS)); /* C's release, then ours */
     cuc_pool_unref(p);
-    cuc_channel_close(down); /* C waits for it */
+    cuc_channel_destroy(down); /* C waits for it */
     CHECK(wait_child(pid) == 0);
     CHECK_RC(cuc_channel_recv(up, RECV_MS, &m), CUC_E_PEER_CLOSED);
-    cuc_channel_close(up);
+    cuc_channel_destroy(up);
     return 0;
 }
 
@@ -327,10 +327,10 @@ static int child_leaf(int argc, char **argv)
     pt_fill(b, seed_of(3, 0, 0));
     send_empty(ch);
     wait_empty(ch);
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     cuc_pool_unref(p);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return 0;
 }
 
@@ -363,7 +363,7 @@ static void test_chain(void)
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
     pt_child_cvd(env, sizeof(env));
     rotated_cvd(cenv, sizeof(cenv));
-    CHECK_OK(cuc_buffer_alloc(p, sizes[0], NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, sizes[0], NULL, &b));
     pt_fill(b, seed_of(1, 0, 0));
     ch = start("relay", args, env, &pid);
     CHECK_OK(cuc_msg_create(&m));
@@ -376,12 +376,12 @@ static void test_chain(void)
     /* B's lease stays while C maps the memory */
     CHECK_RC(cuc_pool_lease_wait(p, ch, 0, 300), CUC_E_TIMEOUT);
     CHECK(pool_leases(p) == 1);
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     CHECK(pt_used(p) == sizes[0]);
     send_empty(ch);
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pt_used(p) == 0);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 0);
     cuc_pool_unref(p);
 }
@@ -412,13 +412,13 @@ static int child_twice(int argc, char **argv)
     CHECK(pt_holds(b2, seed_of(5, 0, 0)));
     cuc_msg_destroy(m1);
     cuc_msg_destroy(m2);
-    CHECK_OK(cuc_buffer_free(b1, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b1, NULL));
     CHECK(pt_holds(b2, seed_of(5, 0, 0))); /* still mapped */
-    CHECK_OK(cuc_buffer_free(b2, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b2, NULL));
     cuc_pool_unref(p);
     send_empty(ch);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m1), CUC_E_PEER_CLOSED);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return 0;
 }
 
@@ -437,7 +437,7 @@ static void test_two_messages(void)
 
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
     pt_child_cvd(env, sizeof(env));
-    CHECK_OK(cuc_buffer_alloc(p, sizes[1], NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, sizes[1], NULL, &b));
     pt_fill(b, seed_of(5, 0, 0));
     ch = start("twice", args, env, &pid);
     CHECK_OK(cuc_msg_create(&m));
@@ -461,9 +461,9 @@ static void test_two_messages(void)
     wait_empty(ch);
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pool_leases(p) == 0);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 0);
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     CHECK(pt_used(p) == 0);
     cuc_pool_unref(p);
 }
@@ -481,24 +481,24 @@ static int child_reader(int argc, char **argv)
 
     CHECK(argc == 2);
     m = recv_msg(ch);
-    CHECK(cuc_msg_count(m) == (size_t)n + 1);
+    CHECK(cuc_msg_record_count(m) == (size_t)n + 1);
     p = get_checked_pool(m, 0, argv[0], -1);
     for (int j = 0; j < n; j++) {
         CHECK_OK(cuc_msg_get_buffer(m, (size_t)j + 1, &b));
         CHECK(pt_holds(b, seed_of(4, 0, j)));
-        CHECK_OK(cuc_buffer_free(b, NULL));
+        CHECK_OK(cuc_buffer_unref_async(b, NULL));
     }
     cuc_msg_destroy(m);
     cuc_pool_unref(p);
     send_empty(ch);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return 0;
 }
 
 /* Imports n buffers (buffer 0 twice: two references) and frees them in
- * one cuc_buffer_free_many, with a NULL in the list; buffer 0 keeps its
- * second reference, readable, until its own cuc_buffer_free. */
+ * one cuc_buffer_unref_many_async, with a NULL in the list; buffer 0 keeps its
+ * second reference, readable, until its own cuc_buffer_unref_async. */
 static int child_batch(int argc, char **argv)
 {
     cuc_channel *ch = child_channel();
@@ -517,16 +517,16 @@ static int child_batch(int argc, char **argv)
     CHECK_OK(cuc_msg_get_buffer(m, 1, &again));
     CHECK(again == b[0]);
     b[n] = NULL;
-    CHECK_OK(cuc_buffer_free_many(b, (size_t)n + 1, NULL));
+    CHECK_OK(cuc_buffer_unref_many_async(b, (size_t)n + 1, NULL));
     CHECK(pt_holds(again, seed_of(5, 0, 0)));
-    CHECK_OK(cuc_buffer_free(again, NULL));
-    CHECK_RC(cuc_buffer_free_many(NULL, 1, NULL), CUC_E_INVALID);
-    CHECK_OK(cuc_buffer_free_many(NULL, 0, NULL));
+    CHECK_OK(cuc_buffer_unref_async(again, NULL));
+    CHECK_RC(cuc_buffer_unref_many_async(NULL, 1, NULL), CUC_E_INVALID);
+    CHECK_OK(cuc_buffer_unref_many_async(NULL, 0, NULL));
     cuc_msg_destroy(m);
     cuc_pool_unref(p);
     send_empty(ch);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return 0;
 }
 
@@ -540,7 +540,7 @@ static cuc_msg *pool_msg(cuc_device *dev, int n, int phase, cuc_pool **pool, cuc
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_pool(m, *pool));
     for (int j = 0; j < n; j++) {
-        CHECK_OK(cuc_buffer_alloc(*pool, 8192 + (size_t)j, NULL, &bufs[j]));
+        CHECK_OK(cuc_buffer_alloc_async(*pool, 8192 + (size_t)j, NULL, &bufs[j]));
         pt_fill(bufs[j], seed_of(phase, 0, j));
         CHECK_OK(cuc_msg_add_buffer(m, bufs[j]));
     }
@@ -550,7 +550,7 @@ static cuc_msg *pool_msg(cuc_device *dev, int n, int phase, cuc_pool **pool, cuc
 static void free_all(cuc_buffer **bufs, int n)
 {
     for (int j = 0; j < n; j++)
-        CHECK_OK(cuc_buffer_free(bufs[j], NULL));
+        CHECK_OK(cuc_buffer_unref_async(bufs[j], NULL));
 }
 
 static void test_two_children(void)
@@ -581,7 +581,7 @@ static void test_two_children(void)
         CHECK_OK(cuc_pool_lease_wait(p, ch[k], (size_t)(1 - k) * THREAD_BUFS, RECV_MS));
     CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
     for (int k = 0; k < 2; k++) {
-        cuc_channel_close(ch[k]);
+        cuc_channel_destroy(ch[k]);
         CHECK(wait_child(pid[k]) == 0);
     }
     cuc_pool_unref(p);
@@ -611,7 +611,7 @@ static void test_batch_free(void)
     wait_empty(ch);
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 0);
     cuc_pool_unref(p);
 }
@@ -626,7 +626,7 @@ struct thread_res {
 static void *import_thread(void *arg)
 {
     struct thread_res *r = arg;
-    size_t n = cuc_msg_count(r->m);
+    size_t n = cuc_msg_record_count(r->m);
 
     for (size_t k = 0; k < n; k++) {
         size_t i = (k + (size_t)r->t * 5) % n; /* each thread its own order */
@@ -668,7 +668,7 @@ static void threads_round(cuc_channel *ch, const char *uuid)
     pthread_t t[NTHREADS];
     cuc_msg *m = recv_msg(ch);
 
-    CHECK(cuc_msg_count(m) == THREAD_BUFS + 1);
+    CHECK(cuc_msg_record_count(m) == THREAD_BUFS + 1);
     for (int k = 0; k < NTHREADS; k++) {
         memset(&res[k], 0, sizeof(res[k]));
         res[k].m = m;
@@ -713,7 +713,7 @@ static int child_threads(int argc, char **argv)
         exit(1);
     }
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return 0;
 }
 
@@ -742,7 +742,7 @@ static void test_four_threads(void)
         CHECK(pt_used(p) == 0);
         cuc_pool_unref(p);
     }
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     CHECK(wait_child(pid) == 0);
 }
 
@@ -796,7 +796,7 @@ static void sigkill_round(void)
     CHECK(wait_child(pid) == 128 + SIGKILL);
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS)); /* sees the death */
     CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     cuc_pool_unref(p);
 }
 

@@ -11,8 +11,8 @@
 
 #include "pool_test.h"
 #include "msg_hex.h"
-#include "memory_impl.h"
-#include "wire.h"
+#include "memory/buffer.h"
+#include "wire/records.h"
 
 static cuc_device *dev0, *dev_last;
 static int ndev;
@@ -35,14 +35,14 @@ static void test_refused(void)
     CHECK_OK(cuc_msg_create(&m));
     CHECK_RC(cuc_msg_add_pool(m, p), CUC_E_NOT_SERIALIZABLE);
     CHECK_ERRMSG("CUC_POOL_IPC");
-    CHECK_OK(cuc_buffer_alloc(p, 100, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, 100, NULL, &b));
     CHECK_RC(cuc_msg_add_buffer(m, b), CUC_E_NOT_SERIALIZABLE);
     CHECK_ERRMSG("CUC_POOL_IPC");
-    CHECK(cuc_msg_count(m) == 0);
+    CHECK(cuc_msg_record_count(m) == 0);
     CHECK_RC(cuc_msg_add_pool(NULL, p), CUC_E_INVALID);
     CHECK_RC(cuc_msg_add_buffer(m, NULL), CUC_E_INVALID);
     cuc_msg_destroy(m);
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     cuc_pool_unref(p);
 }
 
@@ -58,7 +58,7 @@ static void test_layout(void)
     cuc_msg *m;
 
     cuc_pool_id(p, id);
-    CHECK_OK(cuc_buffer_alloc(p, 3000, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, 3000, NULL, &b));
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_pool(m, p));
     CHECK_OK(cuc__msg_record(m, 0, &r));
@@ -100,7 +100,7 @@ static void test_layout(void)
     CHECK(len == CUC__WIRE_HDR + 2 * (CUC__WIRE_REC_HDR + 104));
     free(bytes);
     cuc_msg_destroy(m);
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     cuc_pool_unref(p);
 }
 
@@ -114,7 +114,7 @@ static void test_round_trip(void)
     void *bytes;
     size_t len;
 
-    CHECK_OK(cuc_buffer_alloc(p, 64, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, 64, NULL, &b));
     CHECK_OK(cuc_channel_pair(&a, &c));
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_pool(m, p));
@@ -134,7 +134,7 @@ static void test_round_trip(void)
     cuc_msg_destroy(got);
     cuc_pool_unref(gp);
     /* one more reference of b: its lease goes with the last of them */
-    CHECK_OK(cuc_buffer_free(gb, NULL));
+    CHECK_OK(cuc_buffer_unref_async(gb, NULL));
     CHECK_RC(cuc_pool_lease_wait(p, a, 0, 20), CUC_E_TIMEOUT);
     /* plain bytes: no lease, no channel */
     CHECK_OK(cuc_msg_create(&m));
@@ -146,13 +146,13 @@ static void test_round_trip(void)
     CHECK_OK(cuc_msg_get_buffer(got, 0, &gb));
     CHECK(gb == b);
     cuc_msg_destroy(got);
-    CHECK_OK(cuc_buffer_free(gb, NULL));
-    CHECK_OK(cuc_buffer_free(b, NULL)); /* the last: releases, on c */
+    CHECK_OK(cuc_buffer_unref_async(gb, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL)); /* the last: releases, on c */
     CHECK(pt_used(p) == 64);            /* a has not seen the release yet */
     CHECK_OK(cuc_pool_lease_wait(p, a, 0, 5000));
     CHECK(pt_used(p) == 0);
-    cuc_channel_close(a);
-    cuc_channel_close(c);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(c);
     cuc_pool_unref(p);
 }
 
@@ -176,7 +176,7 @@ static int get_buffer(const uint8_t *p)
     if (rc)
         CHECK(b == (cuc_buffer *)0x1);
     else
-        CHECK_OK(cuc_buffer_free(b, NULL));
+        CHECK_OK(cuc_buffer_unref_async(b, NULL));
     cuc_msg_destroy(m);
     return rc;
 }
@@ -356,7 +356,7 @@ static void test_hostile_pools(void)
     pool_payload(pl, fresh, cuc_device_uuid(dev0), CUC_POOL_DEVICE, CUC_POOL_HANDLE_POSIX_FD);
     CHECK_RC(get_pool_fd(pl, memfd, NULL), CUC_E_DRIVER);
     CHECK_ERRMSG("cuMemPoolImportFromShareableHandle");
-    CHECK_RC(cuc_pool_find(fresh, &got), CUC_E_POOL_NOT_IMPORTED);
+    CHECK_RC(cuc_pool_get_by_id(fresh, &got), CUC_E_POOL_NOT_IMPORTED);
     /* the fd taken out of the message */
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_POOL, 1, pl, 40, &memfd, 1));
@@ -402,9 +402,9 @@ static void test_sim_import(void)
     CHECK_OK(get_pool_fd(pl, p->fd, &again));
     CHECK(again == ip); /* registered by id */
     cuc_pool_unref(again);
-    CHECK_RC(cuc_buffer_alloc(ip, 64, NULL, &b), CUC_E_INVALID);
+    CHECK_RC(cuc_buffer_alloc_async(ip, 64, NULL, &b), CUC_E_INVALID);
     CHECK_ERRMSG("imported");
-    CHECK_OK(cuc_buffer_alloc(p, 4096, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(p, 4096, NULL, &b));
     pt_fill(b, 99);
     CHECK_OK(cuc__buffer_export(b, &d));
     buffer_payload(pl, fake, 4096);
@@ -422,14 +422,14 @@ static void test_sim_import(void)
     CHECK_RC(cuc_msg_get_buffer(m, 0, &ib2), CUC_E_BADMSG);
     CHECK_ERRMSG("8192");
     cuc_msg_destroy(m);
-    CHECK_OK(cuc_buffer_free(ib, NULL));
-    CHECK_OK(cuc_buffer_free(ib, NULL));
+    CHECK_OK(cuc_buffer_unref_async(ib, NULL));
+    CHECK_OK(cuc_buffer_unref_async(ib, NULL));
     /* export data that names nothing */
     buffer_payload(pl, fake, 4096);
     CHECK_RC(get_buffer(pl), CUC_E_DRIVER);
     CHECK_ERRMSG("cuMemPoolImportPointer");
     cuc_pool_unref(ip);
-    CHECK_OK(cuc_buffer_free(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     cuc_pool_unref(p);
 }
 

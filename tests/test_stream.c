@@ -7,7 +7,7 @@
 #include "cucore.h"
 #include "check.h"
 #include "devices_test.h"
-#include "internal.h"
+#include "device/device.h"
 
 
 static void test_created(void)
@@ -202,7 +202,7 @@ static void test_wait_event(void)
     CHECK_OK(cuc_stream_synchronize(other));
     CHECK_OK(cuc_stream_query(other, &done));
     CHECK(done == 1);
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
     cuc_stream_destroy(other);
     cuc_stream_destroy(s);
 }

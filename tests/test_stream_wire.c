@@ -6,9 +6,9 @@
 #include "cucore.h"
 #include "check.h"
 #include "devices_test.h"
-#include "internal.h"
+#include "device/device.h"
 #include "msg_hex.h"
-#include "wire.h"
+#include "wire/records.h"
 
 
 static void test_created_refused(void)
@@ -24,7 +24,7 @@ static void test_created_refused(void)
     CHECK(strstr(cuc_errmsg(), "CUC_EVENT_IPC") != NULL);
     CHECK(strstr(cuc_errmsg(), "cuc_stream_create") != NULL);
     CHECK(strstr(cuc_errmsg(), "cuc_stream_wait_event") != NULL);
-    CHECK(cuc_msg_count(m) == 0);
+    CHECK(cuc_msg_record_count(m) == 0);
     cuc_stream_destroy(s);
     cuc_msg_destroy(m);
 }

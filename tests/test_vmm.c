@@ -9,8 +9,8 @@
 #include <pthread.h>
 
 #include "vmm_test.h"
-#include "lease.h"
-#include "wire.h"
+#include "lease/lease.h"
+#include "wire/records.h"
 
 static size_t gran;
 static int ndev;
@@ -161,7 +161,7 @@ static void test_message(void)
     size_t len;
     int type;
 
-    CHECK(cuc_msg_count(m) == 1 && cuc_msg_fd_count(m) == 2);
+    CHECK(cuc_msg_record_count(m) == 1 && cuc_msg_fd_count(m) == 2);
     {
         struct cuc__record r;
         CHECK_OK(cuc__msg_record(m, 0, &r));
@@ -192,7 +192,7 @@ static void test_message(void)
     CHECK(leases(imp) == 0);
     CHECK_OK(cuc_msg_create(&m2));
     CHECK_RC(cuc_msg_add_vmm(m2, imp), CUC_E_NOT_SUPPORTED);
-    CHECK(cuc_msg_count(m2) == 0 && cuc_msg_fd_count(m2) == 0);
+    CHECK(cuc_msg_record_count(m2) == 0 && cuc_msg_fd_count(m2) == 0);
     cuc_msg_destroy(m2);
     CHECK_RC(cuc_msg_get_vmm(m, 1, &imp), CUC_E_INVALID);
     cuc_vmm_unref(imp);
@@ -230,7 +230,7 @@ static void test_lease_release(void)
     CHECK(cuc__vmm_live() == live0 + 2);
     CHECK(vmm_t_holds(imp, 31));
     CHECK_RC(cuc_vmm_lease_wait(v, a, 0, 50), CUC_E_TIMEOUT);
-    CHECK(strstr(cuc_errmsg(), "1 leases") != NULL);
+    CHECK(strstr(cuc_errmsg(), "1 lease on the VMM resource") != NULL);
     CHECK_RC(cuc_vmm_lease_wait(v, NULL, 0, 20), CUC_E_TIMEOUT);
     CHECK_OK(cuc_vmm_lease_wait(v, a, 1, 0));
 
@@ -244,8 +244,8 @@ static void test_lease_release(void)
     CHECK(cuc__vmm_live() == live0 + 1);
     CHECK_OK(cuc_channel_lease_wait(a, 0, 1000));
     CHECK(cuc__vmm_live() == live0);
-    cuc_channel_close(a);
-    cuc_channel_close(b);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(b);
 }
 
 /* The exporter keeps its reference and waits for the release. */
@@ -281,8 +281,8 @@ static void test_lease_wait(void)
     cuc_msg_destroy(rm);
     cuc_vmm_unref(v);
     CHECK(cuc__vmm_live() == live0);
-    cuc_channel_close(a);
-    cuc_channel_close(b);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(b);
 }
 
 struct pumper {
@@ -319,8 +319,8 @@ static void test_lease_wait_other_thread(void)
     CHECK(pthread_join(t, NULL) == 0);
     cuc_msg_destroy(rm);
     cuc_vmm_unref(v);
-    cuc_channel_close(a);
-    cuc_channel_close(b);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(b);
 }
 
 /* The exporter closes its channel: the lease ends there; the importer's
@@ -336,13 +336,13 @@ static void test_lease_exporter_closes(void)
     imp = send_import(a, b, v, &rm);
     cuc_vmm_unref(v);
     CHECK(cuc__vmm_live() == live0 + 2);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
     CHECK(cuc__vmm_live() == live0 + 1); /* the exporter's free happened */
     CHECK(vmm_t_holds(imp, 61));         /* the importer still maps it */
     cuc_msg_destroy(rm);
     cuc_vmm_unref(imp);
     CHECK(cuc__vmm_live() == live0);
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
 }
 
 /* The importer closes its end (holding the import): the exporter sees
@@ -357,7 +357,7 @@ static void test_lease_importer_closes(void)
     CHECK_OK(cuc_channel_pair(&a, &b));
     imp = send_import(a, b, v, &rm);
     cuc_msg_destroy(rm);
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
     CHECK_OK(cuc_vmm_lease_wait(v, a, 0, 1000));
     CHECK(leases(v) == 0);
     cuc_vmm_unref(v);
@@ -365,7 +365,7 @@ static void test_lease_importer_closes(void)
     CHECK(vmm_t_holds(imp, 71));
     cuc_vmm_unref(imp);
     CHECK(cuc__vmm_live() == live0);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
 }
 
 /* A send that fails ends its lease at once: nothing is deferred. */
@@ -378,14 +378,14 @@ static void test_send_failed(void)
     int rc;
 
     CHECK_OK(cuc_channel_pair(&a, &b));
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
     rc = cuc_channel_send(a, m);
     CHECK(rc == CUC_E_PEER_CLOSED);
     CHECK(leases(v) == 0);
     cuc_msg_destroy(m);
     cuc_vmm_unref(v);
     CHECK(cuc__vmm_live() == live0);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
 }
 
 int main(void)

@@ -100,7 +100,7 @@ static void peer_read_open(struct peer_read *r, cuc_device *peer_dev)
                              &r->k));
     CHECK_OK(cuc_stream_legacy(peer_dev, &r->s));
     CHECK_OK(cuc_pool_create(peer_dev, &props, &r->pool));
-    CHECK_OK(cuc_buffer_alloc(r->pool, N_PEER_READ * 8, r->s, &r->out));
+    CHECK_OK(cuc_buffer_alloc_async(r->pool, N_PEER_READ * 8, r->s, &r->out));
 }
 
 static void peer_read_check(const struct peer_read *r, const cuc_vmm *v, uint64_t seed)
@@ -136,7 +136,7 @@ static void peer_read_close(struct peer_read *r)
 {
     if (!r->k)
         return;
-    CHECK_OK(cuc_buffer_free(r->out, r->s));
+    CHECK_OK(cuc_buffer_unref_async(r->out, r->s));
     cuc_pool_unref(r->pool);
     cuc_kernel_destroy(r->k);
 }
@@ -184,7 +184,7 @@ static int child_import(int argc, char **argv)
     FD_CHECK_NO_LEAK();
     CHECK(cuc__vmm_live() == 0 && vmm_t_sim_maps(0, 0) == 0);
     peer_read_close(&pr);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return test_finish();
 }
 
@@ -200,7 +200,7 @@ static int child_hold(int argc, char **argv)
     CHECK(argc == 1);
     seed = strtoull(argv[0], NULL, 10);
     CHECK_OK(cuc_channel_recv(ch, WAIT_MS, &m));
-    CHECK(cuc_msg_count(m) == 2);
+    CHECK(cuc_msg_record_count(m) == 2);
     CHECK_OK(cuc_msg_get_vmm(m, 0, &v[0]));
     CHECK_OK(cuc_msg_get_vmm(m, 1, &v[1]));
     CHECK(vmm_t_holds(v[0], seed) && vmm_t_holds(v[1], seed + 1));
@@ -235,7 +235,7 @@ static int child_refuse(int argc, char **argv)
     CHECK(cuc__vmm_live() == 0 && vmm_t_sim_maps(0, 0) == 0);
     cuc_msg_destroy(m);
     FD_CHECK_NO_LEAK();
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return test_finish();
 }
 
@@ -281,7 +281,7 @@ static pid_t start(cuc_channel **a, const char *role, const char *const *args,
     CHECK_OK(cuc_channel_pair(a, &b));
     pid = spawn_self(role, args, env, cuc_channel_fd(b));
     CHECK(pid > 0);
-    cuc_channel_close(b);
+    cuc_channel_destroy(b);
     return pid;
 }
 
@@ -335,7 +335,7 @@ static void scenario_import(const char *cvd, uint64_t seed)
     CHECK(wait_child(pid) == 0);
     cuc_vmm_unref(v);
     CHECK(cuc__vmm_live() == 0);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
 }
 
 static void scenario_kill(const char *cvd, int base_maps)
@@ -368,7 +368,7 @@ static void scenario_kill(const char *cvd, int base_maps)
     CHECK(cuc__vmm_live() == 0);
     CHECK(vmm_t_sim_maps(lo, hi) == 0);
     CHECK(vmm_t_sim_maps(0, 0) == base_maps);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
 }
 
 static void scenario_refuse(const cuc_device *hidden, const char *what)
@@ -388,7 +388,7 @@ static void scenario_refuse(const cuc_device *hidden, const char *what)
     CHECK_OK(cuc_vmm_lease_wait(v, a, 0, WAIT_MS));
     cuc_vmm_unref(v);
     CHECK(cuc__vmm_live() == 0);
-    cuc_channel_close(a);
+    cuc_channel_destroy(a);
 }
 
 int main(int argc, char **argv)

@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 
 #include "vmm_test.h"
-#include "wire.h"
+#include "wire/records.h"
 
 #define W_MAGIC 0x4d435543u
 #define CHUNKS 2

@@ -4,8 +4,9 @@
 #include <sys/stat.h>
 
 #include "check.h"
-#include "internal.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "wire/records.h"
 
 static cuc_msg *roundtrip_bytes(const cuc_msg *m)
 {
@@ -26,12 +27,12 @@ static void test_empty(void)
     void *b;
 
     CHECK_OK(cuc_msg_create(&m));
-    CHECK(cuc_msg_count(m) == 0);
+    CHECK(cuc_msg_record_count(m) == 0);
     CHECK_OK(cuc_msg_to_bytes(m, &b, &len));
     CHECK(len == CUC__WIRE_HDR);
     CHECK(memcmp(b, "CUCM", 4) == 0);
     CHECK_OK(cuc_msg_from_bytes(b, len, &r));
-    CHECK(cuc_msg_count(r) == 0);
+    CHECK(cuc_msg_record_count(r) == 0);
     free(b);
     cuc_msg_destroy(r);
     cuc_msg_destroy(m);
@@ -52,7 +53,7 @@ static void test_devices(void)
         CHECK_OK(cuc_msg_add_device(m, d));
     }
     r = roundtrip_bytes(m);
-    CHECK(cuc_msg_count(r) == (size_t)n);
+    CHECK(cuc_msg_record_count(r) == (size_t)n);
     for (i = 0; i < n; i++) {
         CHECK_OK(cuc_device_get(i, &d));
         CHECK_OK(cuc_msg_record_type(r, (size_t)i, &type));
@@ -111,7 +112,7 @@ static void test_generic_records(void)
     for (i = 0; i < 40; i++)
         CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_KERNEL, 1, payload, (uint32_t)(i * 7), NULL, 0));
     r = roundtrip_bytes(m);
-    CHECK(cuc_msg_count(r) == 40);
+    CHECK(cuc_msg_record_count(r) == 40);
     for (i = 0; i < 40; i++) {
         CHECK_OK(cuc__msg_record(r, i, &rec));
         CHECK(rec.type == CUC_RECORD_KERNEL && rec.version == 1);
@@ -140,7 +141,7 @@ static void test_add_checks(void)
     CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_KERNEL, 1, NULL, 4, NULL, 0), CUC_E_INVALID);
     CHECK_RC(cuc_msg_add_device(m, NULL), CUC_E_INVALID);
     CHECK_RC(cuc_msg_add_fd(m, -1, 0), CUC_E_INVALID);
-    CHECK(cuc_msg_count(m) == 0);
+    CHECK(cuc_msg_record_count(m) == 0);
     cuc_msg_destroy(m);
 }
 
@@ -197,7 +198,7 @@ static void test_fd_records(void)
     free(b);
     for (i = 0; i < 3; i++)
         CHECK(in[i] == -1);
-    CHECK(cuc_msg_count(r) == 3 && cuc_msg_fd_count(r) == 3);
+    CHECK(cuc_msg_record_count(r) == 3 && cuc_msg_fd_count(r) == 3);
     CHECK_OK(cuc_msg_record_type(r, 1, &type));
     CHECK(type == CUC_RECORD_FD);
     CHECK_OK(cuc_msg_take_fd(r, 1, &got, &tag));
@@ -250,7 +251,7 @@ static void test_many(void)
         CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_RELEASE, 1, p, 8, NULL, 0));
     }
     r = roundtrip_bytes(m);
-    CHECK(cuc_msg_count(r) == 4096);
+    CHECK(cuc_msg_record_count(r) == 4096);
     for (i = 0; i < 4096; i++) {
         CHECK_OK(cuc__msg_record(r, i, &rec));
         CHECK(cuc__get64(rec.payload) == i);

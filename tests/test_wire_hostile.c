@@ -4,8 +4,9 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "internal.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "wire/records.h"
 
 #define HDR 24
 #define RH 16
@@ -151,7 +152,7 @@ static void test_valid(void)
     int fd;
 
     CHECK_OK(decode_n(base, base_len, 2, &m));
-    CHECK(cuc_msg_count(m) == 5);
+    CHECK(cuc_msg_record_count(m) == 5);
     CHECK_OK(cuc_device_get(0, &d));
     CHECK_OK(cuc_msg_get_device(m, 0, &got));
     CHECK(got == d);
@@ -340,7 +341,7 @@ static void test_big(void)
         CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_RELEASE, 1, p, 8, NULL, 0));
     CHECK_OK(cuc__msg_encode(m, &b, &len, &fds, &nfds));
     CHECK_OK(decode_n(b, len, 0, &r));
-    CHECK(cuc_msg_count(r) == 4096);
+    CHECK(cuc_msg_record_count(r) == 4096);
     cuc_msg_destroy(r);
     b[len - 1] = 1; /* no padding here: it is the last id's top byte */
     CHECK_OK(decode_n(b, len, 0, NULL));

@@ -9,8 +9,9 @@
 #include <strings.h>
 
 #include "check.h"
-#include "internal.h"
-#include "wire.h"
+#include "cucore.h"
+#include "device/device.h"
+#include "wire/records.h"
 
 #define MAXG 8
 

@@ -12,8 +12,8 @@
 
 #include "cucore.h"
 #include "check.h"
-#include "internal.h"
-#include "vmm_impl.h"
+#include "device/device.h"
+#include "memory/vmm.h"
 
 /* Copies through the driver, so that the same code runs on a GPU (where
  * the range is not host memory) and on the simulator. */

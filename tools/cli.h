@@ -26,6 +26,9 @@ void json_str(FILE *f, const char *s);
  * otherwise. */
 int cli_read_file(const char *cmd, const char *path, uint8_t **data, size_t *len);
 
+/* Lower-case hex of n bytes into out (2n + 1 bytes with the NUL). */
+void cli_hex(const uint8_t *bytes, size_t n, char *out);
+
 /* Says on stderr which driver is in use when it is the simulator. */
 void cli_note_driver(FILE *f);
 

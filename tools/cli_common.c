@@ -31,6 +31,17 @@ void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+void cli_hex(const uint8_t *bytes, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[bytes[i] >> 4];
+        out[2 * i + 1] = digits[bytes[i] & 0xf];
+    }
+    out[2 * n] = '\0';
+}
+
 void cli_note_driver(FILE *f)
 {
     struct cuc_driver_info info;

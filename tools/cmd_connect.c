@@ -73,10 +73,10 @@ int cli_connect(int argc, char **argv)
     }
     rc = cuc_channel_send(ch, m);
     if (!rc)
-        printf("sent 1 message: %zu record%s, %zu fd%s\n", cuc_msg_count(m),
-               cuc_msg_count(m) == 1 ? "" : "s", cuc_msg_fd_count(m),
+        printf("sent 1 message: %zu record%s, %zu fd%s\n", cuc_msg_record_count(m),
+               cuc_msg_record_count(m) == 1 ? "" : "s", cuc_msg_fd_count(m),
                cuc_msg_fd_count(m) == 1 ? "" : "s");
     cuc_msg_destroy(m);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     return rc ? cli_fail("send", rc) : 0;
 }

@@ -116,10 +116,10 @@ static int producer(const char *self)
     if (rc)
         return cli_fail("channel", rc);
     pid = start_consumer(self, cvd, cuc_channel_fd(theirs));
-    cuc_channel_close(theirs);
+    cuc_channel_destroy(theirs);
     printf("consumer (pid %d): CUDA_VISIBLE_DEVICES=%s (reversed)\n", (int)pid, cvd);
     bad = pid < 0 ? 1 : demo_producer_steps(ch, simulated);
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     if (pid > 0)
         waitpid(pid, &st, 0);
     if (bad || pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {

@@ -7,8 +7,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hash.h"
-#include "objects.h"
 
 struct out {
     int json;
@@ -67,15 +65,13 @@ static void field_u(struct out *o, const char *name, unsigned long long v)
 
 static void show_device(struct out *o, const cuc_msg *m, size_t i)
 {
-    struct cuc__record r;
     char text[CUC_UUID_STRLEN], ok[96];
     cuc_device *d;
     cuc_uuid u;
     int rc;
 
     begin(o, i, "device");
-    if (cuc__msg_record(m, i, &r) == 0 && r.len == 16) {
-        memcpy(u.bytes, r.payload, 16);
+    if (cuc_msg_read_device(m, i, &u) == 0) {
         cuc_uuid_format(&u, text);
         field_s(o, "uuid", text);
     }
@@ -91,15 +87,15 @@ static void show_device(struct out *o, const cuc_msg *m, size_t i)
 
 static void show_stream(struct out *o, const cuc_msg *m, size_t i)
 {
-    struct cuc__stream_rec rec;
+    struct cuc_stream_record rec;
     char text[CUC_UUID_STRLEN], ok[96];
     cuc_stream *s;
     int rc;
 
     begin(o, i, "stream");
-    rc = cuc__stream_rec_parse(m, i, &rec);
+    rc = cuc_msg_read_stream(m, i, &rec);
     if (!rc) {
-        cuc_uuid_format(&rec.uuid, text);
+        cuc_uuid_format(&rec.device, text);
         field_s(o, "kind", rec.kind == CUC_STREAM_LEGACY_DEFAULT ? "legacy" : "per-thread");
         field_s(o, "uuid", text);
         rc = cuc_msg_get_stream(m, i, &s);
@@ -116,15 +112,15 @@ static void show_stream(struct out *o, const cuc_msg *m, size_t i)
 
 static void show_event(struct out *o, const cuc_msg *m, size_t i)
 {
-    struct cuc__event_rec rec;
+    struct cuc_event_record rec;
     char text[CUC_UUID_STRLEN], ok[96];
     cuc_event *ev;
     int rc;
 
     begin(o, i, "event");
-    rc = cuc__event_rec_parse(m, i, &rec);
+    rc = cuc_msg_read_event(m, i, &rec);
     if (!rc) {
-        cuc_uuid_format(&rec.uuid, text);
+        cuc_uuid_format(&rec.device, text);
         field_s(o, "uuid", text);
         field_u(o, "flags", rec.flags);
         rc = cuc_msg_get_event(m, i, &ev);
@@ -134,7 +130,7 @@ static void show_event(struct out *o, const cuc_msg *m, size_t i)
                  cuc_device_ordinal(cuc_event_device(ev)));
         if (o->json)
             printf(",\"ordinal\":%d", cuc_device_ordinal(cuc_event_device(ev)));
-        cuc_event_destroy(ev);
+        cuc_event_unref(ev);
     }
     end(o, rc, ok);
 }
@@ -162,17 +158,18 @@ static void show_launch_config(struct out *o, const cuc_msg *m, size_t i)
 
 static void show_kernel(struct out *o, const cuc_msg *m, size_t i)
 {
-    char hex[2 * CUC__SHA256_LEN + 1];
-    struct cuc__kernel_rec rec;
+    char hex[2 * CUC_KERNEL_HASH_LEN + 1];
+    struct cuc_kernel_record rec;
     cuc_kernel *k;
     int rc;
 
     begin(o, i, "kernel");
-    rc = cuc__kernel_rec_parse(m, i, &rec);
+    rc = cuc_msg_read_kernel(m, i, &rec);
     if (!rc) {
-        cuc__hex(rec.hash, sizeof(rec.hash), hex);
+        cli_hex(rec.hash, sizeof(rec.hash), hex);
         field_s(o, "name", rec.name);
-        field_s(o, "kind", cuc__image_kind_name((int)rec.kind));
+        field_s(o, "kind", rec.kind == CUC_IMAGE_CUBIN ? "cubin"
+                           : rec.kind == CUC_IMAGE_PTX ? "PTX" : "fatbin");
         field_u(o, "image_bytes", rec.image_len);
         field_s(o, "sha256", hex);
         rc = cuc_msg_get_kernel(m, i, &k);
@@ -184,10 +181,10 @@ static void show_kernel(struct out *o, const cuc_msg *m, size_t i)
 
 static void show_other(struct out *o, const cuc_msg *m, size_t i, int type)
 {
-    struct cuc__record r;
+    struct cuc_record_view r;
 
-    begin(o, i, cuc__record_type_name((unsigned)type));
-    if (cuc__msg_record(m, i, &r) == 0) {
+    begin(o, i, cuc_record_type_name(type));
+    if (cuc_msg_record(m, i, &r) == 0) {
         field_u(o, "payload_bytes", r.len);
         field_u(o, "fds", r.nfds);
     }
@@ -248,9 +245,9 @@ int cli_inspect(int argc, char **argv)
     if (o.json)
         printf("{\"bytes\":%zu,\"records\":[", len);
     else
-        printf("message: %zu bytes, %zu record%s\n", len, cuc_msg_count(m),
-               cuc_msg_count(m) == 1 ? "" : "s");
-    for (i = 0; i < cuc_msg_count(m); i++)
+        printf("message: %zu bytes, %zu record%s\n", len, cuc_msg_record_count(m),
+               cuc_msg_record_count(m) == 1 ? "" : "s");
+    for (i = 0; i < cuc_msg_record_count(m); i++)
         show(&o, m, i);
     if (o.json)
         printf("],\"malformed\":%s}\n", o.malformed ? "true" : "false");

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "hash.h"
 
 struct pack_opts {
     int json;
@@ -192,7 +191,7 @@ static int pack_kernel(cuc_msg *m, const struct pack_opts *o)
         return cli_fail("pack kernel", rc);
     }
     if (o->json) {
-        cuc__hex(cuc_kernel_hash(k), CUC_KERNEL_HASH_LEN, hex);
+        cli_hex(cuc_kernel_hash(k), CUC_KERNEL_HASH_LEN, hex);
         cuc_kernel_image(k, &len);
         fprintf(stderr, "{\"packed\":\"kernel\",\"name\":");
         json_str(stderr, cuc_kernel_name(k));
@@ -224,7 +223,7 @@ static int pack_event(cuc_msg *m, const struct pack_opts *o, cuc_event **keep)
     if (!rc)
         rc = cuc_msg_add_event(m, ev);
     if (rc) {
-        cuc_event_destroy(ev);
+        cuc_event_unref(ev);
         return cli_fail("pack event", rc);
     }
     fprintf(stderr, "note: an IPC event is valid only while the process that created "
@@ -320,6 +319,6 @@ int cli_pack(int argc, char **argv)
         fclose(stdout); /* the reader sees the end of the message now */
         sleep(o.hold);
     }
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
     return rc;
 }

@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "internal.h"
-#include "wire.h"
 
 static const char *fd_kind(int fd)
 {
@@ -29,13 +27,16 @@ static const char *fd_kind(int fd)
     return "other";
 }
 
-static void print_device(const cuc_msg *m, size_t i, const struct cuc__record *r)
+static void print_device(const cuc_msg *m, size_t i)
 {
     char text[CUC_UUID_STRLEN];
     cuc_device *d;
     cuc_uuid u;
 
-    memcpy(u.bytes, r->payload, sizeof(u.bytes));
+    if (cuc_msg_read_device(m, i, &u)) {
+        printf("  record %zu: device, malformed: %s\n", i, cuc_errmsg());
+        return;
+    }
     cuc_uuid_format(&u, text);
     if (cuc_msg_get_device(m, i, &d) == 0)
         printf("  record %zu: device %s (ordinal %d here, %s)\n", i, text,
@@ -59,21 +60,21 @@ static void print_fd(cuc_msg *m, size_t i)
 
 static void print_msg(cuc_msg *m, long seq)
 {
-    size_t i, n = cuc_msg_count(m);
+    size_t i, n = cuc_msg_record_count(m);
 
     printf("message %ld: %zu record%s, %zu fd%s\n", seq, n, n == 1 ? "" : "s",
            cuc_msg_fd_count(m), cuc_msg_fd_count(m) == 1 ? "" : "s");
     for (i = 0; i < n; i++) {
-        struct cuc__record r;
-        if (cuc__msg_record(m, i, &r))
+        struct cuc_record_view r;
+        if (cuc_msg_record(m, i, &r))
             continue;
         if (r.type == CUC_RECORD_DEVICE)
-            print_device(m, i, &r);
+            print_device(m, i);
         else if (r.type == CUC_RECORD_FD)
             print_fd(m, i);
         else
-            printf("  record %zu: %s (version %u, %u bytes, %u fds)\n", i,
-                   cuc__record_type_name(r.type), r.version, r.len, r.nfds);
+            printf("  record %zu: %s (version %u, %zu bytes, %zu fds)\n", i,
+                   cuc_record_type_name(r.type), r.version, r.len, r.nfds);
     }
     fflush(stdout);
 }
@@ -96,7 +97,7 @@ int cli_serve(int argc, char **argv)
         return cli_fail("cannot listen", rc);
     fprintf(stderr, "listening on %s\n", argv[0]);
     rc = cuc_listener_accept(l, -1, &ch);
-    cuc_listener_close(l);
+    cuc_listener_destroy(l);
     if (rc)
         return cli_fail("accept", rc);
     cuc_channel_peer_pid(ch, &pid);
@@ -106,7 +107,7 @@ int cli_serve(int argc, char **argv)
         print_msg(m, seq++);
         cuc_msg_destroy(m);
     }
-    cuc_channel_close(ch);
+    cuc_channel_destroy(ch);
     if (rc != CUC_E_PEER_CLOSED)
         return cli_fail("receive", rc);
     printf("peer closed after %ld message%s\n", seq, seq == 1 ? "" : "s");

@@ -72,7 +72,7 @@ static int on_event(const cuc_msg *m, size_t i, cuc_device **dev)
     if (!rc)
         demo_say("consumer", "IPC event record -> opened on %s, waited on it",
                  where(*dev));
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
     return rc;
 }
 
@@ -161,7 +161,7 @@ static int on_kernel(struct consumer *c, const cuc_msg *m, size_t i, size_t j,
  * (the launch config's is its kernel's). */
 static int resolve(struct consumer *c, const cuc_msg *m, cuc_msg *answer)
 {
-    size_t i, n = cuc_msg_count(m);
+    size_t i, n = cuc_msg_record_count(m);
     int rc = 0, type;
 
     for (i = 0; !rc && i < n; i++) {
@@ -196,7 +196,7 @@ static int step(struct consumer *c)
     rc = cuc_channel_recv(c->ch, DEMO_TIMEOUT_MS, &m);
     if (rc)
         return rc;
-    done = cuc_msg_count(m) == 0;
+    done = cuc_msg_record_count(m) == 0;
     rc = done ? 0 : cuc_msg_create(&answer);
     if (!done && !rc) {
         if (resolve(c, m, answer)) {
@@ -228,11 +228,11 @@ int demo_consumer(int fd)
         ;
     /* Freeing an imported buffer unmaps it and releases its lease: the
      * producer's deferred frees can then run. */
-    cuc_buffer_free_many(c.bufs, (size_t)c.nbufs, NULL); /* one release message */
+    cuc_buffer_unref_many_async(c.bufs, (size_t)c.nbufs, NULL); /* one release message */
     cuc_pool_unref(c.pool);
     if (rc == 1 && c.nbufs)
         demo_say("consumer", "released %d buffers (unmapped; the producer may free them)",
                  c.nbufs);
-    cuc_channel_close(c.ch);
+    cuc_channel_destroy(c.ch);
     return rc == 1 ? 0 : cli_fail("consumer", rc);
 }

@@ -43,9 +43,9 @@ static int exchange(struct producer *p, cuc_msg *m, cuc_device *const *want, siz
         say("FAILED: %s", cuc_errmsg());
         return 1;
     }
-    if (cuc_msg_count(answer) != n)
+    if (cuc_msg_record_count(answer) != n)
         bad = 1, say("MISMATCH: the consumer resolved %zu of %zu records",
-                     cuc_msg_count(answer), n);
+                     cuc_msg_record_count(answer), n);
     for (i = 0; !bad && i < n; i++) {
         cuc_device *got;
         rc = cuc_msg_get_device(answer, i, &got);
@@ -124,7 +124,7 @@ static int fill(struct producer *p, cuc_stream *s)
     for (b = 0; !rc && b < DEMO_BUFFERS; b++) {
         for (size_t k = 0; k < DEMO_WORDS; k++)
             host[k] = demo_word(b, k);
-        rc = cuc_buffer_alloc(p->pool, DEMO_BUFFER_BYTES, s, &p->bufs[b]);
+        rc = cuc_buffer_alloc_async(p->pool, DEMO_BUFFER_BYTES, s, &p->bufs[b]);
         if (!rc) /* synchronous: host is reused for the next buffer */
             rc = cuc_memcpy(cuc_buffer_ptr(p->bufs[b]), host, DEMO_BUFFER_BYTES, s);
     }
@@ -160,7 +160,7 @@ static int step_memory(struct producer *p)
     if (rc) {
         say("FAILED: %s", cuc_errmsg());
         cuc_msg_destroy(m);
-        cuc_event_destroy(ev);
+        cuc_event_unref(ev);
         return 1;
     }
     say("sending pool (fd + id + owner %s), event, %d buffers (pool id + export data)",
@@ -168,7 +168,7 @@ static int step_memory(struct producer *p)
     for (b = 0; b < 2 + DEMO_BUFFERS; b++)
         want[b] = p->dev0;
     rc = exchange(p, m, want, 2 + DEMO_BUFFERS);
-    cuc_event_destroy(ev);
+    cuc_event_unref(ev);
     return rc;
 }
 
@@ -237,7 +237,7 @@ static int finish(struct producer *p)
 
     for (b = 0; b < DEMO_BUFFERS; b++)
         if (p->bufs[b])
-            cuc_buffer_free(p->bufs[b], NULL);
+            cuc_buffer_unref_async(p->bufs[b], NULL);
     if (!p->pool)
         return 0;
     cuc_pool_lease_count(p->pool, &before);

@@ -25,16 +25,22 @@
  * A lease also ends when the exporter's channel sees the peer close or die,
  * and when the exporter closes the channel. Each lease's end callback runs
  * exactly once, on the thread that noticed: inside cuc_channel_recv(),
- * cuc_channel_pump(), cuc_channel_lease_wait() or cuc_channel_close(). An
+ * cuc_channel_pump(), a lease wait or cuc_channel_destroy(). An
  * exporter that only sends must call cuc_channel_pump() or
  * cuc_channel_lease_wait() now and then, or it will not notice releases.
  * Release messages are consumed by the channel and never returned by
  * cuc_channel_recv().
  *
- * Threads: one thread may send while another receives on the same channel;
- * concurrent sends are serialized (a message's frames never interleave),
- * concurrent receives too. cuc_channel_close() must not race any other call
- * on that channel.
+ * Threads: every function is thread-safe on one channel except
+ * cuc_channel_destroy(), which must not race any other call on it. One
+ * thread may send while another receives; concurrent sends are serialized
+ * (a message's frames never interleave), concurrent receives too (one
+ * waits for the other). A listener is used by one thread at a time.
+ *
+ * Ownership: a channel and a listener belong to the caller that made them
+ * (cuc_channel_pair, _from_fd, _connect, cuc_listener_accept;
+ * cuc_channel_listen) and are destroyed by it. Messages received from a
+ * channel, and objects imported from them, outlive it.
  *
  * Timeouts are in milliseconds: -1 waits forever, 0 does not wait.
  */
@@ -56,7 +62,7 @@ typedef struct cuc_channel cuc_channel;
 typedef struct cuc_listener cuc_listener;
 
 /* Two connected channels (socketpair). Typical use: create the pair, hand
- * one end to a child (cuc_channel_fd()), close that end in the parent. */
+ * one end to a child (cuc_channel_fd()), destroy that end in the parent. */
 CUC_API int cuc_channel_pair(cuc_channel **a, cuc_channel **b);
 
 /* A channel over fd, a connected AF_UNIX SOCK_SEQPACKET socket (one end of
@@ -72,15 +78,15 @@ CUC_API int cuc_channel_from_fd(int fd, cuc_channel **ch);
  * (or dup2() it onto the number the child expects, which clears it), give
  * the child the number (argv or environment), and have it call
  * cuc_channel_from_fd(). The parent then closes its copy of that end with
- * cuc_channel_close(). */
+ * cuc_channel_destroy(). */
 CUC_API int cuc_channel_fd(const cuc_channel *ch);
 
 /* Closes the socket, ends every lease still held on the channel (their
- * callbacks run now), and frees queued messages and their fds. Messages
- * received from it and objects imported from them stay valid: releasing
- * such an object later is a no-op (the peer saw the close and ended the
- * leases itself). NULL is a no-op. */
-CUC_API void cuc_channel_close(cuc_channel *ch);
+ * callbacks run now), frees queued messages and their fds, and frees the
+ * channel. Messages received from it and objects imported from them stay
+ * valid: releasing such an object later is a no-op (the peer saw the
+ * close and ended the leases itself). NULL is a no-op. */
+CUC_API void cuc_channel_destroy(cuc_channel *ch);
 
 /* Listens at path, a filesystem path of at most 107 bytes. The socket file
  * is created with mode 0600, before any peer can connect. A stale socket
@@ -88,7 +94,7 @@ CUC_API void cuc_channel_close(cuc_channel *ch);
  * is anything at path that is not a socket (it is never removed). Telling
  * stale from live takes one connection attempt: a live listener's accept
  * then returns a peer that has already closed.
- * cuc_listener_close() removes the socket file. */
+ * cuc_listener_destroy() removes the socket file. */
 CUC_API int cuc_channel_listen(const char *path, cuc_listener **l);
 
 /* Waits up to timeout_ms for a peer and returns its channel. A peer whose
@@ -98,9 +104,10 @@ CUC_API int cuc_channel_listen(const char *path, cuc_listener **l);
  * no peer came. */
 CUC_API int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch);
 
-/* Stops listening and unlinks the socket file if it is still the one this
- * listener created. NULL is a no-op. */
-CUC_API void cuc_listener_close(cuc_listener *l);
+/* Stops listening, unlinks the socket file if it is still the one this
+ * listener created, and frees the listener. Channels it accepted live on.
+ * NULL is a no-op. */
+CUC_API void cuc_listener_destroy(cuc_listener *l);
 
 /* Connects to a listener at path. While nothing listens there yet (no
  * socket, or a stale one), retries until timeout_ms has passed: then

@@ -7,7 +7,15 @@
  *
  * cuc_device objects are process-wide singletons: cuc_device_get() returns
  * the same pointer for an ordinal every time, from any thread, and they are
- * never freed. Their getters cannot fail.
+ * never freed (there is nothing to release).
+ *
+ * Threads: every function here is thread-safe. The first call that needs
+ * the devices loads the driver and enumerates them once; racing first
+ * calls wait for that one.
+ *
+ * Getters (cuc_device_ordinal() and the ones after it) take a device that
+ * is not NULL, cannot fail and return values that live as long as the
+ * process (strings included).
  */
 #ifndef CUCORE_DEVICE_H
 #define CUCORE_DEVICE_H
@@ -57,24 +65,34 @@ CUC_API int cuc_device_get(int ordinal, cuc_device **dev);
 CUC_API int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev);
 
 /* Makes the device's primary context current on the calling thread
- * (retaining it on first use; cucore keeps it for the process lifetime). */
+ * (retaining it on first use; cucore keeps it for the process lifetime).
+ * Affects the calling thread only. */
 CUC_API int cuc_device_set_current(cuc_device *dev);
 
-/* The device whose primary context is current on this thread, or
+/* The device whose primary context is current on the calling thread, or
  * CUC_E_NOT_FOUND if none is (or another context is current). */
 CUC_API int cuc_device_current(cuc_device **dev);
 
+/* The device's ordinal in this process. */
 CUC_API int cuc_device_ordinal(const cuc_device *dev);
+/* Its UUID (the one identity that crosses processes). */
 CUC_API const cuc_uuid *cuc_device_uuid(const cuc_device *dev);
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints it. */
 CUC_API const char *cuc_device_uuid_string(const cuc_device *dev);
+/* The driver's name for it ("NVIDIA H200"). */
 CUC_API const char *cuc_device_name(const cuc_device *dev);
 /* "00000000:19:00.0", as nvidia-smi --query-gpu=pci.bus_id prints it. */
 CUC_API const char *cuc_device_pci_bus_id(const cuc_device *dev);
+/* Compute capability; major or minor may be NULL. */
 CUC_API void cuc_device_compute_capability(const cuc_device *dev, int *major, int *minor);
+/* Bytes of device memory. */
 CUC_API size_t cuc_device_total_memory(const cuc_device *dev);
 /* Bitwise OR of enum cuc_device_cap. */
 CUC_API unsigned cuc_device_caps(const cuc_device *dev);
+
+/* UUIDs are plain values: the functions below touch no driver, are
+ * thread-safe, and cuc_uuid_format / cuc_uuid_equal cannot fail (their
+ * arguments must not be NULL). */
 
 /* Parses "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", "MIG-..." or the same
  * without prefix, in any case. Anything else (other lengths, misplaced or
@@ -84,6 +102,7 @@ CUC_API int cuc_uuid_parse(const char *text, cuc_uuid *uuid);
 /* Writes the "GPU-..." form (CUC_UUID_STRLEN bytes with the NUL). */
 CUC_API void cuc_uuid_format(const cuc_uuid *uuid, char out[CUC_UUID_STRLEN]);
 
+/* 1 if a and b are the same 16 bytes, else 0. */
 CUC_API int cuc_uuid_equal(const cuc_uuid *a, const cuc_uuid *b);
 
 #ifdef __cplusplus

@@ -3,7 +3,7 @@
  * cucore loads the driver the first time any function needs it:
  *   CUCORE_DRIVER unset or empty  -> libcuda.so.1 (the NVIDIA driver)
  *   CUCORE_DRIVER=sim             -> libcucore-sim.so, the simulated driver
- *                                    (no GPU needed; see docs/simulator.md)
+ *                                    (no GPU needed; see sim/README.md)
  *   CUCORE_DRIVER=/path/lib.so    -> that library
  * Every entry point is resolved through cuGetProcAddress at the ABI version
  * cucore was written against, so a newer driver cannot change a signature
@@ -24,12 +24,13 @@ struct cuc_driver_info {
     int simulated;       /* 1 for the cucore simulator */
 };
 
-/* Loads the driver now (idempotent, thread-safe) and describes it.
+/* Loads the driver now (idempotent) and describes it. Thread-safe: racing
+ * first calls load once. info may be NULL; info->path is static storage.
  * CUC_E_NO_DRIVER: the library is missing or lacks an entry point cucore
  * needs (the message names the library and the entry point).
  * CUC_E_NO_DEVICE: cuInit found no device (the message gives
  * CUDA_VISIBLE_DEVICES). A failure is final for the process: later calls
- * report the same status and message. info may be NULL. */
+ * report the same status and message. */
 CUC_API int cuc_driver_load(struct cuc_driver_info *info);
 
 #ifdef __cplusplus

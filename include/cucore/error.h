@@ -1,11 +1,13 @@
 /* cucore status codes and error reporting.
  *
  * Every cucore function that can fail returns an int: 0 on success, or one
- * of the negative CUC_E_* codes below. Output parameters are written only on
- * success. After a failure, cuc_errmsg() returns a description of that
+ * of the negative CUC_E_* codes below. Output parameters are written only
+ * on success. After a failure, cuc_errmsg() returns a description of that
  * failure for the calling thread: it names the object involved (a device
  * UUID, a pool id, an fd count) and, where there is one, what to do about
  * it. The text is valid until the thread's next failing cucore call.
+ *
+ * Every function here is thread-safe and cannot fail.
  */
 #ifndef CUCORE_ERROR_H
 #define CUCORE_ERROR_H
@@ -54,7 +56,8 @@ CUC_API const char *cuc_strerror(int status);
 CUC_API const char *cuc_errname(int status);
 
 /* Detail of the calling thread's last failure, or "" if none. Never NULL.
- * Thread-local: another thread's failure never overwrites it. */
+ * Thread-local: another thread's failure never overwrites it. The text
+ * stays valid until this thread's next failing cucore call. */
 CUC_API const char *cuc_errmsg(void);
 
 /* The CUresult of the calling thread's last failing driver call made by

@@ -11,6 +11,12 @@
  * A kernel crosses processes as its image bytes, kind, symbol name and
  * hash; the receiver checks the hash against the bytes and loads the image
  * through its own cache.
+ *
+ * Threads: every function here is thread-safe. Ownership: a kernel is a
+ * single-owner object: each cuc_kernel_load / cuc_msg_get_kernel returns
+ * a new one that the caller destroys (they share the library underneath).
+ * Getters take a kernel that is not NULL, cannot fail, and what they
+ * return lives as long as the kernel.
  */
 #ifndef CUCORE_KERNEL_H
 #define CUCORE_KERNEL_H
@@ -42,6 +48,17 @@ enum cuc_image_kind {
  * CUC_MSG_MAX_BYTES). */
 #define CUC_KERNEL_IMAGE_MAX ((size_t)1 << 30)
 
+/* A kernel record's fields (cuc_msg_read_kernel); the pointers point into
+ * the message and live as long as it. The hash is as the sender wrote it:
+ * cuc_msg_get_kernel checks it against the image. */
+struct cuc_kernel_record {
+    int kind;                           /* enum cuc_image_kind */
+    uint8_t hash[CUC_KERNEL_HASH_LEN];  /* SHA-256 of the image, as sent */
+    const char *name;                   /* NUL-terminated symbol name */
+    const void *image;
+    size_t image_len;
+};
+
 /* Loads symbol name from image (len bytes of the given kind) and returns a
  * new kernel (destroy it). The bytes are copied. For PTX, len may count a
  * terminating NUL (trailing NULs are not part of the image); a NUL inside
@@ -61,13 +78,15 @@ CUC_API int cuc_kernel_load(enum cuc_image_kind kind, const void *image, size_t 
  * no-op. */
 CUC_API void cuc_kernel_destroy(cuc_kernel *kernel);
 
+/* The symbol name. */
 CUC_API const char *cuc_kernel_name(const cuc_kernel *kernel);
+/* The image kind. */
 CUC_API enum cuc_image_kind cuc_kernel_kind(const cuc_kernel *kernel);
 /* SHA-256 of the image bytes (CUC_KERNEL_HASH_LEN bytes): what
  * `sha256sum` prints for a cubin or fatbin file, or a PTX file without
  * trailing NULs. */
 CUC_API const uint8_t *cuc_kernel_hash(const cuc_kernel *kernel);
-/* The image as loaded (for PTX without trailing NULs). */
+/* The image as loaded (for PTX without trailing NULs); len may be NULL. */
 CUC_API const void *cuc_kernel_image(const cuc_kernel *kernel, size_t *len);
 /* The driver's CUkernel, for raw driver calls. */
 CUC_API void *cuc_kernel_handle(const cuc_kernel *kernel);
@@ -78,9 +97,14 @@ CUC_API void *cuc_kernel_handle(const cuc_kernel *kernel);
  * it) counts as neither. Either may be NULL. */
 CUC_API void cuc_kernel_cache_stats(size_t *loads, size_t *hits);
 
-/* The kernel with its image. CUC_E_LIMIT when the image does not fit a
- * message. */
+/* The kernel with its image (copied into the message). CUC_E_LIMIT when
+ * the image does not fit a message. */
 CUC_API int cuc_msg_add_kernel(cuc_msg *msg, const cuc_kernel *kernel);
+/* The fields of kernel record index, resolving nothing (the hash is not
+ * checked). CUC_E_INVALID if the record is not a kernel; CUC_E_BADMSG for
+ * a malformed payload (kind, lengths, name). */
+CUC_API int cuc_msg_read_kernel(const cuc_msg *msg, size_t index,
+                                struct cuc_kernel_record *rec);
 /* Loads the record's kernel (through the cache: an image already loaded
  * here is not loaded again) and returns a new kernel. CUC_E_BADMSG when the
  * record is malformed or its hash does not match its bytes; a load failure

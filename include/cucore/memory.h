@@ -15,7 +15,8 @@
  * export data, from any message or channel) returns the same object with
  * one more reference, and the driver's mapping is made once: the driver
  * does not count repeated imports (cuda.core works around NVIDIA bug
- * 5570902 the same way). Each reference is dropped by cuc_buffer_free().
+ * 5570902 the same way). Each reference is dropped by
+ * cuc_buffer_unref_async().
  * An imported buffer can be sent on to a third process (A -> B -> C; send
  * the pool first there too); a buffer that comes back to the process that
  * allocated it is the original object.
@@ -26,8 +27,9 @@
  * message holding it starts one lease, which ends when the receiver frees
  * its last reference (cucore sends the release then), closes its end of
  * the channel or dies, or when the sender closes the channel. The
- * sender's cuc_buffer_free() of a buffer with leases outstanding returns
- * at once and defers the driver's free until the last lease ends; it then
+ * sender's last cuc_buffer_unref_async() of a buffer with leases
+ * outstanding returns at once and defers the driver's free until the last
+ * lease ends; it then
  * runs, stream-ordered after the work that the free's stream had queued,
  * on the thread that noticed the end (see cucore/channel.h: the exporter
  * must receive, pump or wait on the channel to notice releases). An
@@ -49,8 +51,15 @@
  * leases are released at once, the lease it was first imported under
  * after the downstream leases have ended as well.
  *
- * Every function here is thread-safe. A buffer must not be used after the
- * cuc_buffer_free() that drops the reference the caller holds.
+ * Ownership: buffers are reference counted. cuc_buffer_alloc_async() and
+ * cuc_msg_get_buffer() return a reference, cuc_buffer_ref() takes another,
+ * and cuc_buffer_unref_async() drops one; the last one frees the memory,
+ * in stream order on the stream it is given (hence _async: like every
+ * stream-ordered memory operation of cucore, and CUDA's cuMemFreeAsync).
+ *
+ * Threads: every function here is thread-safe. A buffer must not be used
+ * after the unref that drops the reference the caller holds. Getters take
+ * a buffer that is not NULL and cannot fail.
  */
 #ifndef CUCORE_MEMORY_H
 #define CUCORE_MEMORY_H
@@ -71,15 +80,28 @@ extern "C" {
 
 typedef struct cuc_buffer cuc_buffer;
 
+/* Bytes of a pool pointer's export data (CUmemPoolPtrExportData). */
+#define CUC_BUFFER_EXPORT_LEN 64
+
+/* A buffer record's fields (cuc_msg_read_buffer). */
+struct cuc_buffer_record {
+    uint8_t pool_id[CUC_POOL_ID_LEN];          /* its pool */
+    uint64_t size;                             /* bytes, at least 1 */
+    uint64_t offset;                           /* 0 in record version 1 */
+    uint64_t lease_id;                         /* the exporter's lease */
+    uint8_t export_data[CUC_BUFFER_EXPORT_LEN]; /* the driver's export data */
+};
+
 /* size bytes from pool, allocated in stream order on stream (NULL: the
- * legacy default stream of the pool's device); the memory is usable by
- * work queued on stream after this call (or once it is synchronized).
+ * legacy default stream of the pool's device), one reference for the
+ * caller; the memory is usable by work queued on stream after this call
+ * (or once it is synchronized).
  * CUC_E_INVALID: a NULL argument, size 0, or an imported pool (the message
  * says why: allocate in the exporting process and send the buffer).
  * CUC_E_DRIVER: the driver refused (out of memory in the pool: the driver's
  * code is in cuc_errcuda()). */
-CUC_API int cuc_buffer_alloc(cuc_pool *pool, size_t size, cuc_stream *stream,
-                             cuc_buffer **out);
+CUC_API int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stream,
+                                   cuc_buffer **out);
 
 /* Takes another reference; returns buf. NULL is returned as NULL. */
 CUC_API cuc_buffer *cuc_buffer_ref(cuc_buffer *buf);
@@ -87,29 +109,32 @@ CUC_API cuc_buffer *cuc_buffer_ref(cuc_buffer *buf);
 /* Drops one reference. The last one frees the memory in stream order on
  * stream (NULL: the legacy default stream of the buffer's device), or,
  * while leases are outstanding, defers that until they end (see above).
- * An imported buffer's last free unmaps it, waits for stream (so that the
+ * An imported buffer's last unref unmaps it, waits for stream (so that the
  * exporter never reuses memory this process still reads), then sends the
  * releases. NULL buf is a no-op returning 0. On an error (a stream of
  * another context, a driver failure) the reference is dropped all the
  * same, and the memory may stay allocated. */
-CUC_API int cuc_buffer_free(cuc_buffer *buf, cuc_stream *stream);
+CUC_API int cuc_buffer_unref_async(cuc_buffer *buf, cuc_stream *stream);
 
-/* cuc_buffer_free() of each of the n buffers (NULL entries skipped), for
- * an importer done with many: their memory is freed on stream, each
+/* cuc_buffer_unref_async() of each of the n buffers (NULL entries
+ * skipped), for an importer done with many: their memory is freed on stream, each
  * stream is waited for once, and the releases go as one message per
  * channel, instead of one synchronize and one message per buffer. Buffers
  * this cannot batch (another reference left, leases of their own, not
- * imported) get an ordinary cuc_buffer_free(). Every reference is dropped
- * whatever happens; the first failure is returned (as cuc_buffer_free()).
- * CUC_E_INVALID: bufs is NULL with n > 0. CUC_E_NOMEM: no memory for the
- * batch (nothing was freed). */
-CUC_API int cuc_buffer_free_many(cuc_buffer *const *bufs, size_t n, cuc_stream *stream);
+ * imported) get an ordinary cuc_buffer_unref_async(). Every reference is
+ * dropped whatever happens; the first failure is returned (as
+ * cuc_buffer_unref_async()). CUC_E_INVALID: bufs is NULL with n > 0.
+ * CUC_E_NOMEM: no memory for the batch (nothing was dropped). */
+CUC_API int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n,
+                                        cuc_stream *stream);
 
 /* The buffer's address: a device address (valid on its device, or in any
  * context with unified addressing) or, for a pinned host pool, a host
  * address that devices with access can use. */
 CUC_API void *cuc_buffer_ptr(const cuc_buffer *buf);
+/* Its size in bytes. */
 CUC_API size_t cuc_buffer_size(const cuc_buffer *buf);
+/* Its pool's device. */
 CUC_API cuc_device *cuc_buffer_device(const cuc_buffer *buf);
 /* The pool (no new reference: it lives at least as long as buf). */
 CUC_API cuc_pool *cuc_buffer_pool(const cuc_buffer *buf);
@@ -129,12 +154,14 @@ CUC_API int cuc_buffer_lease_count(const cuc_buffer *buf, size_t *n);
 CUC_API int cuc_buffer_lease_wait(cuc_buffer *buf, cuc_channel *ch, size_t max_left,
                                   int timeout_ms);
 
-/* Copies n bytes from src to dst in stream order on stream (required: its
- * device's context is made current). Either may be device memory (a
+/* Copies n bytes from src to dst in stream order on stream (NULL: the
+ * legacy default stream of the current device, else of device 0: see
+ * cucore/stream.h; the stream's device context is made current). Either
+ * may be device memory (a
  * buffer's address plus an offset) or host memory: the driver infers the
  * direction (unified addressing). Pageable host memory makes the copy
  * return only once the host side has been read or written.
- * CUC_E_INVALID: a NULL argument with n > 0. CUC_E_DRIVER: the driver
+ * CUC_E_INVALID: a NULL pointer with n > 0. CUC_E_DRIVER: the driver
  * refused (a range outside any allocation, for instance). n 0 does
  * nothing. */
 CUC_API int cuc_memcpy_async(void *dst, const void *src, size_t n, cuc_stream *stream);
@@ -142,7 +169,8 @@ CUC_API int cuc_memcpy_async(void *dst, const void *src, size_t n, cuc_stream *s
 CUC_API int cuc_memcpy(void *dst, const void *src, size_t n, cuc_stream *stream);
 
 /* Sets n bytes at dst (device memory or pinned host pool memory) to value,
- * in stream order on stream. Errors as cuc_memcpy_async(). */
+ * in stream order on stream (NULL as for cuc_memcpy_async()). Errors as
+ * cuc_memcpy_async(). */
 CUC_API int cuc_memset_async(void *dst, uint8_t value, size_t n, cuc_stream *stream);
 /* cuc_memset_async(), then waits for stream. */
 CUC_API int cuc_memset(void *dst, uint8_t value, size_t n, cuc_stream *stream);
@@ -159,10 +187,17 @@ CUC_API int cuc_memset(void *dst, uint8_t value, size_t n, cuc_stream *stream);
  * CUC_E_DRIVER: the driver refused to export the pointer. */
 CUC_API int cuc_msg_add_buffer(cuc_msg *msg, const cuc_buffer *buf);
 
+/* The fields of buffer record index, resolving nothing. CUC_E_INVALID: not
+ * a buffer record. CUC_E_BADMSG: a malformed record (size 0, a nonzero
+ * offset, lease id 0, payload length, fds). */
+CUC_API int cuc_msg_read_buffer(const cuc_msg *msg, size_t index,
+                                struct cuc_buffer_record *rec);
+
 /* The buffer of record index, with a new reference (see above for the
  * same buffer imported twice, and for leases).
  * CUC_E_INVALID: the record is not a buffer record.
- * CUC_E_BADMSG: a malformed record (size 0, a nonzero offset).
+ * CUC_E_BADMSG: a malformed record (as cuc_msg_read_buffer), or a size
+ * other than that of the same buffer imported before.
  * CUC_E_POOL_NOT_IMPORTED: this process has not imported the buffer's pool
  * (the message names the pool id in hex): get the pool record first.
  * CUC_E_NOT_FOUND: the buffer's pool was created here, but no buffer of it

@@ -24,10 +24,14 @@
  * C: the driver does not export an imported pool again). Each IPC pool
  * thus holds one fd while it lives.
  *
- * Pools are reference counted: cuc_pool_create() and cuc_msg_get_pool()
- * return a reference, cuc_pool_unref() drops one, and every buffer of the
- * pool holds one, so a pool lives until its last buffer is freed. Every
- * function here is thread-safe; the getters cannot fail.
+ * Pools are reference counted: cuc_pool_create(), cuc_pool_get_by_id()
+ * and cuc_msg_get_pool() return a reference, cuc_pool_ref() takes another,
+ * cuc_pool_unref() drops one, and every buffer of the pool holds one, so a
+ * pool lives until its last buffer is gone.
+ *
+ * Threads: every function here is thread-safe; a pool must not be used
+ * after the unref of the caller's last reference. Getters take a pool that
+ * is not NULL and cannot fail.
  */
 #ifndef CUCORE_POOL_H
 #define CUCORE_POOL_H
@@ -70,7 +74,21 @@ struct cuc_pool_props {
     size_t max_size; /* most bytes the pool may reserve; 0: the driver's default */
 };
 
-/* A new pool for dev, with a fresh random pool id. An IPC pool is exported
+/* A pool record's fields (cuc_msg_read_pool). */
+struct cuc_pool_record {
+    uint8_t id[CUC_POOL_ID_LEN]; /* the pool id */
+    cuc_uuid owner;              /* the owner device's UUID */
+    int kind;                    /* enum cuc_pool_kind */
+    int handle_type;             /* enum cuc_pool_handle_type */
+    int fd;                      /* the pool's fd, still the message's (-1 if taken) */
+};
+
+/* A device pool, not IPC, of the driver's default size: kind
+ * CUC_POOL_DEVICE, flags 0, max_size 0. NULL is a no-op. Cannot fail. */
+CUC_API void cuc_pool_props_init(struct cuc_pool_props *props);
+
+/* A new pool for dev, with a fresh random pool id; one reference for the
+ * caller. An IPC pool is exported
  * here, once (see above).
  * CUC_E_INVALID: a NULL argument, an unknown kind or flag.
  * CUC_E_NOT_SUPPORTED: dev has no memory pools, or (CUC_POOL_IPC) its pools
@@ -85,7 +103,7 @@ CUC_API cuc_pool *cuc_pool_ref(cuc_pool *pool);
 
 /* Drops one reference. The last one destroys the driver's pool (or, for an
  * imported pool, its import), closes the pool's fd and removes the pool
- * from the registry of pools by id. NULL is a no-op. */
+ * from this process's pools by id. NULL is a no-op. */
 CUC_API void cuc_pool_unref(cuc_pool *pool);
 
 /* The pool's 128-bit id (random; an imported pool has its owner's). */
@@ -106,11 +124,12 @@ CUC_API void *cuc_pool_handle(const cuc_pool *pool);
 /* The IPC pool of this process (created or imported here) whose id is id,
  * with a new reference; CUC_E_POOL_NOT_IMPORTED, naming the id in hex,
  * when there is none. */
-CUC_API int cuc_pool_find(const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **pool);
+CUC_API int cuc_pool_get_by_id(const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **pool);
 
 /* Leases not yet ended on the buffers of this pool that this process sent
- * (cucore/memory.h), including those of buffers already freed whose free
- * is deferred. Counts what the channels have noticed so far. */
+ * (cucore/memory.h), including those of buffers whose last reference is
+ * gone and whose free is deferred. Counts what the channels have noticed
+ * so far. */
 CUC_API int cuc_pool_lease_count(const cuc_pool *pool, size_t *n);
 
 /* Waits until at most max_left leases of the pool's buffers remain, or
@@ -129,14 +148,20 @@ CUC_API int cuc_pool_lease_wait(cuc_pool *pool, cuc_channel *ch, size_t max_left
  * is CUC_E_NOT_SERIALIZABLE. An imported pool can be sent on. */
 CUC_API int cuc_msg_add_pool(cuc_msg *msg, const cuc_pool *pool);
 
+/* The fields of pool record index, resolving nothing (the fd stays the
+ * message's). CUC_E_INVALID: not a pool record. CUC_E_BADMSG: a
+ * malformed record (kind, handle type, payload length, fd count; named). */
+CUC_API int cuc_msg_read_pool(const cuc_msg *msg, size_t index,
+                              struct cuc_pool_record *rec);
+
 /* The pool of record index, with a new reference. A pool already known
  * here (created here, or imported before) is that same object, and the
  * record's fd is left unused; otherwise the pool is imported on the local
  * device with the record's owner UUID and registered under its id. The
  * message keeps its fd (it is duplicated, not taken).
  * CUC_E_INVALID: the record is not a pool record, or its fd was taken.
- * CUC_E_BADMSG: a malformed record (kind, handle type, reserved field,
- * fd count; named), or an id already known here with another owner.
+ * CUC_E_BADMSG: a malformed record (as cuc_msg_read_pool), or an id
+ * already known here with another owner or kind.
  * CUC_E_NOT_VISIBLE: the owner's UUID is not visible here (the message
  * names it and lists the visible devices).
  * CUC_E_DRIVER: the driver refused the import (an fd that is no pool's). */

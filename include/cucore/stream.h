@@ -24,8 +24,22 @@
  * per-thread) and their device's UUID; "default" is resolved by the sender
  * and never travels as 0.
  *
+ * NULL streams. Where a stream says where to order work (allocations,
+ * unrefs and copies of memory, event records, launches), NULL means the
+ * legacy default stream: of the device the call is about when it has one
+ * (a pool's, a buffer's, an event's), else of the device current on the
+ * calling thread (cuc_device_current), else of device 0, as the CUDA
+ * runtime does. Where the stream is what the call acts on
+ * (cuc_stream_synchronize, _query, _wait_event), NULL is CUC_E_INVALID.
+ *
  * Every operation makes the stream's device context current on the calling
  * thread first (its primary context, as cuc_device_set_current does).
+ *
+ * Threads: every function here is thread-safe; a created stream may be
+ * used from several threads at once, as the driver allows, but must not be
+ * destroyed while another thread uses it. Ownership: the creator of a
+ * created stream owns it and destroys it; default streams belong to
+ * cucore. Getters take a stream that is not NULL and cannot fail.
  */
 #ifndef CUCORE_STREAM_H
 #define CUCORE_STREAM_H
@@ -60,9 +74,16 @@ enum cuc_stream_mode {
     CUC_STREAM_MODE_PER_THREAD = 2
 };
 
-/* A new stream on dev. flags: 0 or CUC_STREAM_NON_BLOCKING. priority is
- * passed to the driver, which clamps it to the device's range (lower
- * numbers are higher priority; 0 is the default). */
+/* A default stream record's fields (cuc_msg_read_stream). */
+struct cuc_stream_record {
+    int kind;        /* CUC_STREAM_LEGACY_DEFAULT or _PER_THREAD_DEFAULT */
+    cuc_uuid device; /* the stream's device */
+};
+
+/* A new stream on dev, owned by the caller. flags: 0 or
+ * CUC_STREAM_NON_BLOCKING. priority is passed to the driver, which clamps
+ * it to the device's range (lower numbers are higher priority; 0 is the
+ * default). */
 CUC_API int cuc_stream_create(cuc_device *dev, unsigned flags, int priority,
                               cuc_stream **out);
 
@@ -75,13 +96,14 @@ CUC_API void cuc_stream_destroy(cuc_stream *stream);
 CUC_API int cuc_stream_synchronize(cuc_stream *stream);
 
 /* Makes future work on stream wait until event completes (the event may
- * belong to another device, or be an IPC event opened from another
+ * belong to another device, or be an IPC event imported from another
  * process). */
 CUC_API int cuc_stream_wait_event(cuc_stream *stream, cuc_event *event);
 
 /* *done = 1 when all queued work has completed, 0 when some is pending. */
 CUC_API int cuc_stream_query(cuc_stream *stream, int *done);
 
+/* The stream's device. */
 CUC_API cuc_device *cuc_stream_device(const cuc_stream *stream);
 /* enum cuc_stream_kind. */
 CUC_API int cuc_stream_kind(const cuc_stream *stream);
@@ -91,7 +113,7 @@ CUC_API int cuc_stream_kind(const cuc_stream *stream);
  * (cuc_device_set_current). */
 CUC_API void *cuc_stream_handle(const cuc_stream *stream);
 
-/* The device's default-stream singletons (see above). */
+/* The device's default-stream singletons (see above); never destroyed. */
 CUC_API int cuc_stream_legacy(cuc_device *dev, cuc_stream **out);
 CUC_API int cuc_stream_per_thread(cuc_device *dev, cuc_stream **out);
 CUC_API int cuc_stream_default(cuc_device *dev, cuc_stream **out);
@@ -106,11 +128,15 @@ CUC_API int cuc_stream_default_mode(int *mode);
 /* A default stream, as its kind and its device's UUID. A created stream is
  * CUC_E_NOT_SERIALIZABLE (see the top of this file). */
 CUC_API int cuc_msg_add_stream(cuc_msg *msg, const cuc_stream *stream);
+/* The fields of stream record index, resolving nothing. CUC_E_INVALID if
+ * the record is not a stream; CUC_E_BADMSG for a kind other than legacy or
+ * per-thread, or a malformed payload. */
+CUC_API int cuc_msg_read_stream(const cuc_msg *msg, size_t index,
+                                struct cuc_stream_record *rec);
 /* The default stream of that kind on the local device with the record's
  * UUID (the same singleton cuc_stream_legacy / _per_thread returns).
- * CUC_E_NOT_VISIBLE when the device is not visible here; CUC_E_BADMSG for a
- * kind other than legacy or per-thread; CUC_E_INVALID if the record is not
- * a stream. */
+ * CUC_E_NOT_VISIBLE when the device is not visible here; otherwise as
+ * cuc_msg_read_stream. */
 CUC_API int cuc_msg_get_stream(const cuc_msg *msg, size_t index, cuc_stream **stream);
 
 #ifdef __cplusplus

@@ -28,8 +28,12 @@
  * and cuc_vmm_lease_wait() let the exporter see them.
  *
  * Resources are reference counted: cuc_vmm_create() and cuc_msg_get_vmm()
- * return a reference that cuc_vmm_unref() drops. Every function here is
- * thread-safe; the getters cannot fail.
+ * return a reference, cuc_vmm_ref() takes another, cuc_vmm_unref() drops
+ * one.
+ *
+ * Threads: every function here is thread-safe; a resource must not be
+ * used after the unref of the caller's last reference. Getters take a
+ * resource that is not NULL and cannot fail.
  */
 #ifndef CUCORE_VMM_H
 #define CUCORE_VMM_H
@@ -65,6 +69,21 @@ enum cuc_vmm_access_flags {
     CUC_VMM_ACCESS_NONE = 0,
     CUC_VMM_ACCESS_READ = 1,
     CUC_VMM_ACCESS_READWRITE = 3
+};
+
+/* A vmm record's fields (cuc_msg_read_vmm); the pointers point into the
+ * message and live as long as it. */
+struct cuc_vmm_record {
+    int handle_type;        /* enum cuc_vmm_handle_type */
+    size_t nchunks;         /* = its fd count, 1..CUC_VMM_MAX_CHUNKS */
+    size_t npeers;          /* 0..CUC_VMM_MAX_PEERS */
+    uint64_t lease_id;      /* the exporter's lease */
+    cuc_uuid owner;         /* the owner device */
+    const cuc_uuid *peers;  /* npeers UUIDs */
+    uint64_t total;         /* sum of the chunk sizes */
+    const int *fds;         /* nchunks fds, still the message's */
+    const void *sizes;      /* nchunks little-endian u64: use
+                             * cuc_vmm_record_chunk_size() */
 };
 
 /* The allocation granularity of dev for VMM chunks (the driver's minimum
@@ -106,9 +125,11 @@ CUC_API void *cuc_vmm_ptr(const cuc_vmm *vmm);
 CUC_API size_t cuc_vmm_size(const cuc_vmm *vmm);
 /* The owner device (the one the chunks live on). */
 CUC_API cuc_device *cuc_vmm_device(const cuc_vmm *vmm);
+/* Number of peers. */
 CUC_API size_t cuc_vmm_peer_count(const cuc_vmm *vmm);
 /* Peer i, in the order given at creation (NULL when i is out of range). */
 CUC_API cuc_device *cuc_vmm_peer(const cuc_vmm *vmm, size_t i);
+/* Number of chunks. */
 CUC_API size_t cuc_vmm_chunk_count(const cuc_vmm *vmm);
 /* Size of chunk i (0 when i is out of range). */
 CUC_API size_t cuc_vmm_chunk_size(const cuc_vmm *vmm, size_t i);
@@ -148,6 +169,15 @@ CUC_API int cuc_vmm_lease_wait(cuc_vmm *vmm, cuc_channel *ch, size_t max_left,
  * export fails. */
 CUC_API int cuc_msg_add_vmm(cuc_msg *msg, const cuc_vmm *vmm);
 
+/* The fields of vmm record index, resolving nothing (the fds stay the
+ * message's). CUC_E_INVALID: not a vmm record, or one of its fds was
+ * taken. CUC_E_BADMSG: a malformed record (counts, sizes, UUIDs, handle
+ * type, fd count: named). */
+CUC_API int cuc_msg_read_vmm(const cuc_msg *msg, size_t index, struct cuc_vmm_record *rec);
+/* Size of chunk i of a record read by cuc_msg_read_vmm (0 when i is out
+ * of range). Cannot fail. */
+CUC_API uint64_t cuc_vmm_record_chunk_size(const struct cuc_vmm_record *rec, size_t i);
+
 /* Imports record index: a new reference to a resource mapped here at a
  * fresh contiguous range, with read-write access for the owner and the
  * peers resolved by UUID. Getting the same record of a message received on
@@ -156,8 +186,8 @@ CUC_API int cuc_msg_add_vmm(cuc_msg *msg, const cuc_vmm *vmm);
  * the lease), getting it again imports anew, without a lease. A record of
  * a message that came on no channel is imported with no lease. The message
  * keeps its fds (they are imported, not taken).
- * CUC_E_INVALID: the record is not a vmm record. CUC_E_BADMSG: a malformed
- * record (counts, sizes, UUIDs, handle type, fd count: named). The owner
+ * CUC_E_INVALID and CUC_E_BADMSG as cuc_msg_read_vmm, and CUC_E_BADMSG
+ * for a chunk size that is not a multiple of the granularity. The owner
  * or a peer not visible here: CUC_E_NOT_VISIBLE, naming which and its
  * UUID, and listing the visible devices (a peer is never dropped
  * silently). CUC_E_NOT_SUPPORTED: a peer here cannot access the owner's

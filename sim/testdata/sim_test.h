@@ -1,6 +1,6 @@
 /* Shared by tests/test_sim_*.c: loads the simulator straight from
  * CUC_SIM_PATH (no cucore in between), resolves every entry point of
- * src/driver_syms.h through its cuGetProcAddress, and helps run children
+ * src/driver/driver_syms.h through its cuGetProcAddress, and helps run children
  * (fork + exec of the test binary) and pass fds over Unix sockets. */
 #ifndef CUC_SIM_TEST_H
 #define CUC_SIM_TEST_H
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "driver_syms.h"
+#include "driver/driver_syms.h"
 
 struct sim_drv {
     void *handle;

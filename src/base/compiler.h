@@ -1,0 +1,23 @@
+/* Compiler helpers every layer uses: printf checking, branch hints, array
+ * length and the enclosing object of an embedded member. */
+#ifndef CUC_BASE_COMPILER_H
+#define CUC_BASE_COMPILER_H
+
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define CUC_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define CUC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CUC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define CUC_PRINTF(a, b)
+#define CUC_LIKELY(x) (x)
+#define CUC_UNLIKELY(x) (x)
+#endif
+
+#define CUC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The object of type T whose member field is at p. */
+#define CUC_CONTAINER_OF(p, T, field) ((T *)(void *)((char *)(p) - offsetof(T, field)))
+
+#endif

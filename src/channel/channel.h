@@ -1,0 +1,31 @@
+/* Channels (channel.c): the public object over a link (frame/link.h) and a
+ * lease table (lease/lease.h), and the queue of messages that a pump
+ * received for cuc_channel_recv(). listen.c makes channels from socket
+ * paths; lease_wait.c waits for leases to end, pumping a channel. */
+#ifndef CUC_CHANNEL_CHANNEL_H
+#define CUC_CHANNEL_CHANNEL_H
+
+#include <pthread.h>
+
+#include "cucore/channel.h"
+#include "frame/link.h"
+#include "lease/lease.h"
+
+struct cuc__qnode {
+    cuc_msg *m;
+    struct cuc__qnode *next;
+};
+
+struct cuc_channel {
+    struct cuc__link *link;     /* a reference */
+    struct cuc__leases *leases; /* a reference */
+    /* one receiver at a time: the link's receive side and the queue */
+    pthread_mutex_t recv_lock;
+    struct cuc__qnode *qhead, *qtail;
+    size_t qlen;
+};
+
+/* A channel over a connected SEQPACKET socket (taken: closed on failure). */
+int cuc__channel_wrap(int fd, cuc_channel **out);
+
+#endif

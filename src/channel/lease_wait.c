@@ -1,0 +1,133 @@
+/* The one wait for leases to end, for every object that grants them: a
+ * channel's own leases, a pool's, a buffer's, a VMM resource's. Each
+ * offers a gauge (its count, the lock guarding it, the condition its lease
+ * ends broadcast); the wait pumps the caller's channel in short slices, so
+ * that ends noticed by other threads (on other channels) count too, or,
+ * without a channel, sleeps on the gauge's condition. */
+#include "channel/channel.h"
+#include "base/error.h"
+#include "memory/buffer.h"
+#include "memory/pool.h"
+#include "memory/vmm.h"
+#include "os/clock.h"
+
+#include <stdio.h>
+
+/* Pumps in slices of at most this, then looks at the count again. */
+#define PUMP_SLICE_MS 20
+
+static size_t current(const struct cuc__lease_gauge *g)
+{
+    size_t n;
+
+    pthread_mutex_lock(g->lock);
+    n = *g->count;
+    pthread_mutex_unlock(g->lock);
+    return n;
+}
+
+static int timed_out(size_t n, const char *what, int timeout_ms, size_t max_left)
+{
+    return cuc__seterr(CUC_E_TIMEOUT, "%zu lease%s on %s still held after %d ms "
+                       "(waiting for at most %zu); the importers must free what "
+                       "they imported, or their channel must close", n,
+                       n == 1 ? "" : "s", what, timeout_ms, max_left);
+}
+
+/* Sleeps until the count is low enough or the deadline passes. */
+static void sleep_on(const struct cuc__lease_gauge *g, size_t max_left, int64_t deadline)
+{
+    pthread_mutex_lock(g->lock);
+    while (*g->count > max_left)
+        if (cuc__cond_wait_until(g->cond, g->lock, deadline))
+            break;
+    pthread_mutex_unlock(g->lock);
+}
+
+static int wait_for(const struct cuc__lease_gauge *g, cuc_channel *ch, size_t max_left,
+                    int timeout_ms, const char *what)
+{
+    int64_t deadline = cuc__deadline(timeout_ms);
+
+    for (;;) {
+        size_t n = current(g);
+        int left, rc;
+
+        if (n <= max_left)
+            return 0;
+        left = cuc__remaining(deadline);
+        if (left == 0)
+            return timed_out(n, what, timeout_ms, max_left);
+        if (!ch) {
+            sleep_on(g, max_left, deadline);
+            continue;
+        }
+        rc = cuc_channel_pump(ch, left < 0 || left > PUMP_SLICE_MS ? PUMP_SLICE_MS : left);
+        if (rc == CUC_E_PEER_CLOSED)
+            ch = NULL; /* its leases ended; others may end elsewhere */
+        else if (rc && rc != CUC_E_TIMEOUT)
+            return current(g) <= max_left ? 0 : rc;
+    }
+}
+
+static int check_args(const char *fn, const void *obj, int timeout_ms)
+{
+    if (!obj || timeout_ms < -1)
+        return cuc__seterr(CUC_E_INVALID, "%s: %s", fn,
+                           obj ? "timeout below -1" : "NULL argument");
+    return 0;
+}
+
+int cuc_channel_lease_wait(cuc_channel *ch, size_t max_left, int timeout_ms)
+{
+    struct cuc__lease_gauge g;
+    char what[64];
+    int rc = check_args("cuc_channel_lease_wait", ch, timeout_ms);
+
+    if (rc)
+        return rc;
+    g = cuc__leases_gauge(ch->leases);
+    snprintf(what, sizeof(what), "the channel to pid %ld", (long)ch->link->peer_pid);
+    return wait_for(&g, ch, max_left, timeout_ms, what);
+}
+
+int cuc_pool_lease_wait(cuc_pool *p, cuc_channel *ch, size_t max_left, int timeout_ms)
+{
+    struct cuc__lease_gauge g;
+    char what[96];
+    int rc = check_args("cuc_pool_lease_wait", p, timeout_ms);
+
+    if (rc)
+        return rc;
+    g = cuc__pool_gauge(p);
+    snprintf(what, sizeof(what), "the buffers of pool %s", cuc__pool_id_hex(p->id).s);
+    return wait_for(&g, ch, max_left, timeout_ms, what);
+}
+
+int cuc_buffer_lease_wait(cuc_buffer *b, cuc_channel *ch, size_t max_left, int timeout_ms)
+{
+    struct cuc__lease_gauge g;
+    char what[96];
+    int rc = check_args("cuc_buffer_lease_wait", b, timeout_ms);
+
+    if (rc)
+        return rc;
+    g = cuc__buffer_gauge(b);
+    snprintf(what, sizeof(what), "the %zu-byte buffer at %p", b->size,
+             (void *)(uintptr_t)b->ptr);
+    return wait_for(&g, ch, max_left, timeout_ms, what);
+}
+
+int cuc_vmm_lease_wait(cuc_vmm *v, cuc_channel *ch, size_t max_left, int timeout_ms)
+{
+    struct cuc__lease_gauge g;
+    char what[96];
+    int rc = check_args("cuc_vmm_lease_wait", v, timeout_ms);
+
+    if (rc)
+        return rc;
+    g = cuc__vmm_gauge(v);
+    snprintf(what, sizeof(what), "the VMM resource (%zu bytes on %s)", v->size,
+             v->owner->uuid_str);
+    return wait_for(&g, ch, max_left, timeout_ms, what);
+}

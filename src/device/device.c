@@ -1,0 +1,329 @@
+/* Device enumeration, the UUID table, singletons and the current device. */
+#include "device/device.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CUC_MAX_DEVICES 64
+
+static cuc_device devices[CUC_MAX_DEVICES];
+static int n_devices;
+static struct cuc__htab by_uuid; /* written once, by the enumeration */
+
+static pthread_once_t enum_once = PTHREAD_ONCE_INIT;
+static struct cuc__err_saved enum_failure;
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local const cuc_device *thread_current;
+
+static uint64_t uuid_hash(const cuc_uuid *u)
+{
+    return cuc__hash_bytes(u->bytes, sizeof(u->bytes));
+}
+
+static int same_uuid(const struct cuc__hnode *n, const void *key)
+{
+    return cuc_uuid_equal(&CUC_CONTAINER_OF(n, cuc_device, by_uuid)->uuid, key);
+}
+
+static const cuc_device *uuid_table_find(const cuc_uuid *u)
+{
+    struct cuc__hnode *n = cuc__htab_find(&by_uuid, uuid_hash(u), same_uuid, u);
+
+    return n ? CUC_CONTAINER_OF(n, cuc_device, by_uuid) : NULL;
+}
+
+static int attr(const struct cuc__driver *drv, CUdevice cu, CUdevice_attribute a)
+{
+    int v = 0;
+
+    if (drv->cuDeviceGetAttribute(&v, a, cu) != CUDA_SUCCESS)
+        return 0;
+    return v;
+}
+
+static unsigned read_caps(const struct cuc__driver *drv, CUdevice cu)
+{
+    unsigned caps = 0;
+    int pool_types = attr(drv, cu, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES);
+
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED))
+        caps |= CUC_DEVICE_CAP_MEMORY_POOLS;
+    if (pool_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        caps |= CUC_DEVICE_CAP_POOL_POSIX_FD;
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
+        caps |= CUC_DEVICE_CAP_VMM;
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED))
+        caps |= CUC_DEVICE_CAP_VMM_POSIX_FD;
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED))
+        caps |= CUC_DEVICE_CAP_IPC_EVENTS;
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED))
+        caps |= CUC_DEVICE_CAP_FABRIC;
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING))
+        caps |= CUC_DEVICE_CAP_UNIFIED_ADDRESSING;
+    return caps;
+}
+
+static int describe(const struct cuc__driver *drv, int ordinal, cuc_device *d)
+{
+    CUuuid u;
+    CUresult r;
+
+    d->ordinal = ordinal;
+    r = drv->cuDeviceGet(&d->cu, ordinal);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuDeviceGet", "ordinal %d", ordinal);
+    r = drv->cuDeviceGetUuid(&u, d->cu);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuDeviceGetUuid", "ordinal %d", ordinal);
+    memcpy(d->uuid.bytes, u.bytes, sizeof(d->uuid.bytes));
+    cuc_uuid_format(&d->uuid, d->uuid_str);
+    r = drv->cuDeviceGetName(d->name, (int)sizeof(d->name), d->cu);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuDeviceGetName", "ordinal %d", ordinal);
+    r = drv->cuDeviceTotalMem(&d->total_mem, d->cu);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuDeviceTotalMem", "ordinal %d", ordinal);
+    /* nvidia-smi's form: 8-digit domain, upper-case hex. */
+    snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "%08X:%02X:%02X.0",
+             (unsigned)attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+             (unsigned)attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+             (unsigned)attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID));
+    d->cc_major = attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    d->cc_minor = attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    d->caps = read_caps(drv, d->cu);
+    return 0;
+}
+
+static int enumerate(void)
+{
+    const struct cuc__driver *drv;
+    int count = 0, i, rc;
+    CUresult r;
+
+    rc = cuc__driver_get(&drv);
+    if (rc)
+        return rc;
+    r = drv->cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuDeviceGetCount", NULL);
+    if (count <= 0) {
+        const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+        return cuc__seterr(CUC_E_NO_DEVICE, "the driver reports no device "
+                           "(CUDA_VISIBLE_DEVICES%s%s%s)", cvd ? "=\"" : " unset",
+                           cvd ? cvd : "", cvd ? "\"" : "");
+    }
+    if (count > CUC_MAX_DEVICES)
+        count = CUC_MAX_DEVICES;
+    for (i = 0; i < count; i++) {
+        rc = describe(drv, i, &devices[i]);
+        if (rc)
+            return rc;
+    }
+    for (i = 0; i < count; i++) {
+        devices[i].by_uuid.hash = uuid_hash(&devices[i].uuid);
+        rc = cuc__htab_insert(&by_uuid, &devices[i].by_uuid);
+        if (rc)
+            return rc;
+    }
+    n_devices = count;
+    return 0;
+}
+
+static void enumerate_once(void)
+{
+    int rc = enumerate();
+
+    if (rc)
+        cuc__err_save(&enum_failure, rc);
+}
+
+static int ensure_devices(void)
+{
+    pthread_once(&enum_once, enumerate_once);
+    if (CUC_UNLIKELY(enum_failure.status))
+        return cuc__err_restore(&enum_failure);
+    return 0;
+}
+
+int cuc_device_count(int *count)
+{
+    int rc;
+
+    if (!count)
+        return cuc__seterr(CUC_E_INVALID, "cuc_device_count: count is NULL");
+    rc = ensure_devices();
+    if (rc)
+        return rc;
+    *count = n_devices;
+    return 0;
+}
+
+int cuc_device_get(int ordinal, cuc_device **dev)
+{
+    int rc;
+
+    if (!dev)
+        return cuc__seterr(CUC_E_INVALID, "cuc_device_get: dev is NULL");
+    rc = ensure_devices();
+    if (rc)
+        return rc;
+    if (ordinal < 0 || ordinal >= n_devices) {
+        const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+        return cuc__seterr(CUC_E_INVALID,
+                           "device ordinal %d is out of range: this process "
+                           "sees %d device%s (ordinals 0..%d; "
+                           "CUDA_VISIBLE_DEVICES%s%s%s)", ordinal, n_devices,
+                           n_devices == 1 ? "" : "s", n_devices - 1,
+                           cvd ? "=\"" : " unset", cvd ? cvd : "", cvd ? "\"" : "");
+    }
+    *dev = &devices[ordinal];
+    return 0;
+}
+
+static void list_visible(void)
+{
+    int i;
+
+    for (i = 0; i < n_devices; i++)
+        cuc__adderr("%s%d=%s", i ? ", " : "", i, devices[i].uuid_str);
+}
+
+int cuc__device_not_visible(const cuc_uuid *uuid)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    char text[CUC_UUID_STRLEN];
+    int rc;
+
+    cuc_uuid_format(uuid, text);
+    rc = ensure_devices();
+    if (rc) {
+        char why[1024];
+        snprintf(why, sizeof(why), "%s", cuc_errmsg());
+        cuc__seterr(CUC_E_NOT_VISIBLE, "device %s is not visible in this "
+                    "process: no device is visible (%s)", text, why);
+        return CUC_E_NOT_VISIBLE;
+    }
+    cuc__seterr(CUC_E_NOT_VISIBLE, "device %s is not visible in this process; "
+                "visible devices: ", text);
+    list_visible();
+    cuc__adderr(" (CUDA_VISIBLE_DEVICES%s%s%s); start the receiver with that "
+                "GPU visible", cvd ? "=\"" : " unset", cvd ? cvd : "", cvd ? "\"" : "");
+    return CUC_E_NOT_VISIBLE;
+}
+
+int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev)
+{
+    const cuc_device *d;
+
+    if (!uuid || !dev)
+        return cuc__seterr(CUC_E_INVALID, "cuc_device_get_by_uuid: NULL argument");
+    if (ensure_devices())
+        return cuc__device_not_visible(uuid);
+    d = uuid_table_find(uuid);
+    if (!d)
+        return cuc__device_not_visible(uuid);
+    *dev = (cuc_device *)d;
+    return 0;
+}
+
+static int retain_primary(cuc_device *d, CUcontext *ctx)
+{
+    CUcontext c;
+    CUresult r;
+
+    pthread_mutex_lock(&ctx_lock);
+    c = __atomic_load_n(&d->ctx, __ATOMIC_ACQUIRE);
+    if (!c) {
+        r = CUC_DRV->cuDevicePrimaryCtxRetain(&c, d->cu);
+        if (r != CUDA_SUCCESS) {
+            pthread_mutex_unlock(&ctx_lock);
+            return cuc__cuda_err(r, "cuDevicePrimaryCtxRetain", "device %d (%s)",
+                                 d->ordinal, d->uuid_str);
+        }
+        __atomic_store_n(&d->ctx, c, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    *ctx = c;
+    return 0;
+}
+
+int cuc__device_activate(const cuc_device *cd)
+{
+    cuc_device *d = (cuc_device *)cd;
+    CUcontext ctx = __atomic_load_n(&d->ctx, __ATOMIC_ACQUIRE);
+    CUcontext cur = NULL;
+    CUresult r;
+    int rc;
+
+    if (!ctx) {
+        rc = retain_primary(d, &ctx);
+        if (rc)
+            return rc;
+    }
+    /* Trust the cache only while the driver agrees: the application may
+     * have made another context current behind our back. */
+    if (thread_current == d && CUC_DRV->cuCtxGetCurrent(&cur) == CUDA_SUCCESS &&
+        cur == ctx)
+        return 0;
+    r = CUC_DRV->cuCtxSetCurrent(ctx);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuCtxSetCurrent", "device %d (%s)", d->ordinal,
+                             d->uuid_str);
+    thread_current = d;
+    return 0;
+}
+
+int cuc_device_set_current(cuc_device *dev)
+{
+    if (!dev)
+        return cuc__seterr(CUC_E_INVALID, "cuc_device_set_current: dev is NULL");
+    return cuc__device_activate(dev);
+}
+
+int cuc_device_current(cuc_device **dev)
+{
+    CUcontext cur = NULL;
+    int i, rc;
+
+    if (!dev)
+        return cuc__seterr(CUC_E_INVALID, "cuc_device_current: dev is NULL");
+    rc = ensure_devices();
+    if (rc)
+        return rc;
+    if (CUC_DRV->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
+        return cuc__seterr(CUC_E_NOT_FOUND, "no context is current on this thread");
+    for (i = 0; i < n_devices; i++) {
+        if (__atomic_load_n(&devices[i].ctx, __ATOMIC_ACQUIRE) == cur) {
+            *dev = &devices[i];
+            return 0;
+        }
+    }
+    return cuc__seterr(CUC_E_NOT_FOUND, "the current context is not a primary "
+                       "context cucore retained");
+}
+
+int cuc__device_implicit(cuc_device **out)
+{
+    if (cuc_device_current(out) == 0)
+        return 0;
+    return cuc_device_get(0, out);
+}
+
+int cuc_device_ordinal(const cuc_device *dev) { return dev->ordinal; }
+const cuc_uuid *cuc_device_uuid(const cuc_device *dev) { return &dev->uuid; }
+const char *cuc_device_uuid_string(const cuc_device *dev) { return dev->uuid_str; }
+const char *cuc_device_name(const cuc_device *dev) { return dev->name; }
+const char *cuc_device_pci_bus_id(const cuc_device *dev) { return dev->pci_bus_id; }
+size_t cuc_device_total_memory(const cuc_device *dev) { return dev->total_mem; }
+unsigned cuc_device_caps(const cuc_device *dev) { return dev->caps; }
+
+void cuc_device_compute_capability(const cuc_device *dev, int *major, int *minor)
+{
+    if (major)
+        *major = dev->cc_major;
+    if (minor)
+        *minor = dev->cc_minor;
+}

@@ -1,0 +1,219 @@
+/* A socket that speaks frames: sending a message as frames, receiving and
+ * rejoining them (each frame checked before use, every refused fd closed:
+ * os/sock.c), sticky errors.
+ *
+ * SOCK_SEQPACKET rather than SOCK_STREAM: the kernel keeps frame
+ * boundaries, and the fds of one sendmsg arrive with exactly that frame's
+ * bytes. With a byte stream, fds attach to whichever read covers the first
+ * byte of their sendmsg, a peer can stop half-way through a header, and
+ * every read has to be reassembled; here a frame is all or nothing, and a
+ * truncated or oversized one is flagged (MSG_TRUNC) instead of shifting
+ * every frame after it. */
+#include "frame/link.h"
+#include "os/fd.h"
+#include "os/sock.h"
+#include "wire/wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void link_free(struct cuc__ref *r)
+{
+    struct cuc__link *l = CUC_CONTAINER_OF(r, struct cuc__link, ref);
+
+    if (l->fd >= 0)
+        close(l->fd);
+    cuc__reasm_reset(&l->rx);
+    free(l->rxbuf);
+    pthread_mutex_destroy(&l->send_lock);
+    free(l);
+}
+
+int cuc__link_open(int fd, struct cuc__link **out)
+{
+    struct cuc__link *l = NULL;
+    int rc;
+
+    rc = cuc__sock_check_seqpacket(fd);
+    if (!rc && !(l = calloc(1, sizeof(*l))))
+        rc = cuc__seterr(CUC_E_NOMEM, "out of memory for a channel");
+    if (!rc && !(l->rxbuf = malloc(CUC__FRAME_HDR + CUC__FRAME_MAX_DATA)))
+        rc = cuc__seterr(CUC_E_NOMEM, "out of memory for a channel's frame buffer");
+    if (!rc)
+        rc = cuc__sock_peer(fd, &l->peer_pid, &l->peer_uid);
+    if (rc) {
+        if (l)
+            free(l->rxbuf);
+        free(l);
+        close(fd);
+        return rc;
+    }
+    cuc__ref_init(&l->ref, link_free);
+    l->fd = fd;
+    atomic_init(&l->closed, 0);
+    pthread_mutex_init(&l->send_lock, NULL);
+    *out = l;
+    return 0;
+}
+
+void cuc__link_ref(struct cuc__link *l)
+{
+    cuc__ref_get(&l->ref);
+}
+
+void cuc__link_unref(struct cuc__link *l)
+{
+    if (l)
+        cuc__ref_put(&l->ref);
+}
+
+void cuc__link_close(struct cuc__link *l)
+{
+    pthread_mutex_lock(&l->send_lock);
+    atomic_store(&l->closed, 1);
+    close(l->fd);
+    l->fd = -1;
+    pthread_mutex_unlock(&l->send_lock);
+    cuc__reasm_reset(&l->rx); /* a partial message's fds go now */
+}
+
+int cuc__link_is_closed(struct cuc__link *l)
+{
+    return atomic_load(&l->closed);
+}
+
+/* ---- send ---- */
+
+static int send_part(struct cuc__link *l, const uint8_t *bytes, uint32_t len,
+                     const int *fds, uint32_t nfds, uint32_t part, uint32_t nparts)
+{
+    uint8_t hdr[CUC__FRAME_HDR];
+    struct cuc__frame f;
+    uint32_t off, fd_off;
+
+    cuc__frame_slice(len, nfds, part, &off, &f.len, &fd_off, &f.nfds);
+    f.seq = l->send_seq;
+    f.part = part;
+    f.nparts = nparts;
+    f.msg_len = len;
+    f.msg_nfds = nfds;
+    cuc__frame_write(hdr, &f);
+    return cuc__sock_send(l->fd, hdr, sizeof(hdr), bytes + off, f.len, fds + fd_off,
+                          f.nfds);
+}
+
+int cuc__link_send(struct cuc__link *l, const cuc_msg *m)
+{
+    const int *fds;
+    size_t len, nfds;
+    uint32_t part, nparts;
+    uint8_t *bytes;
+    int rc;
+
+    rc = cuc__msg_encode(m, &bytes, &len, &fds, &nfds);
+    if (rc)
+        return rc;
+    nparts = cuc__frame_parts((uint32_t)len, (uint32_t)nfds);
+    pthread_mutex_lock(&l->send_lock);
+    rc = l->send_err.status ? cuc__err_restore(&l->send_err) : 0;
+    if (!rc && l->fd < 0)
+        rc = cuc__seterr(CUC_E_INVALID, "the channel was closed by this process");
+    for (part = 0; !rc && part < nparts; part++) {
+        rc = send_part(l, bytes, (uint32_t)len, fds, (uint32_t)nfds, part, nparts);
+        if (!rc)
+            l->send_seq++;
+        else if (part > 0 || rc == CUC_E_PEER_CLOSED)
+            /* the peer holds part of a message: nothing can follow it */
+            cuc__err_save(&l->send_err, rc);
+    }
+    pthread_mutex_unlock(&l->send_lock);
+    free(bytes);
+    return rc;
+}
+
+/* ---- receive ---- */
+
+static int peer_gone(const struct cuc__link *l)
+{
+    const struct cuc__reasm *r = &l->rx;
+
+    if (cuc__reasm_partial(r))
+        return cuc__seterr(CUC_E_PEER_CLOSED, "the peer (pid %ld) closed the channel "
+                           "in the middle of a message: %u of its %u frames "
+                           "arrived", (long)l->peer_pid, r->next_part,
+                           r->first.nparts);
+    return cuc__seterr(CUC_E_PEER_CLOSED, "the peer (pid %ld) closed the channel",
+                       (long)l->peer_pid);
+}
+
+static int timed_out(const struct cuc__link *l)
+{
+    const struct cuc__reasm *r = &l->rx;
+
+    if (cuc__reasm_partial(r))
+        return cuc__seterr(CUC_E_TIMEOUT, "timed out with %u of the %u frames of a "
+                           "message from the peer (pid %ld) received; the next "
+                           "receive goes on with it", r->next_part,
+                           r->first.nparts, (long)l->peer_pid);
+    return cuc__seterr(CUC_E_TIMEOUT, "timed out: no message from the peer (pid %ld)",
+                       (long)l->peer_pid);
+}
+
+/* One datagram into l->rxbuf, parsed; its fds in fds[0..*nfds). */
+static int read_frame(struct cuc__link *l, int64_t deadline, struct cuc__frame *f,
+                      int *fds, size_t *nfds)
+{
+    size_t n, k;
+    int rc;
+
+    if (l->fd < 0)
+        return cuc__seterr(CUC_E_INVALID, "the channel was closed by this process");
+    rc = cuc__sock_recv(l->fd, l->rxbuf, CUC__FRAME_HDR + CUC__FRAME_MAX_DATA, deadline,
+                        fds, &n, &k);
+    if (rc == CUC_E_PEER_CLOSED)
+        return peer_gone(l);
+    if (rc == CUC_E_TIMEOUT)
+        return timed_out(l);
+    if (rc)
+        return rc;
+    rc = cuc__frame_parse(l->rxbuf, n, f);
+    if (rc) {
+        cuc__close_fds(fds, k);
+        return rc;
+    }
+    *nfds = k;
+    return 0;
+}
+
+int cuc__link_recv(struct cuc__link *l, int64_t deadline, cuc_msg **m)
+{
+    int fds[CUC__FRAME_MAX_FDS];
+    struct cuc__frame f;
+    cuc_msg *msg;
+    size_t nfds = 0;
+    int rc, drc;
+
+    rc = l->recv_err.status ? cuc__err_restore(&l->recv_err) : 0;
+    while (!rc) {
+        rc = read_frame(l, deadline, &f, fds, &nfds);
+        if (rc == CUC_E_TIMEOUT)
+            return rc;
+        if (!rc)
+            rc = cuc__reasm_push(&l->rx, &f, l->rxbuf + CUC__FRAME_HDR, fds, nfds,
+                                 &msg, &drc);
+        if (rc)
+            break;
+        if (msg) {
+            *m = msg;
+            return 0;
+        }
+        if (drc)
+            return drc; /* a sound frame with a bad message: dropped */
+    }
+    if (!l->recv_err.status) {
+        cuc__err_save(&l->recv_err, rc);
+        cuc__reasm_reset(&l->rx);
+    }
+    return rc;
+}

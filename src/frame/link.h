@@ -1,0 +1,72 @@
+/* A link (link.c): one end of a connected AF_UNIX SOCK_SEQPACKET socket
+ * that carries whole messages as frames (frame.h). It sends a message
+ * (split, its fds beside it), receives the next complete one (checked and
+ * rejoined), and keeps what breaks a direction for good (a sticky error:
+ * every later call on that direction reports it again).
+ *
+ * A link is reference counted: the channel holds one, and so does the
+ * lease table, which sends releases on it after the channel is gone from
+ * the user's hands. cuc__link_close() closes the socket; the object lives
+ * until its last reference.
+ *
+ * Threads: sends are serialized inside (a message's frames never
+ * interleave). Receives are not: the caller holds one lock around every
+ * cuc__link_recv() of a link (the channel's receive lock). */
+#ifndef CUC_FRAME_LINK_H
+#define CUC_FRAME_LINK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cucore/msg.h"
+#include "base/error.h"
+#include "base/ref.h"
+#include "frame/frame.h"
+
+struct cuc__link {
+    struct cuc__ref ref;
+    int fd;               /* -1 once closed (written under send_lock) */
+    _Atomic int closed;   /* cuc__link_close() has run */
+    pid_t peer_pid;
+    uid_t peer_uid;
+
+    pthread_mutex_t send_lock;
+    uint32_t send_seq;
+    struct cuc__err_saved send_err;
+
+    /* the receive side, under the caller's receive lock */
+    struct cuc__reasm rx;
+    uint8_t *rxbuf; /* one frame */
+    struct cuc__err_saved recv_err;
+};
+
+/* A link over fd, which must be a connected SEQPACKET socket (checked);
+ * takes fd in every case (closed on failure). Reads the peer's
+ * credentials. */
+int cuc__link_open(int fd, struct cuc__link **out);
+void cuc__link_ref(struct cuc__link *l);
+void cuc__link_unref(struct cuc__link *l);
+
+/* Closes the socket (sends after it fail, receives too) and drops a
+ * partial message. Must not race a receive. The object stays until its
+ * last reference. */
+void cuc__link_close(struct cuc__link *l);
+/* 1 once cuc__link_close() has run. */
+int cuc__link_is_closed(struct cuc__link *l);
+
+/* Encodes m and sends it, split into frames. Blocks while the socket is
+ * full. CUC_E_INVALID once this process closed the link; CUC_E_PEER_CLOSED;
+ * CUC_E_LIMIT (fds in flight). A failure after part of a message went out,
+ * or the peer's close, sticks to the sending direction. */
+int cuc__link_send(struct cuc__link *l, const cuc_msg *m);
+
+/* The next complete message, waiting until the deadline (a partial
+ * message survives a timeout and goes on at the next call). CUC_E_TIMEOUT
+ * and a message that decodes badly (CUC_E_BADMSG / CUC_E_VERSION, the
+ * message dropped) leave the link usable; a framing error and
+ * CUC_E_PEER_CLOSED stick to the receiving direction. */
+int cuc__link_recv(struct cuc__link *l, int64_t deadline, cuc_msg **m);
+
+#endif

@@ -1,0 +1,299 @@
+/* The lease table: granted leases by id (base/htab.h), their ends, and the
+ * release messages an importer sends. */
+#include "lease/lease.h"
+#include "base/error.h"
+#include "os/clock.h"
+#include "wire/records.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+struct lease {
+    struct cuc__hnode node;
+    uint64_t id;
+    const struct cuc__lease_ops *ops;
+    void *obj;
+};
+
+static struct lease *of_node(struct cuc__hnode *n)
+{
+    return CUC_CONTAINER_OF(n, struct lease, node);
+}
+
+static int same_id(const struct cuc__hnode *n, const void *key)
+{
+    return of_node((struct cuc__hnode *)n)->id == *(const uint64_t *)key;
+}
+
+static void leases_free(struct cuc__ref *r)
+{
+    struct cuc__leases *l = CUC_CONTAINER_OF(r, struct cuc__leases, ref);
+
+    cuc__htab_free(&l->by_id); /* empty: the channel's close ended them */
+    cuc__link_unref(l->link);
+    pthread_mutex_destroy(&l->lock);
+    pthread_cond_destroy(&l->cond);
+    free(l);
+}
+
+int cuc__leases_create(struct cuc__link *link, struct cuc__leases **out)
+{
+    struct cuc__leases *l = calloc(1, sizeof(*l));
+
+    if (!l)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a channel's lease table");
+    cuc__ref_init(&l->ref, leases_free);
+    cuc__link_ref(link);
+    l->link = link;
+    pthread_mutex_init(&l->lock, NULL);
+    cuc__cond_init(&l->cond);
+    *out = l;
+    return 0;
+}
+
+void cuc__leases_ref(struct cuc__leases *l)
+{
+    cuc__ref_get(&l->ref);
+}
+
+void cuc__leases_unref(struct cuc__leases *l)
+{
+    if (l)
+        cuc__ref_put(&l->ref);
+}
+
+struct cuc__leases *cuc__leases_of_msg(const cuc_msg *m)
+{
+    struct cuc__ref *r = cuc__msg_origin(m);
+
+    return r ? CUC_CONTAINER_OF(r, struct cuc__leases, ref) : NULL;
+}
+
+void cuc__leases_stamp(struct cuc__leases *l, cuc_msg *m)
+{
+    cuc__msg_set_origin(m, &l->ref);
+}
+
+uint64_t cuc__lease_id_next(void)
+{
+    static _Atomic uint64_t next = 1;
+
+    return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+}
+
+/* The lease id, out of the table (l->lock held), or NULL. */
+static struct lease *take_locked(struct cuc__leases *l, uint64_t id)
+{
+    struct cuc__hnode *n = id ? cuc__htab_find(&l->by_id, cuc__hash_u64(id), same_id, &id)
+                              : NULL;
+
+    if (!n)
+        return NULL;
+    cuc__htab_remove(&l->by_id, n);
+    l->count--;
+    return of_node(n);
+}
+
+/* Runs a taken lease's end, unlocked, and wakes the lease waiters. */
+static void finish(struct cuc__leases *l, struct lease *e, int why)
+{
+    e->ops->end(e->obj, e->id, why);
+    free(e);
+    pthread_mutex_lock(&l->lock);
+    pthread_cond_broadcast(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+}
+
+int cuc__leases_add(struct cuc__leases *l, uint64_t id,
+                    const struct cuc__lease_ops *ops, void *obj)
+{
+    struct lease *e;
+    int rc = 0;
+
+    if (!l || !ops || id == 0)
+        return cuc__seterr(CUC_E_INVALID, "cuc__leases_add: %s",
+                           id ? "NULL argument" : "lease id 0 is reserved");
+    e = malloc(sizeof(*e));
+    if (!e)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for lease %llu",
+                           (unsigned long long)id);
+    *e = (struct lease){{NULL, cuc__hash_u64(id)}, id, ops, obj};
+    pthread_mutex_lock(&l->lock);
+    if (l->over)
+        rc = cuc__seterr(CUC_E_PEER_CLOSED, "the peer (pid %ld) has closed the "
+                         "channel: lease %llu would never be released",
+                         (long)l->link->peer_pid, (unsigned long long)id);
+    else if (cuc__htab_find(&l->by_id, e->node.hash, same_id, &id))
+        rc = cuc__seterr(CUC_E_INVALID, "lease %llu is already held on this channel",
+                         (unsigned long long)id);
+    else
+        rc = cuc__htab_insert(&l->by_id, &e->node);
+    if (!rc)
+        l->count++;
+    pthread_mutex_unlock(&l->lock);
+    if (rc)
+        free(e);
+    return rc;
+}
+
+int cuc__leases_drop(struct cuc__leases *l, uint64_t id)
+{
+    struct lease *e;
+
+    pthread_mutex_lock(&l->lock);
+    e = take_locked(l, id);
+    pthread_mutex_unlock(&l->lock);
+    if (!e)
+        return cuc__seterr(CUC_E_NOT_FOUND, "lease %llu is not held on this channel",
+                           (unsigned long long)id);
+    free(e);
+    return 0;
+}
+
+/* Ends the leases of atts[0..n) still held, with why. A lease the table
+ * no longer holds has ended already (the peer went meanwhile). */
+static void end_listed(struct cuc__leases *l, const struct cuc__lease_att *atts,
+                       size_t n, int why)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct lease *e;
+        pthread_mutex_lock(&l->lock);
+        e = take_locked(l, atts[i].id);
+        pthread_mutex_unlock(&l->lock);
+        if (e)
+            finish(l, e, why);
+    }
+}
+
+int cuc__leases_grant(struct cuc__leases *l, const cuc_msg *m)
+{
+    const struct cuc__lease_att *atts;
+    size_t n = cuc__msg_leases(m, &atts);
+
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+        atts[i].ops->begin(atts[i].obj);
+        rc = cuc__leases_add(l, atts[i].id, atts[i].ops, atts[i].obj);
+        if (rc) {
+            atts[i].ops->end(atts[i].obj, atts[i].id, CUC__LEASE_SEND_FAILED);
+            end_listed(l, atts, i, CUC__LEASE_SEND_FAILED);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void cuc__leases_revoke(struct cuc__leases *l, const cuc_msg *m)
+{
+    const struct cuc__lease_att *atts;
+    size_t n = cuc__msg_leases(m, &atts);
+
+    end_listed(l, atts, n, CUC__LEASE_SEND_FAILED);
+}
+
+/* Ends the leases of one release record, a batch at a time under the
+ * lock, the ends unlocked. */
+static void release_ids(struct cuc__leases *l, const uint8_t *p, size_t n)
+{
+    struct lease *ended[64];
+    size_t i = 0;
+
+    while (i < n) {
+        size_t k = 0;
+        pthread_mutex_lock(&l->lock);
+        for (; i < n && k < CUC_ARRAY_LEN(ended); i++) {
+            struct lease *e = take_locked(l, cuc__get64(p + 8 * i));
+            if (e) /* unknown or already ended: exactly once */
+                ended[k++] = e;
+        }
+        pthread_mutex_unlock(&l->lock);
+        for (size_t j = 0; j < k; j++)
+            finish(l, ended[j], CUC__LEASE_RELEASED);
+    }
+}
+
+int cuc__leases_take_release(struct cuc__leases *l, cuc_msg *m)
+{
+    size_t n = cuc_msg_record_count(m), nrel = cuc__release_rec_count(m);
+
+    if (nrel == 0)
+        return 0;
+    if (nrel != n || cuc_msg_fd_count(m)) {
+        cuc_msg_destroy(m);
+        return cuc__seterr(CUC_E_BADMSG, "the peer sent a message mixing %zu "
+                           "release records with %zu other records: releases "
+                           "travel alone (message dropped)", nrel, n - nrel);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *ids;
+        size_t k;
+        if (cuc__release_rec_read(m, i, &ids, &k) == 0)
+            release_ids(l, ids, k);
+    }
+    cuc_msg_destroy(m);
+    return 1;
+}
+
+struct end_all {
+    struct cuc__leases *l;
+    int why;
+};
+
+static void end_one(struct cuc__hnode *n, void *arg)
+{
+    const struct end_all *a = arg;
+
+    finish(a->l, of_node(n), a->why);
+}
+
+void cuc__leases_end_all(struct cuc__leases *l, int why)
+{
+    struct end_all a = {l, why};
+    struct cuc__htab tab;
+
+    pthread_mutex_lock(&l->lock);
+    tab = l->by_id;
+    l->by_id = (struct cuc__htab){NULL, 0, 0};
+    l->count = 0;
+    if (why == CUC__LEASE_PEER_CLOSED || why == CUC__LEASE_CHANNEL_CLOSED)
+        l->over = 1;
+    pthread_mutex_unlock(&l->lock);
+    /* the ends run unlocked, on a table no other thread can see */
+    cuc__htab_each(&tab, end_one, &a);
+    cuc__htab_free(&tab);
+}
+
+size_t cuc__leases_count(struct cuc__leases *l)
+{
+    size_t n;
+
+    pthread_mutex_lock(&l->lock);
+    n = l->count;
+    pthread_mutex_unlock(&l->lock);
+    return n;
+}
+
+struct cuc__lease_gauge cuc__leases_gauge(struct cuc__leases *l)
+{
+    return (struct cuc__lease_gauge){&l->lock, &l->cond, &l->count};
+}
+
+int cuc__leases_release(struct cuc__leases *l, const uint64_t *ids, size_t n)
+{
+    size_t done = 0;
+    int rc = 0;
+
+    while (!rc && done < n) {
+        cuc_msg *m;
+        if (cuc__link_is_closed(l->link))
+            return 0; /* closed here: the peer has ended these leases */
+        rc = cuc__release_msg_build(ids, n, &done, &m);
+        if (rc)
+            break;
+        rc = cuc__link_send(l->link, m);
+        cuc_msg_destroy(m);
+        if (rc && cuc__link_is_closed(l->link))
+            return 0;
+    }
+    return rc;
+}

@@ -1,0 +1,117 @@
+/* Leases (lease.c): the service that keeps an exporter from freeing what
+ * an importer still maps. One lease table per channel, shared by both
+ * sides of the lease protocol:
+ *
+ *   exporter  cuc_channel_send() grants a lease per object attached to the
+ *             message (wire.h: cuc__msg_lease_attach), under the id its
+ *             record carries; the object's free is deferred until its
+ *             ops->end has run, once per lease. A lease ends when the
+ *             peer's release arrives (cuc__leases_take_release, called by
+ *             the channel's receive), when the peer closes or dies, or
+ *             when this side closes (cuc__leases_end_all).
+ *   importer  an object imported from a message received on the channel
+ *             keeps the table the message reports to (cuc__leases_of_msg)
+ *             and releases its lease there when it is done
+ *             (cuc__leases_release: a release message sent on the link).
+ *
+ * The table calls only down (the link, the codecs) and the objects' own
+ * ops; it never calls the channel. It is reference counted: the channel,
+ * every received message and every imported object hold it, so it (and
+ * the link it sends releases on) outlives the user's channel handle.
+ *
+ * Threads: every function is thread-safe. ops->end runs with no lock of
+ * the table held, on the thread that noticed the end: it may send,
+ * release, add or drop leases, but must not receive on the channel. */
+#ifndef CUC_LEASE_LEASE_H
+#define CUC_LEASE_LEASE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cucore/msg.h"
+#include "base/htab.h"
+#include "base/ref.h"
+#include "frame/link.h"
+#include "wire/wire.h"
+
+/* Why a lease ended (ops->end's why). */
+enum cuc__lease_end {
+    CUC__LEASE_RELEASED = 1,       /* the importer sent a release */
+    CUC__LEASE_PEER_CLOSED = 2,    /* the importer closed its end or died */
+    CUC__LEASE_CHANNEL_CLOSED = 3, /* the exporter closed the channel */
+    CUC__LEASE_SEND_FAILED = 4     /* the message never reached the peer */
+};
+
+struct cuc__leases {
+    struct cuc__ref ref;
+    struct cuc__link *link; /* releases go out on it (a reference) */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;    /* broadcast when a lease ends */
+    struct cuc__htab by_id; /* granted leases (struct lease in lease.c) */
+    size_t count;           /* leases in by_id */
+    int over;               /* peer gone or channel closed: none can be added */
+};
+
+/* A table for the channel over link (a reference is taken). */
+int cuc__leases_create(struct cuc__link *link, struct cuc__leases **out);
+void cuc__leases_ref(struct cuc__leases *l);
+void cuc__leases_unref(struct cuc__leases *l);
+
+/* The table a received message reports to (no new reference), or NULL
+ * for a message that came on no channel. */
+struct cuc__leases *cuc__leases_of_msg(const cuc_msg *m);
+/* Marks m as received through l: it reports there from now on. */
+void cuc__leases_stamp(struct cuc__leases *l, cuc_msg *m);
+
+/* ---- exporter side ---- */
+
+/* A lease id unique in this process (never 0), for a record payload. */
+uint64_t cuc__lease_id_next(void);
+
+/* Registers lease id (not 0, not already held) of obj; ops->end(obj, id,
+ * why) runs once when it ends (ops->begin is the caller's to call).
+ * CUC_E_PEER_CLOSED if the peer already went (nothing would release it). */
+int cuc__leases_add(struct cuc__leases *l, uint64_t id,
+                    const struct cuc__lease_ops *ops, void *obj);
+/* Forgets lease id without running its end (CUC_E_NOT_FOUND if not held). */
+int cuc__leases_drop(struct cuc__leases *l, uint64_t id);
+
+/* Begins and registers every lease attached to m, before it is sent. On
+ * failure every lease begun is ended with CUC__LEASE_SEND_FAILED. */
+int cuc__leases_grant(struct cuc__leases *l, const cuc_msg *m);
+/* After a failed send of m: ends each of its leases still held with
+ * CUC__LEASE_SEND_FAILED. */
+void cuc__leases_revoke(struct cuc__leases *l, const cuc_msg *m);
+
+/* A message the channel received: 1 if it was a release (consumed: its
+ * leases ended, m destroyed), 0 if not (m untouched), or CUC_E_BADMSG for
+ * releases mixed with anything else (m destroyed). */
+int cuc__leases_take_release(struct cuc__leases *l, cuc_msg *m);
+
+/* Ends every lease with why. After CUC__LEASE_PEER_CLOSED or
+ * _CHANNEL_CLOSED no lease can be added. */
+void cuc__leases_end_all(struct cuc__leases *l, int why);
+
+/* Leases held now. */
+size_t cuc__leases_count(struct cuc__leases *l);
+
+/* What a lease wait watches (channel/lease_wait.c): a count of leases, the
+ * lock that guards it and the condition broadcast when one of them ends.
+ * Every object that grants leases offers one (the channel's table, a pool,
+ * a buffer, a VMM resource). */
+struct cuc__lease_gauge {
+    pthread_mutex_t *lock;
+    pthread_cond_t *cond;
+    const size_t *count;
+};
+struct cuc__lease_gauge cuc__leases_gauge(struct cuc__leases *l);
+
+/* ---- importer side ---- */
+
+/* Tells the peer that this process no longer uses ids[0..n): release
+ * messages on the link. 0 without sending once this side closed the
+ * channel (the peer ended the leases when it saw the close). */
+int cuc__leases_release(struct cuc__leases *l, const uint64_t *ids, size_t n);
+
+#endif

@@ -1,0 +1,383 @@
+/* Buffers: allocation, references, the pool's table of its buffers by
+ * export data, the lease ops that keep a freed buffer's memory while
+ * importers map it, and the free itself.
+ *
+ * A buffer is kept by its references (refs), by the messages it is
+ * attached to (holds) and by its leases. The memory is freed when all
+ * three reach zero; a last cuc_buffer_unref_async() that finds holds or
+ * leases left records an event on its stream instead, and the free that
+ * happens later, on whichever thread drops the last hold or lease, waits
+ * for that event on the device's legacy stream. */
+#include "memory/buffer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
+                    cuc_buffer **out)
+{
+    cuc_buffer *b = calloc(1, sizeof(*b));
+
+    if (!b)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a buffer");
+    b->pool = cuc_pool_ref(pool);
+    b->ptr = ptr;
+    b->size = size;
+    b->imported = imported;
+    b->refs = 1;
+    *out = b;
+    return 0;
+}
+
+/* ---- the pool's table by export data ---- */
+
+static cuc_buffer *of_node(const struct cuc__hnode *n)
+{
+    return CUC_CONTAINER_OF(n, cuc_buffer, node);
+}
+
+static int same_export(const struct cuc__hnode *n, const void *key)
+{
+    return memcmp(of_node(n)->export_data.reserved, key,
+                  sizeof(of_node(n)->export_data.reserved)) == 0;
+}
+
+static uint64_t export_hash(const CUmemPoolPtrExportData *d)
+{
+    return cuc__hash_bytes(d->reserved, sizeof(d->reserved));
+}
+
+int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d)
+{
+    int rc;
+
+    b->export_data = *d;
+    b->node.hash = export_hash(d);
+    rc = cuc__htab_insert(&b->pool->bufs, &b->node);
+    b->have_export = rc == 0;
+    return rc;
+}
+
+cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d)
+{
+    for (;;) {
+        struct cuc__hnode *n = cuc__htab_find(&pool->bufs, export_hash(d), same_export,
+                                              d->reserved);
+        if (!n)
+            return NULL;
+        if (of_node(n)->state != CUC__BUF_FREEING)
+            return of_node(n);
+        /* an import of the same memory must wait until the driver's free
+         * of the old one is done */
+        pthread_cond_wait(&pool->cond, &pool->lock);
+    }
+}
+
+void cuc__buffer_forget_locked(cuc_buffer *b)
+{
+    if (b->have_export)
+        cuc__htab_remove(&b->pool->bufs, &b->node);
+    b->have_export = 0;
+}
+
+/* ---- allocation, references, the free ---- */
+
+int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stream,
+                           cuc_buffer **out)
+{
+    CUdeviceptr ptr = 0;
+    cuc_stream *s;
+    CUresult r;
+    int rc;
+
+    if (!pool || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc_async: NULL argument");
+    if (pool->imported)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc_async: pool %s was "
+                           "imported from another process, and the driver does not "
+                           "allocate from an imported pool: allocate in the process "
+                           "that created it and send the buffer",
+                           cuc__pool_id_hex(pool->id).s);
+    if (size == 0)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc_async: size 0 (allocate "
+                           "at least one byte)");
+    rc = cuc__stream_or_legacy(pool->dev, stream, &s);
+    if (!rc)
+        rc = cuc__device_activate(s->dev);
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuMemAllocFromPoolAsync(&ptr, size, pool->cu, s->cu);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuMemAllocFromPoolAsync", "%zu bytes from the %s "
+                             "pool of device %d (%s)", size, cuc__pool_kind_name(pool->kind),
+                             cuc_device_ordinal(pool->dev), cuc_device_uuid_string(pool->dev));
+    rc = cuc__buffer_new(pool, ptr, size, 0, out);
+    if (rc)
+        CUC_DRV->cuMemFreeAsync(ptr, s->cu);
+    return rc;
+}
+
+cuc_buffer *cuc_buffer_ref(cuc_buffer *b)
+{
+    if (!b)
+        return NULL;
+    pthread_mutex_lock(&b->pool->lock);
+    b->refs++;
+    pthread_mutex_unlock(&b->pool->lock);
+    return b;
+}
+
+int cuc__buffer_unkept_locked(cuc_buffer *b)
+{
+    if (b->refs || b->holds || b->leases || b->state == CUC__BUF_FREEING)
+        return 0;
+    b->state = CUC__BUF_FREEING;
+    return 1;
+}
+
+void cuc__upstream_release(struct cuc__upstream *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!up[i].leases)
+            continue;
+        /* A channel already closed has nobody left to tell. */
+        cuc__leases_release(up[i].leases, &up[i].id, 1);
+        cuc__leases_unref(up[i].leases);
+        up[i].leases = NULL;
+    }
+}
+
+/* Moves the extra upstream leases out (pool->lock held). */
+static struct cuc__upstream *take_extra_locked(cuc_buffer *b, size_t *n)
+{
+    struct cuc__upstream *e = b->extra;
+
+    *n = b->nextra;
+    b->extra = NULL;
+    b->nextra = b->extra_cap = 0;
+    return e;
+}
+
+static void release_extra(struct cuc__upstream *e, size_t n)
+{
+    cuc__upstream_release(e, n);
+    free(e);
+}
+
+int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
+{
+    cuc_stream *s;
+    CUresult r;
+    int rc;
+
+    rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
+    if (!rc)
+        rc = cuc__device_activate(s->dev);
+    if (rc)
+        return rc;
+    if (b->free_after) {
+        r = CUC_DRV->cuStreamWaitEvent(s->cu, b->free_after, CU_EVENT_WAIT_DEFAULT);
+        CUC_DRV->cuEventDestroy(b->free_after);
+        b->free_after = NULL;
+        if (r != CUDA_SUCCESS)
+            return cuc__cuda_err(r, "cuStreamWaitEvent", "deferred free of a %zu-byte "
+                                 "buffer on device %s", b->size,
+                                 cuc_device_uuid_string(b->pool->dev));
+    }
+    r = CUC_DRV->cuMemFreeAsync(b->ptr, s->cu);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuMemFreeAsync", "%s%zu-byte buffer of device %s",
+                             b->imported ? "imported " : "", b->size,
+                             cuc_device_uuid_string(b->pool->dev));
+    /* The exporter may reuse the memory once we release: the driver wants
+     * the importer's free complete by then. */
+    if (b->imported && sync) {
+        r = CUC_DRV->cuStreamSynchronize(s->cu);
+        if (r != CUDA_SUCCESS)
+            return cuc__cuda_err(r, "cuStreamSynchronize", "after freeing an imported "
+                                 "%zu-byte buffer of device %s", b->size,
+                                 cuc_device_uuid_string(b->pool->dev));
+    }
+    return 0;
+}
+
+int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream)
+{
+    cuc_pool *pool = b->pool;
+    struct cuc__upstream *extra;
+    size_t nextra;
+    int rc = cuc__buffer_free_memory(b, stream, 1);
+
+    pthread_mutex_lock(&pool->lock);
+    cuc__buffer_forget_locked(b);
+    extra = take_extra_locked(b, &nextra);
+    pthread_cond_broadcast(&pool->cond);
+    pthread_mutex_unlock(&pool->lock);
+    cuc__upstream_release(&b->anchor, 1);
+    release_extra(extra, nextra);
+    free(b);
+    cuc_pool_unref(pool);
+    return rc;
+}
+
+/* A last reference dropped while messages or leases keep the memory: the
+ * free will wait for what stream has queued so far. */
+static int defer_free(cuc_buffer *b, cuc_stream *stream)
+{
+    cuc_pool *pool = b->pool;
+    CUevent ev = NULL, old = NULL;
+    cuc_stream *s;
+    CUresult r = CUDA_SUCCESS;
+    int rc, last;
+
+    rc = cuc__stream_or_legacy(pool->dev, stream, &s);
+    if (!rc)
+        rc = cuc__device_activate(s->dev);
+    /* The later free goes on this device's legacy stream, which orders it
+     * after everything already queued there: only another stream needs an
+     * event (two driver calls now, two more then, per buffer). */
+    if (!rc && s->kind != CUC_STREAM_LEGACY_DEFAULT) {
+        r = CUC_DRV->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS)
+            r = CUC_DRV->cuEventRecord(ev, s->cu);
+        if (r != CUDA_SUCCESS)
+            rc = cuc__cuda_err(r, "cuEventRecord", "ordering the deferred free of a "
+                               "%zu-byte buffer after its stream", b->size);
+    }
+    pthread_mutex_lock(&pool->lock);
+    if (!rc && b->refs == 0 && ev) {
+        old = b->free_after;
+        b->free_after = ev;
+        ev = NULL;
+    }
+    b->holds--; /* the hold cuc_buffer_unref_async took */
+    last = cuc__buffer_unkept_locked(b);
+    pthread_mutex_unlock(&pool->lock);
+    if (ev)
+        CUC_DRV->cuEventDestroy(ev);
+    if (old)
+        CUC_DRV->cuEventDestroy(old);
+    if (last) {
+        int rc2 = cuc__buffer_release(b, stream);
+        if (!rc)
+            rc = rc2;
+    }
+    return rc;
+}
+
+int cuc_buffer_unref_async(cuc_buffer *b, cuc_stream *stream)
+{
+    cuc_pool *pool;
+    struct cuc__upstream *extra;
+    size_t nextra;
+    int rc, kept;
+
+    if (!b)
+        return 0;
+    pool = b->pool;
+    pthread_mutex_lock(&pool->lock);
+    if (b->refs <= 0) {
+        pthread_mutex_unlock(&pool->lock);
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_unref_async: the buffer has "
+                           "no reference left (dropped twice?)");
+    }
+    if (--b->refs > 0) {
+        pthread_mutex_unlock(&pool->lock);
+        return 0;
+    }
+    /* Leases that only repeat one we keep go now (memory.h). */
+    extra = take_extra_locked(b, &nextra);
+    kept = b->holds || b->leases;
+    if (kept) {
+        b->state = CUC__BUF_DEFERRED;
+        b->holds++; /* keeps b while the event is made unlocked */
+    } else {
+        b->state = CUC__BUF_FREEING;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    release_extra(extra, nextra);
+    if (kept)
+        return defer_free(b, stream);
+    rc = cuc__buffer_release(b, stream);
+    return rc;
+}
+
+/* ---- the lease callbacks (lease.h) ---- */
+
+static void hold(void *obj)
+{
+    cuc_buffer *b = obj;
+
+    pthread_mutex_lock(&b->pool->lock);
+    b->holds++;
+    pthread_mutex_unlock(&b->pool->lock);
+}
+
+static void unhold(void *obj)
+{
+    cuc_buffer *b = obj;
+    int last;
+
+    pthread_mutex_lock(&b->pool->lock);
+    b->holds--;
+    last = cuc__buffer_unkept_locked(b);
+    pthread_mutex_unlock(&b->pool->lock);
+    if (last)
+        cuc__buffer_release(b, NULL); /* no caller to report to */
+}
+
+static void lease_begin(void *obj)
+{
+    cuc_buffer *b = obj;
+
+    pthread_mutex_lock(&b->pool->lock);
+    b->leases++;
+    b->pool->leases++;
+    pthread_mutex_unlock(&b->pool->lock);
+}
+
+static void lease_end(void *obj, uint64_t id, int why)
+{
+    cuc_buffer *b = obj;
+    cuc_pool *pool = b->pool;
+    int last;
+
+    (void)id;
+    (void)why; /* released, closed, died or never sent: the same to us */
+    pthread_mutex_lock(&pool->lock);
+    b->leases--;
+    pool->leases--;
+    pthread_cond_broadcast(&pool->cond);
+    last = cuc__buffer_unkept_locked(b);
+    pthread_mutex_unlock(&pool->lock);
+    if (last)
+        cuc__buffer_release(b, NULL);
+}
+
+const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin, lease_end, hold, unhold};
+
+/* ---- getters, lease counts ---- */
+
+void *cuc_buffer_ptr(const cuc_buffer *b) { return (void *)(uintptr_t)b->ptr; }
+size_t cuc_buffer_size(const cuc_buffer *b) { return b->size; }
+cuc_device *cuc_buffer_device(const cuc_buffer *b) { return b->pool->dev; }
+cuc_pool *cuc_buffer_pool(const cuc_buffer *b) { return b->pool; }
+int cuc_buffer_is_imported(const cuc_buffer *b) { return b->imported; }
+
+int cuc_buffer_lease_count(const cuc_buffer *cb, size_t *n)
+{
+    cuc_buffer *b = (cuc_buffer *)cb;
+
+    if (!b || !n)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_lease_count: NULL argument");
+    pthread_mutex_lock(&b->pool->lock);
+    *n = b->leases;
+    pthread_mutex_unlock(&b->pool->lock);
+    return 0;
+}
+
+struct cuc__lease_gauge cuc__buffer_gauge(cuc_buffer *b)
+{
+    return (struct cuc__lease_gauge){&b->pool->lock, &b->pool->cond, &b->leases};
+}

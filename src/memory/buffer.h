@@ -1,0 +1,86 @@
+/* Buffers (buffer.c): allocation, references, the pool's table of its
+ * buffers by export data, the lease ops that keep a buffer's memory while
+ * importers map it, and the free itself. Their records (buffer_share.c)
+ * export the pointer and import through the pool's table; many imported
+ * buffers can be dropped at once (buffer_unref_many.c). */
+#ifndef CUC_MEMORY_BUFFER_H
+#define CUC_MEMORY_BUFFER_H
+
+#include "cucore/memory.h"
+#include "exec/stream.h"
+#include "lease/lease.h"
+#include "memory/pool.h"
+
+enum cuc__buf_state {
+    CUC__BUF_LIVE = 0,     /* references held */
+    CUC__BUF_DEFERRED = 1, /* no reference; leases or messages keep it */
+    CUC__BUF_FREEING = 2   /* the free is under way: not to be found */
+};
+
+/* Where an imported buffer came from: the lease table it reports to (a
+ * reference) and the lease id to release there. leases NULL: no lease
+ * (from plain bytes). */
+struct cuc__upstream {
+    struct cuc__leases *leases;
+    uint64_t id;
+};
+
+/* All but pool, ptr, size and imported are guarded by pool->lock. */
+struct cuc_buffer {
+    cuc_pool *pool; /* a reference */
+    CUdeviceptr ptr;
+    size_t size;
+    int imported;
+    int refs;      /* cuc_buffer_alloc_async / _ref / cuc_msg_get_buffer */
+    size_t holds;  /* messages holding it (lease attachments) */
+    size_t leases; /* leases begun and not ended */
+    int state;     /* enum cuc__buf_state */
+    CUevent free_after; /* DEFERRED: recorded on the last unref's stream */
+    int have_export;
+    CUmemPoolPtrExportData export_data;
+    struct cuc__hnode node; /* in pool->bufs while have_export */
+    struct cuc__upstream anchor; /* imported: the lease it was imported under */
+    struct cuc__upstream *extra; /* further leases it arrived under */
+    size_t nextra, extra_cap;
+};
+
+/* The ops of the leases a message holding the buffer begins. */
+extern const struct cuc__lease_ops cuc__buffer_lease_ops;
+
+/* A new buffer object (refs 1) of pool at ptr; takes a pool reference. */
+int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
+                    cuc_buffer **out);
+
+/* ---- the pool's table by export data (pool->lock held) ---- */
+/* Makes b findable by d (recorded as its export data). */
+int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d);
+/* The buffer of pool with export data d that is not being freed, waiting
+ * for one that is, or NULL. */
+cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d);
+/* Removes b from the table. */
+void cuc__buffer_forget_locked(cuc_buffer *b);
+
+/* Called with pool->lock held when something that keeps b went away:
+ * 1 if nothing keeps it any more (its state is then FREEING and the caller
+ * must call cuc__buffer_release() after unlocking). */
+int cuc__buffer_unkept_locked(cuc_buffer *b);
+/* Frees what b holds: the driver's memory (stream, or after free_after
+ * on the legacy stream), its entry in the pool's table, its upstream
+ * leases, the pool reference. Returns the first failure. */
+int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream);
+/* The driver's part of a free, on stream (NULL: the device's legacy
+ * stream): waits for a deferred free's event, cuMemFreeAsync, and for an
+ * imported buffer, when sync, waits for the stream (the exporter may reuse
+ * the memory once we release). The first failure is returned. */
+int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync);
+/* Releases each upstream lease of up[0..n) and drops its table. */
+void cuc__upstream_release(struct cuc__upstream *up, size_t n);
+
+/* buffer_share.c: b's pointer export data, computed by the driver the
+ * first time and cached (b is then findable by it in its pool). */
+int cuc__buffer_export(const cuc_buffer *b, CUmemPoolPtrExportData *out);
+
+/* What a wait for b's leases watches. */
+struct cuc__lease_gauge cuc__buffer_gauge(cuc_buffer *b);
+
+#endif

@@ -1,0 +1,143 @@
+/* cuc_buffer_unref_many_async: the importer's drop of many buffers at once. One
+ * by one, each imported buffer costs a stream synchronize and a release
+ * message (a sendmsg here, a recvmsg and a wake-up at the exporter); a
+ * batch frees them all, synchronizes each stream once and sends one
+ * release per channel. Buffers that need more than that (other references
+ * left, leases of their own, a deferred free, not imported) take the
+ * ordinary cuc_buffer_unref_async() path. */
+#include "memory/buffer.h"
+
+#include <stdlib.h>
+
+/* Takes b into the batch (refs 1 -> 0, FREEING) when its last reference
+ * frees it at once with exactly one upstream lease; 0 if it must go
+ * through cuc_buffer_unref_async(). */
+static int take_simple(cuc_buffer *b)
+{
+    cuc_pool *pool = b->pool;
+    int take;
+
+    pthread_mutex_lock(&pool->lock);
+    take = b->imported && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
+           b->state != CUC__BUF_FREEING;
+    if (take) {
+        b->refs = 0;
+        b->state = CUC__BUF_FREEING;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return take;
+}
+
+/* Waits once for each distinct stream the batch's frees were queued on. */
+static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream)
+{
+    CUstream done[8];
+    size_t ndone = 0;
+    int rc = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        cuc_stream *s;
+        size_t k;
+        CUresult r;
+
+        if (cuc__stream_or_legacy(batch[i]->pool->dev, stream, &s))
+            continue;
+        for (k = 0; k < ndone && done[k] != s->cu; k++)
+            ;
+        if (k < ndone)
+            continue;
+        if (cuc__device_activate(s->dev) == 0) {
+            r = CUC_DRV->cuStreamSynchronize(s->cu);
+            if (r != CUDA_SUCCESS && !rc)
+                rc = cuc__cuda_err(r, "cuStreamSynchronize", "after freeing %zu "
+                                   "imported buffers", n);
+        }
+        if (ndone < CUC_ARRAY_LEN(done))
+            done[ndone++] = s->cu;
+    }
+    return rc;
+}
+
+/* One release per channel, carrying the lease ids of every buffer of the
+ * batch that came on it; ids is scratch of n entries. */
+static void release_grouped(cuc_buffer **batch, size_t n, uint64_t *ids)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct cuc__leases *l = batch[i]->anchor.leases;
+        size_t k = 0;
+
+        if (!l)
+            continue;
+        for (size_t j = i; j < n; j++)
+            if (batch[j]->anchor.leases == l) {
+                ids[k++] = batch[j]->anchor.id;
+                batch[j]->anchor.leases = NULL;
+                if (j != i)
+                    cuc__leases_unref(l); /* the reference each one held */
+            }
+        /* A channel already closed has nobody left to tell. */
+        cuc__leases_release(l, ids, k);
+        cuc__leases_unref(l);
+    }
+}
+
+static void forget_all(cuc_buffer **batch, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cuc_pool *pool = batch[i]->pool;
+        pthread_mutex_lock(&pool->lock);
+        cuc__buffer_forget_locked(batch[i]);
+        pthread_cond_broadcast(&pool->cond);
+        pthread_mutex_unlock(&pool->lock);
+    }
+}
+
+static void destroy_all(cuc_buffer **batch, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cuc_pool *pool = batch[i]->pool;
+        free(batch[i]);
+        cuc_pool_unref(pool);
+    }
+}
+
+int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *stream)
+{
+    cuc_buffer **batch;
+    uint64_t *ids;
+    size_t nb = 0;
+    int rc = 0;
+
+    if (!bufs && n)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_unref_many_async: bufs is NULL");
+    batch = malloc(n * sizeof(*batch) + n * sizeof(*ids) + 1);
+    if (!batch)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory dropping %zu buffers", n);
+    ids = (uint64_t *)(batch + n);
+    for (size_t i = 0; i < n; i++) {
+        int rc1 = 0;
+        if (!bufs[i])
+            continue;
+        if (take_simple(bufs[i]))
+            batch[nb++] = bufs[i];
+        else
+            rc1 = cuc_buffer_unref_async(bufs[i], stream);
+        if (rc1 && !rc)
+            rc = rc1;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        int rc1 = cuc__buffer_free_memory(batch[i], stream, 0);
+        if (rc1 && !rc)
+            rc = rc1;
+    }
+    if (nb) {
+        int rc1 = sync_streams(batch, nb, stream);
+        if (rc1 && !rc)
+            rc = rc1;
+    }
+    forget_all(batch, nb);
+    release_grouped(batch, nb, ids);
+    destroy_all(batch, nb);
+    free(batch);
+    return rc;
+}

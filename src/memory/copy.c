@@ -1,0 +1,77 @@
+/* Copies and fills in stream order, on any pointers the driver knows
+ * (unified addressing infers the direction of a copy). */
+#include "cucore/memory.h"
+#include "exec/stream.h"
+
+static int copy_err(CUresult r, const char *call, void *dst, const void *src, size_t n,
+                    const cuc_stream *s)
+{
+    return cuc__cuda_err(r, call, "%zu bytes from %p to %p on a stream of device %d "
+                         "(%s)", n, src, dst, cuc_device_ordinal(s->dev),
+                         cuc_device_uuid_string(s->dev));
+}
+
+int cuc_memcpy_async(void *dst, const void *src, size_t n, cuc_stream *stream)
+{
+    cuc_stream *s;
+    CUresult r;
+    int rc;
+
+    if (n && (!dst || !src))
+        return cuc__seterr(CUC_E_INVALID, "cuc_memcpy_async: NULL pointer");
+    if (n == 0)
+        return 0;
+    rc = cuc__stream_or_legacy(NULL, stream, &s);
+    if (!rc)
+        rc = cuc__stream_activate(s);
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
+                               n, s->cu);
+    if (r != CUDA_SUCCESS)
+        return copy_err(r, "cuMemcpyAsync", dst, src, n, s);
+    return 0;
+}
+
+/* Waits for the stream the work went on. */
+static int finish(int rc, cuc_stream *stream)
+{
+    cuc_stream *s;
+
+    if (!rc)
+        rc = cuc__stream_or_legacy(NULL, stream, &s);
+    return rc ? rc : cuc_stream_synchronize(s);
+}
+
+int cuc_memcpy(void *dst, const void *src, size_t n, cuc_stream *stream)
+{
+    return finish(cuc_memcpy_async(dst, src, n, stream), stream);
+}
+
+int cuc_memset_async(void *dst, uint8_t value, size_t n, cuc_stream *stream)
+{
+    cuc_stream *s;
+    CUresult r;
+    int rc;
+
+    if (n && !dst)
+        return cuc__seterr(CUC_E_INVALID, "cuc_memset_async: NULL pointer");
+    if (n == 0)
+        return 0;
+    rc = cuc__stream_or_legacy(NULL, stream, &s);
+    if (!rc)
+        rc = cuc__stream_activate(s);
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuMemsetD8Async((CUdeviceptr)(uintptr_t)dst, value, n, s->cu);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuMemsetD8Async", "%zu bytes of 0x%02x at %p on a "
+                             "stream of device %d (%s)", n, value, dst,
+                             cuc_device_ordinal(s->dev), cuc_device_uuid_string(s->dev));
+    return 0;
+}
+
+int cuc_memset(void *dst, uint8_t value, size_t n, cuc_stream *stream)
+{
+    return finish(cuc_memset_async(dst, value, n, stream), stream);
+}

@@ -1,0 +1,353 @@
+/* Memory pools: creation (and the one export of an IPC pool), the object
+ * around an imported pool, references, the table of IPC pools by id,
+ * getters. */
+#include "memory/pool.h"
+#include "os/clock.h"
+#include "os/fd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The IPC pools of this process (created here or imported). A pool whose
+ * count has reached zero is on its way out: it is skipped, never revived. */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cuc__htab table;
+
+const char *cuc__pool_kind_name(int kind)
+{
+    return kind == CUC_POOL_DEVICE ? "device" : kind == CUC_POOL_PINNED_HOST ? "pinned host" : "?";
+}
+
+static uint64_t id_hash(const uint8_t id[CUC_POOL_ID_LEN])
+{
+    return cuc__hash_bytes(id, CUC_POOL_ID_LEN);
+}
+
+static cuc_pool *of_node(const struct cuc__hnode *n)
+{
+    return CUC_CONTAINER_OF(n, cuc_pool, by_id);
+}
+
+/* Takes a reference when the pool matches and is still alive. */
+static int match_and_ref(const struct cuc__hnode *n, const void *key)
+{
+    cuc_pool *p = of_node(n);
+    int refs = __atomic_load_n(&p->refs, __ATOMIC_RELAXED);
+
+    if (memcmp(p->id, key, CUC_POOL_ID_LEN) != 0)
+        return 0;
+    while (refs > 0)
+        if (__atomic_compare_exchange_n(&p->refs, &refs, refs + 1, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return 1;
+    return 0;
+}
+
+/* table_lock held. */
+static cuc_pool *find_locked(const uint8_t id[CUC_POOL_ID_LEN])
+{
+    struct cuc__hnode *n = cuc__htab_find(&table, id_hash(id), match_and_ref, id);
+
+    return n ? of_node(n) : NULL;
+}
+
+cuc_pool *cuc__pool_find(const uint8_t id[CUC_POOL_ID_LEN])
+{
+    cuc_pool *p;
+
+    pthread_mutex_lock(&table_lock);
+    p = find_locked(id);
+    pthread_mutex_unlock(&table_lock);
+    return p;
+}
+
+/* Registers p (not yet shared with other threads), unless a live pool has
+ * its id: then that one is returned with a new reference. */
+static int table_add(cuc_pool *p, cuc_pool **had)
+{
+    int rc = 0;
+
+    p->by_id.hash = id_hash(p->id);
+    pthread_mutex_lock(&table_lock);
+    *had = find_locked(p->id);
+    if (!*had)
+        rc = cuc__htab_insert(&table, &p->by_id);
+    pthread_mutex_unlock(&table_lock);
+    return rc;
+}
+
+static void table_remove(cuc_pool *p)
+{
+    pthread_mutex_lock(&table_lock);
+    cuc__htab_remove(&table, &p->by_id);
+    if (table.count == 0)
+        cuc__htab_free(&table); /* nothing left for a leak checker to see */
+    pthread_mutex_unlock(&table_lock);
+}
+
+static cuc_pool *pool_new(cuc_device *dev, int kind, unsigned flags)
+{
+    cuc_pool *p = calloc(1, sizeof(*p));
+
+    if (!p)
+        return NULL;
+    p->refs = 1;
+    p->dev = dev;
+    p->kind = kind;
+    p->flags = flags;
+    p->fd = -1;
+    pthread_mutex_init(&p->lock, NULL);
+    cuc__cond_init(&p->cond);
+    return p;
+}
+
+static void pool_free(cuc_pool *p)
+{
+    if (p->fd >= 0)
+        close(p->fd);
+    cuc__htab_free(&p->bufs);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    free(p);
+}
+
+static int check_props(const cuc_device *dev, const struct cuc_pool_props *pr)
+{
+    unsigned caps = cuc_device_caps(dev);
+
+    if (pr->kind != CUC_POOL_DEVICE && pr->kind != CUC_POOL_PINNED_HOST)
+        return cuc__seterr(CUC_E_INVALID, "cuc_pool_create: kind %d: use "
+                           "CUC_POOL_DEVICE (%d) or CUC_POOL_PINNED_HOST (%d)",
+                           pr->kind, CUC_POOL_DEVICE, CUC_POOL_PINNED_HOST);
+    if (pr->flags & ~CUC_POOL_IPC)
+        return cuc__seterr(CUC_E_INVALID, "cuc_pool_create: unknown flags 0x%x "
+                           "(only CUC_POOL_IPC is defined)", pr->flags & ~CUC_POOL_IPC);
+    if (!(caps & CUC_DEVICE_CAP_MEMORY_POOLS))
+        return cuc__seterr(CUC_E_NOT_SUPPORTED, "device %d (%s) has no memory "
+                           "pools (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0)",
+                           cuc_device_ordinal(dev), cuc_device_uuid_string(dev));
+    if ((pr->flags & CUC_POOL_IPC) && !(caps & CUC_DEVICE_CAP_POOL_POSIX_FD))
+        return cuc__seterr(CUC_E_NOT_SUPPORTED, "device %d (%s) cannot export pools "
+                           "as POSIX fds (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES "
+                           "lacks it): create the pool without CUC_POOL_IPC",
+                           cuc_device_ordinal(dev), cuc_device_uuid_string(dev));
+    return 0;
+}
+
+static void driver_props(const cuc_device *dev, const struct cuc_pool_props *pr,
+                         CUmemPoolProps *dp)
+{
+    memset(dp, 0, sizeof(*dp));
+    dp->allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    dp->handleTypes = (pr->flags & CUC_POOL_IPC) ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                                                 : CU_MEM_HANDLE_TYPE_NONE;
+    dp->maxSize = pr->max_size;
+    if (pr->kind == CUC_POOL_DEVICE) {
+        dp->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        dp->location.id = dev->cu;
+    } else if (pr->flags & CUC_POOL_IPC) {
+        /* The driver exports no pool of the plain host location. */
+        dp->location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        dp->location.id = 0;
+    } else {
+        dp->location.type = CU_MEM_LOCATION_TYPE_HOST;
+        dp->location.id = -1; /* ignored by the driver */
+    }
+}
+
+/* A host pool is accessible from the CPU only until devices are granted
+ * access (cuMemPoolCreate's documentation). */
+static int grant_device(cuc_device *dev, CUmemoryPool cu, const char *what)
+{
+    CUmemAccessDesc d;
+    CUresult r;
+
+    memset(&d, 0, sizeof(d));
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = dev->cu;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = CUC_DRV->cuMemPoolSetAccess(cu, &d, 1);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuMemPoolSetAccess", "read-write access for device "
+                             "%d (%s) to %s pinned host pool", cuc_device_ordinal(dev),
+                             cuc_device_uuid_string(dev), what);
+    return 0;
+}
+
+static int export_fd(cuc_pool *p)
+{
+    char what[96];
+    int rc;
+    CUresult r = CUC_DRV->cuMemPoolExportToShareableHandle(
+        &p->fd, p->cu, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+
+    if (r != CUDA_SUCCESS) {
+        p->fd = -1;
+        return cuc__cuda_err(r, "cuMemPoolExportToShareableHandle", "IPC %s pool of "
+                             "device %d (%s)", cuc__pool_kind_name(p->kind),
+                             cuc_device_ordinal(p->dev), cuc_device_uuid_string(p->dev));
+    }
+    /* The H200's driver hands the fd out without FD_CLOEXEC (probe:
+     * "poolexport-cloexec 0"): every child this process execs would
+     * inherit the pool otherwise. */
+    snprintf(what, sizeof(what), "the exported fd of an IPC pool of %s", p->dev->uuid_str);
+    rc = cuc__set_cloexec_or_close(p->fd, what);
+    if (rc)
+        p->fd = -1;
+    return rc;
+}
+
+int cuc_pool_create(cuc_device *dev, const struct cuc_pool_props *props, cuc_pool **out)
+{
+    CUmemPoolProps dp;
+    cuc_pool *p;
+    CUresult r;
+    int rc;
+
+    if (!dev || !props || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_pool_create: NULL argument");
+    rc = check_props(dev, props);
+    if (!rc)
+        rc = cuc__device_activate(dev);
+    if (rc)
+        return rc;
+    p = pool_new(dev, props->kind, props->flags);
+    if (!p)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a pool");
+    rc = cuc__random_bytes(p->id, CUC_POOL_ID_LEN, "a pool id");
+    if (rc)
+        goto free_pool;
+    driver_props(dev, props, &dp);
+    r = CUC_DRV->cuMemPoolCreate(&p->cu, &dp);
+    if (r != CUDA_SUCCESS) {
+        rc = cuc__cuda_err(r, "cuMemPoolCreate", "%s%s pool for device %d (%s), "
+                           "max size %zu", props->flags & CUC_POOL_IPC ? "IPC " : "",
+                           cuc__pool_kind_name(props->kind), cuc_device_ordinal(dev),
+                           cuc_device_uuid_string(dev), props->max_size);
+        goto free_pool;
+    }
+    if (props->kind == CUC_POOL_PINNED_HOST) {
+        rc = grant_device(dev, p->cu, "its");
+        if (rc)
+            goto destroy_driver_pool;
+    }
+    if (props->flags & CUC_POOL_IPC) {
+        cuc_pool *had = NULL;
+        rc = export_fd(p);
+        if (!rc)
+            rc = table_add(p, &had);
+        if (had) /* 128 random bits: not expected */
+            rc = cuc__seterr(CUC_E_BUSY, "pool id %s is in use already",
+                             cuc__pool_id_hex(p->id).s);
+        cuc_pool_unref(had);
+        if (rc)
+            goto destroy_driver_pool;
+    }
+    *out = p;
+    return 0;
+destroy_driver_pool:
+    CUC_DRV->cuMemPoolDestroy(p->cu);
+free_pool:
+    pool_free(p);
+    return rc;
+}
+
+int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
+                          const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **out)
+{
+    cuc_pool *p = pool_new(dev, kind, CUC_POOL_IPC), *had = NULL;
+    int rc;
+
+    if (!p) {
+        close(fd);
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for an imported pool");
+    }
+    p->cu = cu;
+    p->imported = 1;
+    p->fd = fd;
+    memcpy(p->id, id, CUC_POOL_ID_LEN);
+    rc = kind == CUC_POOL_PINNED_HOST ? grant_device(dev, cu, "an imported") : 0;
+    if (!rc)
+        rc = table_add(p, &had);
+    if (rc || had) {
+        pool_free(p); /* closes fd; the caller destroys cu */
+        if (rc)
+            return rc;
+        p = had;
+    }
+    *out = p;
+    return 0;
+}
+
+cuc_pool *cuc_pool_ref(cuc_pool *p)
+{
+    if (p)
+        __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+void cuc_pool_unref(cuc_pool *p)
+{
+    if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    if (p->flags & CUC_POOL_IPC)
+        table_remove(p);
+    /* Buffers hold references, so none is left; the driver keeps an
+     * exported pool's memory while other processes still map it. */
+    if (cuc__device_activate(p->dev) == 0)
+        CUC_DRV->cuMemPoolDestroy(p->cu);
+    pool_free(p);
+}
+
+void cuc_pool_id(const cuc_pool *p, uint8_t id[CUC_POOL_ID_LEN])
+{
+    memcpy(id, p->id, CUC_POOL_ID_LEN);
+}
+
+cuc_device *cuc_pool_device(const cuc_pool *p) { return p->dev; }
+int cuc_pool_kind(const cuc_pool *p) { return p->kind; }
+int cuc_pool_is_ipc(const cuc_pool *p) { return (p->flags & CUC_POOL_IPC) != 0; }
+int cuc_pool_is_imported(const cuc_pool *p) { return p->imported; }
+void *cuc_pool_handle(const cuc_pool *p) { return p->cu; }
+
+int cuc_pool_get_by_id(const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **out)
+{
+    cuc_pool *p;
+
+    if (!id || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_pool_get_by_id: NULL argument");
+    p = cuc__pool_find(id);
+    if (!p)
+        return cuc__seterr(CUC_E_POOL_NOT_IMPORTED, "no pool with id %s in this "
+                           "process: import it first (cuc_msg_get_pool on its record)",
+                           cuc__pool_id_hex(id).s);
+    *out = p;
+    return 0;
+}
+
+int cuc_pool_lease_count(const cuc_pool *cp, size_t *n)
+{
+    cuc_pool *p = (cuc_pool *)cp;
+
+    if (!p || !n)
+        return cuc__seterr(CUC_E_INVALID, "cuc_pool_lease_count: NULL argument");
+    pthread_mutex_lock(&p->lock);
+    *n = p->leases;
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+struct cuc__lease_gauge cuc__pool_gauge(cuc_pool *p)
+{
+    return (struct cuc__lease_gauge){&p->lock, &p->cond, &p->leases};
+}
+
+void cuc_pool_props_init(struct cuc_pool_props *props)
+{
+    if (!props)
+        return;
+    memset(props, 0, sizeof(*props));
+    props->kind = CUC_POOL_DEVICE;
+}

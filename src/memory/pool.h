@@ -1,0 +1,61 @@
+/* Memory pools (pool.c): creation (and the one export of an IPC pool's
+ * fd), the object around an imported pool, references, and the table of
+ * this process's IPC pools by id, through which buffer records find their
+ * pool and a pool record that arrives twice gives the same object. Their
+ * records (pool_share.c) import through that table.
+ *
+ * Locking. refs is atomic (the table takes a reference only from a
+ * non-zero count). Everything else that changes in a pool or in any of its
+ * buffers is guarded by the pool's lock; no channel call and no message
+ * destroy happens under it (lease ends take it). */
+#ifndef CUC_MEMORY_POOL_H
+#define CUC_MEMORY_POOL_H
+
+#include <pthread.h>
+
+#include "cucore/pool.h"
+#include "base/hex.h"
+#include "base/htab.h"
+#include "device/device.h"
+#include "lease/lease.h"
+
+struct cuc_pool {
+    int refs; /* atomic */
+    cuc_device *dev;
+    CUmemoryPool cu;
+    int kind;       /* enum cuc_pool_kind */
+    unsigned flags; /* CUC_POOL_IPC */
+    int imported;
+    int fd; /* IPC: the shareable handle this pool keeps; else -1 */
+    uint8_t id[CUC_POOL_ID_LEN];
+    struct cuc__hnode by_id; /* in the table of IPC pools */
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;   /* a lease ended, a buffer's free completed */
+    struct cuc__htab bufs; /* buffers by export data (buffer.c) */
+    size_t leases;         /* leases on its buffers, freed or not */
+};
+
+/* The one way to name a pool in a message: its id in hex,
+ * cuc__pool_id_hex(id).s. */
+static inline struct cuc__hex16 cuc__pool_id_hex(const uint8_t id[CUC_POOL_ID_LEN])
+{
+    return cuc__id16_hex(id);
+}
+/* "device", "pinned host" or "?". */
+const char *cuc__pool_kind_name(int kind);
+
+/* The object around a pool imported from fd (taken: kept, or closed on
+ * failure), registered under id, one reference for the caller; or, when
+ * a live pool has that id already, that pool with a new reference. The
+ * caller destroys cu when *out is not the new object or on failure. */
+int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
+                          const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **out);
+
+/* The live IPC pool with this id, with a new reference, or NULL. */
+cuc_pool *cuc__pool_find(const uint8_t id[CUC_POOL_ID_LEN]);
+
+/* What a wait for the pool's leases watches. */
+struct cuc__lease_gauge cuc__pool_gauge(cuc_pool *p);
+
+#endif

@@ -1,0 +1,196 @@
+/* VMM resources in messages: one fd per chunk beside the bytes, and the
+ * chunk sizes, the owner's and the peers' UUIDs and the exporter's lease
+ * id in the payload (wire/rec_vmm.c). Export makes the fds; import
+ * resolves the devices by UUID, imports the chunks and maps them (vmm.c),
+ * once per lease through vmm.c's table of imports. */
+#include "memory/vmm.h"
+#include "os/fd.h"
+#include "wire/records.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int export_fds(const cuc_vmm *v, int *fds)
+{
+    char what[64];
+    size_t i;
+    int rc = cuc__device_activate(v->owner);
+
+    if (rc)
+        return rc;
+    for (i = 0; i < v->nchunks; i++) {
+        CUresult r = CUC_DRV->cuMemExportToShareableHandle(
+            &fds[i], v->handles[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        if (r != CUDA_SUCCESS) {
+            cuc__close_fds(fds, i);
+            return cuc__cuda_err(r, "cuMemExportToShareableHandle", "chunk %zu of %zu "
+                                 "on device %s", i, v->nchunks, v->owner->uuid_str);
+        }
+        /* the H200's driver hands these out close-on-exec (probe:
+         * "vmm-export-cloexec 1") but not its pool fds ("poolexport-cloexec
+         * 0"): set it whatever the driver did, or a child exec'd meanwhile
+         * would inherit the chunk */
+        snprintf(what, sizeof(what), "the fd of chunk %zu", i);
+        rc = cuc__set_cloexec_or_close(fds[i], what);
+        if (rc) {
+            cuc__close_fds(fds, i);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int cuc_msg_add_vmm(cuc_msg *m, const cuc_vmm *cv)
+{
+    cuc_uuid peers[CUC_VMM_MAX_PEERS];
+    cuc_vmm *v = (cuc_vmm *)cv;
+    int fds[CUC_VMM_MAX_CHUNKS];
+    uint64_t id;
+    int rc;
+
+    if (!m || !v)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_vmm: NULL argument");
+    if (v->imported)
+        return cuc__seterr(CUC_E_NOT_SUPPORTED, "cuc_msg_add_vmm: this VMM resource "
+                           "(%zu bytes on %s) was imported from another process; "
+                           "send it from the process that created it", v->size,
+                           v->owner->uuid_str);
+    rc = cuc__vmm_rec_room(m, v->nchunks);
+    if (!rc)
+        rc = export_fds(v, fds);
+    if (rc)
+        return rc;
+    id = cuc__lease_id_next();
+    /* The lease first: a record whose lease is missing could let the
+     * exporter free memory the importer maps. */
+    rc = cuc__msg_lease_attach(m, id, &cuc__vmm_lease_ops, v);
+    if (rc) {
+        cuc__close_fds(fds, v->nchunks);
+        return rc;
+    }
+    for (size_t i = 0; i < v->npeers; i++)
+        peers[i] = v->peers[i]->uuid;
+    rc = cuc__vmm_rec_put(m, id, &v->owner->uuid, peers, v->npeers, v->sizes,
+                          v->nchunks, fds);
+    if (rc)
+        cuc__msg_lease_pop(m); /* no record: nothing to lease */
+    return rc;
+}
+
+/* A device of the record by UUID; the not-visible message says which. */
+static int resolve(const cuc_uuid *u, size_t index, const char *role, cuc_device **d)
+{
+    char why[1024];
+    int rc = cuc_device_get_by_uuid(u, d);
+
+    if (rc == CUC_E_NOT_VISIBLE) {
+        snprintf(why, sizeof(why), "%s", cuc_errmsg());
+        cuc__seterr(rc, "vmm record %zu: its %s: %s", index, role, why);
+    }
+    return rc;
+}
+
+static int resolve_devices(const struct cuc_vmm_record *o, size_t index,
+                           cuc_device **owner, cuc_device **peers)
+{
+    char role[32];
+    int rc = resolve(&o->owner, index, "owner", owner);
+
+    for (size_t i = 0; !rc && i < o->npeers; i++) {
+        snprintf(role, sizeof(role), "peer %zu", i);
+        rc = resolve(&o->peers[i], index, role, &peers[i]);
+    }
+    return rc;
+}
+
+static int check_granularity(const struct cuc_vmm_record *o, size_t index,
+                             const cuc_device *owner, uint64_t *sizes)
+{
+    size_t g;
+    int rc = cuc_vmm_granularity(owner, &g);
+
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < o->nchunks; i++) {
+        sizes[i] = cuc_vmm_record_chunk_size(o, i);
+        if (sizes[i] % g)
+            return cuc__seterr(CUC_E_BADMSG, "vmm record %zu: chunk %zu is %llu bytes, "
+                               "not a multiple of the granularity of %s (%zu)", index, i,
+                               (unsigned long long)sizes[i], owner->uuid_str, g);
+    }
+    return 0;
+}
+
+/* The chunks of the record's fds (borrowed: the driver does not keep
+ * them) as driver handles; on failure none is left. */
+static int import_chunks(const struct cuc_vmm_record *o, CUmemGenericAllocationHandle *h)
+{
+    for (size_t i = 0; i < o->nchunks; i++) {
+        CUresult r = CUC_DRV->cuMemImportFromShareableHandle(
+            &h[i], (void *)(intptr_t)o->fds[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        if (r != CUDA_SUCCESS) {
+            int rc = cuc__cuda_err(r, "cuMemImportFromShareableHandle",
+                                   "chunk %zu of %zu (fd %zu of the record)%s", i,
+                                   o->nchunks, i,
+                                   r == CUDA_ERROR_INVALID_DEVICE
+                                       ? ": its GPU is not visible here" : "");
+            while (i--)
+                CUC_DRV->cuMemRelease(h[i]);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int import(const struct cuc_vmm_record *o, size_t index, cuc_vmm **out)
+{
+    CUmemGenericAllocationHandle h[CUC_VMM_MAX_CHUNKS];
+    cuc_device *owner, *peers[CUC_VMM_MAX_PEERS];
+    uint64_t sizes[CUC_VMM_MAX_CHUNKS];
+    int rc;
+
+    rc = resolve_devices(o, index, &owner, peers);
+    if (!rc)
+        rc = check_granularity(o, index, owner, sizes);
+    for (size_t i = 0; !rc && i < o->npeers; i++)
+        rc = cuc__vmm_check_peer_access(owner, peers[i], "");
+    if (!rc)
+        rc = cuc__device_activate(owner);
+    if (!rc)
+        rc = import_chunks(o, h);
+    if (rc)
+        return rc;
+    return cuc__vmm_wrap_import(owner, peers, o->npeers, h, sizes, o->nchunks, out);
+}
+
+int cuc_msg_get_vmm(const cuc_msg *m, size_t index, cuc_vmm **out)
+{
+    struct cuc_vmm_record o;
+    struct cuc__leases *from;
+    cuc_vmm *v, *had;
+    int rc;
+
+    if (!m || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_vmm: NULL argument");
+    rc = cuc_msg_read_vmm(m, index, &o);
+    if (rc)
+        return rc;
+    from = cuc__leases_of_msg(m);
+    v = from ? cuc__vmm_imported(from, o.lease_id) : NULL;
+    if (v) {
+        *out = v;
+        return 0;
+    }
+    rc = import(&o, index, &v);
+    if (rc)
+        return rc;
+    had = from ? cuc__vmm_publish(v, from, o.lease_id, &rc) : NULL;
+    if (had || rc) {
+        cuc_vmm_unref(v); /* lost a race with another thread's get */
+        if (rc)
+            return rc;
+        v = had;
+    }
+    *out = v;
+    return 0;
+}

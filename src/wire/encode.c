@@ -1,0 +1,118 @@
+/* Encoding a message to its bytes (docs/wire-format.md). */
+#include "wire/msg_impl.h"
+#include "base/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int find_taken(const cuc_msg *m)
+{
+    uint32_t i;
+
+    for (i = 0; i < m->nrecs; i++) {
+        const struct cuc__wire_rec *r = &m->recs[i];
+        uint32_t k;
+        for (k = 0; k < r->nfds; k++)
+            if (m->fds[r->fd_first + k] < 0)
+                return cuc__seterr(CUC_E_INVALID, "fd %u of record %u (%s) was "
+                                   "taken out of the message: it can no longer "
+                                   "be sent", k, i, cuc_record_type_name(r->type));
+    }
+    return cuc__seterr(CUC_E_INVALID, "message fd table is inconsistent");
+}
+
+/* Writes the message's m->wire_len bytes to out. */
+static void encode_to(const cuc_msg *m, uint8_t *out)
+{
+    uint8_t *p;
+    uint32_t i;
+
+    cuc__put32(out, CUC__WIRE_MAGIC);
+    cuc__put16(out + 4, CUC__WIRE_FORMAT);
+    cuc__put16(out + 6, 0);
+    cuc__put32(out + 8, m->nrecs);
+    cuc__put32(out + 12, m->nfds);
+    cuc__put32(out + 16, (uint32_t)m->wire_len);
+    cuc__put32(out + 20, 0);
+    p = out + CUC__WIRE_HDR;
+    for (i = 0; i < m->nrecs; i++) {
+        const struct cuc__wire_rec *r = &m->recs[i];
+        size_t padded = cuc__pad8(r->len);
+        cuc__put16(p, r->type);
+        cuc__put16(p + 2, r->version);
+        cuc__put32(p + 4, r->len);
+        cuc__put32(p + 8, r->fd_first);
+        cuc__put32(p + 12, r->nfds);
+        p += CUC__WIRE_REC_HDR;
+        if (r->len)
+            memcpy(p, m->data + r->off, r->len);
+        memset(p + r->len, 0, padded - r->len);
+        p += padded;
+    }
+}
+
+int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
+                    const int **fds, size_t *nfds)
+{
+    uint8_t *out;
+
+    if (!m || !bytes || !len || !fds || !nfds)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_encode: NULL argument");
+    if (CUC_UNLIKELY(m->fds_owned != m->nfds))
+        return find_taken(m);
+    out = malloc(m->wire_len);
+    if (!out)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte message",
+                           m->wire_len);
+    encode_to(m, out);
+    *bytes = out;
+    *len = m->wire_len;
+    *fds = m->fds;
+    *nfds = m->nfds;
+    return 0;
+}
+
+static int needs_channel(const cuc_msg *m)
+{
+    return cuc__seterr(CUC_E_NEEDS_CHANNEL, "the message carries %u file "
+                       "descriptor%s, which plain bytes cannot: send it with "
+                       "cuc_channel_send()", m->nfds, m->nfds == 1 ? "" : "s");
+}
+
+size_t cuc_msg_wire_size(const cuc_msg *m)
+{
+    return m ? m->wire_len : 0;
+}
+
+int cuc_msg_to_buffer(const cuc_msg *m, void *buf, size_t cap, size_t *len)
+{
+    if (!m || !buf || !len)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_to_buffer: NULL argument");
+    if (m->nfds)
+        return needs_channel(m);
+    if (cap < m->wire_len)
+        return cuc__seterr(CUC_E_LIMIT, "the message needs %zu bytes; the buffer has "
+                           "%zu (cuc_msg_wire_size() tells in advance)", m->wire_len, cap);
+    encode_to(m, buf);
+    *len = m->wire_len;
+    return 0;
+}
+
+int cuc_msg_to_bytes(const cuc_msg *m, void **bytes, size_t *len)
+{
+    const int *fds;
+    size_t nfds;
+    uint8_t *out;
+    int rc;
+
+    if (!m || !bytes || !len)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_to_bytes: NULL argument");
+    if (m->nfds)
+        return needs_channel(m);
+    rc = cuc__msg_encode(m, &out, len, &fds, &nfds);
+    if (rc)
+        return rc;
+    *bytes = out;
+    return 0;
+}
+

@@ -1,0 +1,483 @@
+/* The message container: creation and destruction, appending records,
+ * viewing them, moving fds out, and what a message keeps (attached
+ * objects, the lease table it came from). */
+#include "wire/msg_impl.h"
+#include "base/error.h"
+#include "os/fd.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Payload multiples are powers of two, so a mask checks them: a division
+ * by a table value was a tenth of a device record's round trip. */
+#define MULTIPLE_OK_(name, ver, lo, hi, mul, flo, fhi) \
+    _Static_assert((mul) > 0 && ((mul) & ((mul) - 1)) == 0, #name ": multiple of a power of two");
+CUC__RECORD_SHAPES(MULTIPLE_OK_)
+#undef MULTIPLE_OK_
+
+/* Indexed by type: record types are small, dense integers. */
+#define SHAPE_(name, ver, lo, hi, mul, flo, fhi) \
+    [CUC_RECORD_##name] = {CUC_RECORD_##name, ver, lo, hi, mul, flo, fhi},
+static const struct cuc__rec_shape shapes[] = {CUC__RECORD_SHAPES(SHAPE_)};
+#undef SHAPE_
+
+const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type)
+{
+    if (type >= CUC_ARRAY_LEN(shapes) || shapes[type].version == 0)
+        return NULL;
+    return &shapes[type];
+}
+
+const char *cuc_record_type_name(int type)
+{
+    switch (type) {
+#define NAME_(name, value, text) case value: return text;
+        CUC_RECORD_TYPE_MAP(NAME_)
+#undef NAME_
+    }
+    return "unknown";
+}
+
+/* "a" or "an", for the record type names in messages. */
+static const char *article(const char *name)
+{
+    return strchr("aeiou", name[0]) ? "an" : "a";
+}
+
+/* One freed message struct kept per thread: the common create (or decode),
+ * use, destroy cycle then costs no malloc for the struct. A thread's spare
+ * is freed when the thread exits (the key's destructor). */
+static _Thread_local cuc_msg *spare;
+static _Thread_local int spare_registered;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+static int spare_key_ok;
+
+static void spare_free(void *unused)
+{
+    (void)unused;
+    free(spare);
+    spare = NULL;
+}
+
+static void spare_init(void)
+{
+    spare_key_ok = pthread_key_create(&spare_key, spare_free) == 0;
+}
+
+static void msg_release(cuc_msg *m)
+{
+    if (!spare && !spare_registered) {
+        pthread_once(&spare_once, spare_init);
+        spare_registered = spare_key_ok && pthread_setspecific(spare_key, &spare) == 0;
+    }
+    if (!spare && spare_registered) {
+        spare = m;
+        return;
+    }
+    free(m);
+}
+
+cuc_msg *cuc__msg_new(void)
+{
+    cuc_msg *m = spare;
+
+    if (m)
+        spare = NULL;
+    else if (!(m = malloc(sizeof(*m))))
+        return NULL;
+    m->recs = m->rec_inline;
+    m->data = m->data_inline;
+    m->fds = m->fd_inline;
+    m->nrecs = 0;
+    m->rec_cap = CUC__MSG_INLINE_RECS;
+    m->nfds = 0;
+    m->fd_cap = CUC__MSG_INLINE_FDS;
+    m->fds_owned = 0;
+    m->data_len = 0;
+    m->data_cap = CUC__MSG_INLINE_DATA;
+    m->wire_len = CUC__WIRE_HDR;
+    m->atts = NULL;
+    m->natts = m->att_cap = 0;
+    m->origin = NULL;
+    return m;
+}
+
+int cuc_msg_create(cuc_msg **msg)
+{
+    cuc_msg *m;
+
+    if (!msg)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_create: msg is NULL");
+    m = cuc__msg_new();
+    if (!m)
+        return cuc__seterr(CUC_E_NOMEM, "cuc_msg_create: out of memory");
+    *msg = m;
+    return 0;
+}
+
+void cuc_msg_destroy(cuc_msg *m)
+{
+    if (!m)
+        return;
+    cuc__close_fds(m->fds, m->nfds);
+    if (m->recs != m->rec_inline)
+        free(m->recs);
+    if (m->data != m->data_inline)
+        free(m->data);
+    if (m->fds != m->fd_inline)
+        free(m->fds);
+    for (size_t i = 0; i < m->natts; i++)
+        m->atts[i].ops->unref(m->atts[i].obj);
+    free(m->atts);
+    if (m->origin)
+        cuc__ref_put(m->origin);
+    msg_release(m);
+}
+
+/* ---- growing ---- */
+
+/* Makes room for need elements of size elem in *arr (capacity *cap, inline
+ * storage inl). Doubles, so n appends cost O(n). */
+static int grow(void **arr, void *inl, size_t *cap, size_t need, size_t elem)
+{
+    size_t ncap = *cap ? *cap : 1;
+    void *p;
+
+    if (need <= *cap)
+        return 0;
+    while (ncap < need)
+        ncap *= 2;
+    if (*arr == inl) {
+        p = malloc(ncap * elem);
+        if (p)
+            memcpy(p, inl, *cap * elem);
+    } else {
+        p = realloc(*arr, ncap * elem);
+    }
+    if (!p)
+        return cuc__seterr(CUC_E_NOMEM, "message: out of memory growing to %zu "
+                           "entries of %zu bytes", ncap, elem);
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
+{
+    size_t rcap = m->rec_cap, fcap = m->fd_cap;
+    int rc = 0;
+
+    if (CUC_LIKELY(nrecs <= rcap && nfds <= fcap && data_len <= m->data_cap))
+        return 0;
+    rc = grow((void **)&m->recs, m->rec_inline, &rcap, nrecs, sizeof(*m->recs));
+    m->rec_cap = (uint32_t)rcap;
+    if (!rc)
+        rc = grow((void **)&m->fds, m->fd_inline, &fcap, nfds, sizeof(*m->fds));
+    m->fd_cap = (uint32_t)fcap;
+    if (!rc)
+        rc = grow((void **)&m->data, m->data_inline, &m->data_cap, data_len, 1);
+    return rc;
+}
+
+/* ---- adding records ---- */
+
+static int check_add(const cuc_msg *m, uint16_t type, uint16_t version,
+                     const void *payload, uint32_t len, uint32_t nfds)
+{
+    const struct cuc__rec_shape *s = cuc__rec_shape_of(type);
+    const char *name = cuc_record_type_name(type);
+    uint64_t wire_len;
+
+    if (!s)
+        return cuc__seterr(CUC_E_INVALID, "record type %u is not a cucore record "
+                           "type", type);
+    if (version == 0 || version > s->version)
+        return cuc__seterr(CUC_E_INVALID, "%s record version %u: this cucore "
+                           "writes versions 1..%u", name, version, s->version);
+    if (len && !payload)
+        return cuc__seterr(CUC_E_INVALID, "%s record: payload is NULL with "
+                           "length %u", name, len);
+    if (len < s->min_len || len > s->max_len || (len & (s->multiple - 1)))
+        return cuc__seterr(CUC_E_INVALID, "%s record: payload length %u outside "
+                           "%u..%u (multiple of %u)", name, len, s->min_len,
+                           s->max_len, s->multiple);
+    if (nfds < s->min_fds || nfds > s->max_fds)
+        return cuc__seterr(CUC_E_INVALID, "%s record: %u fds, it carries %u..%u",
+                           name, nfds, s->min_fds, s->max_fds);
+    if (m->nrecs >= CUC_MSG_MAX_RECORDS)
+        return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of "
+                           "%u records", CUC_MSG_MAX_RECORDS);
+    if ((uint64_t)m->nfds + nfds > CUC_MSG_MAX_FDS)
+        return cuc__seterr(CUC_E_LIMIT, "message would carry %llu fds, more than "
+                           "the maximum of %u", (unsigned long long)m->nfds + nfds,
+                           CUC_MSG_MAX_FDS);
+    wire_len = (uint64_t)m->wire_len + CUC__WIRE_REC_HDR + cuc__pad8(len);
+    if (wire_len > CUC_MSG_MAX_BYTES)
+        return cuc__seterr(CUC_E_LIMIT, "message would be %llu bytes, more than "
+                           "the maximum of %u", (unsigned long long)wire_len,
+                           CUC_MSG_MAX_BYTES);
+    return 0;
+}
+
+/* Appends the record; the fds, already owned by the message's caller, go
+ * into the table as they are. */
+static int append(cuc_msg *m, uint16_t type, uint16_t version,
+                  const void *payload, uint32_t len, const int *fds, uint32_t nfds)
+{
+    size_t off = cuc__pad8(m->data_len);
+    struct cuc__wire_rec *r;
+    int rc = cuc__msg_reserve(m, (size_t)m->nrecs + 1, (size_t)m->nfds + nfds, off + len);
+
+    if (rc)
+        return rc;
+    r = &m->recs[m->nrecs++];
+    r->type = type;
+    r->version = version;
+    r->len = len;
+    r->off = (uint32_t)off;
+    r->fd_first = nfds ? m->nfds : 0;
+    r->nfds = nfds;
+    if (len)
+        memcpy(m->data + off, payload, len);
+    m->data_len = off + len;
+    if (nfds)
+        memcpy(m->fds + m->nfds, fds, nfds * sizeof(int));
+    m->nfds += nfds;
+    m->fds_owned += nfds;
+    m->wire_len += CUC__WIRE_REC_HDR + cuc__pad8(len);
+    return 0;
+}
+
+int cuc__msg_add_record_owned(cuc_msg *m, uint16_t type, uint16_t version,
+                              const void *payload, uint32_t len, int *fds,
+                              uint32_t nfds)
+{
+    int rc;
+
+    if (!m || (nfds && !fds)) {
+        rc = cuc__seterr(CUC_E_INVALID, "cuc__msg_add_record_owned: NULL argument");
+        goto close_given;
+    }
+    rc = check_add(m, type, version, payload, len, nfds);
+    if (!rc)
+        rc = append(m, type, version, payload, len, fds, nfds);
+    if (rc)
+        goto close_given;
+    return 0;
+close_given:
+    if (fds)
+        cuc__close_fds(fds, nfds);
+    return rc;
+}
+
+/* Close-on-exec copies of fds[0..n) into own; on failure none is left. */
+static int dup_all(const int *fds, uint32_t n, uint16_t type, int *own)
+{
+    char what[96];
+    int rc;
+
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(what, sizeof(what), "fd %d (fd %u of a %s record)", fds[i], i,
+                 cuc_record_type_name(type));
+        rc = cuc__dup_cloexec(fds[i], what, &own[i]);
+        if (rc) {
+            cuc__close_fds(own, i);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int cuc__msg_add_record(cuc_msg *m, uint16_t type, uint16_t version,
+                        const void *payload, uint32_t len, const int *fds,
+                        uint32_t nfds)
+{
+    int dups[16], *own = dups;
+    int rc;
+
+    if (!m || (nfds && !fds))
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_add_record: NULL argument");
+    rc = check_add(m, type, version, payload, len, nfds);
+    if (rc)
+        return rc;
+    if (nfds > CUC_ARRAY_LEN(dups)) {
+        own = malloc(nfds * sizeof(int));
+        if (!own)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory for %u fds", nfds);
+    }
+    rc = dup_all(fds, nfds, type, own);
+    if (!rc) {
+        rc = append(m, type, version, payload, len, own, nfds);
+        if (rc)
+            cuc__close_fds(own, nfds);
+    }
+    if (own != dups)
+        free(own);
+    return rc;
+}
+
+/* ---- viewing ---- */
+
+size_t cuc_msg_record_count(const cuc_msg *m)
+{
+    return m ? m->nrecs : 0;
+}
+
+size_t cuc_msg_fd_count(const cuc_msg *m)
+{
+    return m ? m->fds_owned : 0;
+}
+
+static int check_index(const cuc_msg *m, size_t index)
+{
+    if (index >= m->nrecs)
+        return cuc__seterr(CUC_E_INVALID, "record index %zu is out of range: the "
+                           "message has %u records", index, m->nrecs);
+    return 0;
+}
+
+int cuc_msg_record_type(const cuc_msg *m, size_t index, int *type)
+{
+    int rc;
+
+    if (!m || !type)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_record_type: NULL argument");
+    rc = check_index(m, index);
+    if (rc)
+        return rc;
+    *type = m->recs[index].type;
+    return 0;
+}
+
+int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec)
+{
+    const struct cuc__wire_rec *r;
+    int rc;
+
+    if (!m || !rec)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_record: NULL argument");
+    rc = check_index(m, index);
+    if (rc)
+        return rc;
+    r = &m->recs[index];
+    rec->type = r->type;
+    rec->version = r->version;
+    rec->len = r->len;
+    rec->payload = m->data + r->off;
+    rec->nfds = r->nfds;
+    rec->fds = m->fds + r->fd_first;
+    return 0;
+}
+
+int cuc_msg_record(const cuc_msg *m, size_t index, struct cuc_record_view *view)
+{
+    struct cuc__record r;
+    int rc;
+
+    if (!m || !view)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_record: NULL argument");
+    rc = cuc__msg_record(m, index, &r);
+    if (rc)
+        return rc;
+    view->type = r.type;
+    view->version = r.version;
+    view->payload = r.payload;
+    view->len = r.len;
+    view->nfds = r.nfds;
+    return 0;
+}
+
+int cuc__msg_record_of(const cuc_msg *m, size_t index, unsigned type,
+                       struct cuc__record *rec)
+{
+    const char *want = cuc_record_type_name((int)type), *got;
+    struct cuc__record r;
+    int rc = cuc__msg_record(m, index, &r);
+
+    if (rc)
+        return rc;
+    if (r.type != type) {
+        got = cuc_record_type_name(r.type);
+        return cuc__seterr(CUC_E_INVALID, "record %zu is %s %s record, not %s %s "
+                           "record", index, article(got), got, article(want), want);
+    }
+    *rec = r;
+    return 0;
+}
+
+int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd)
+{
+    const struct cuc__wire_rec *r;
+    int *slot, rc;
+
+    if (!m || !fd)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_take_record_fd: NULL argument");
+    rc = check_index(m, index);
+    if (rc)
+        return rc;
+    r = &m->recs[index];
+    if (k >= r->nfds)
+        return cuc__seterr(CUC_E_INVALID, "record %zu carries %u fds; there is no "
+                           "fd %u", index, r->nfds, k);
+    slot = &m->fds[r->fd_first + k];
+    if (*slot < 0)
+        return cuc__seterr(CUC_E_INVALID, "fd %u of record %zu was already taken",
+                           k, index);
+    *fd = *slot;
+    *slot = -1;
+    m->fds_owned--;
+    return 0;
+}
+
+/* ---- attachments and origin ---- */
+
+int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
+                          const struct cuc__lease_ops *ops, void *obj)
+{
+    if (!m || !ops || !obj || lease_id == 0)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_lease_attach: %s",
+                           lease_id ? "NULL argument" : "lease id 0 is reserved");
+    if (m->natts == m->att_cap) {
+        size_t cap = m->att_cap ? 2 * m->att_cap : 8;
+        void *p = realloc(m->atts, cap * sizeof(*m->atts));
+        if (!p)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory attaching lease %zu "
+                               "to a message", m->natts + 1);
+        m->atts = p;
+        m->att_cap = cap;
+    }
+    ops->ref(obj);
+    m->atts[m->natts++] = (struct cuc__lease_att){lease_id, ops, obj};
+    return 0;
+}
+
+void cuc__msg_lease_pop(cuc_msg *m)
+{
+    if (m && m->natts) {
+        m->natts--;
+        m->atts[m->natts].ops->unref(m->atts[m->natts].obj);
+    }
+}
+
+size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts)
+{
+    *atts = m->atts;
+    return m->natts;
+}
+
+void cuc__msg_set_origin(cuc_msg *m, struct cuc__ref *origin)
+{
+    if (origin)
+        cuc__ref_get(origin);
+    if (m->origin)
+        cuc__ref_put(m->origin);
+    m->origin = origin;
+}
+
+struct cuc__ref *cuc__msg_origin(const cuc_msg *m)
+{
+    return m ? m->origin : NULL;
+}

@@ -1,0 +1,58 @@
+/* The message object, shared by msg.c (building and viewing), encode.c
+ * and decode.c; no other file sees it. */
+#ifndef CUC_WIRE_MSG_IMPL_H
+#define CUC_WIRE_MSG_IMPL_H
+
+#include "wire/wire.h"
+
+#define CUC__MSG_INLINE_RECS 4
+#define CUC__MSG_INLINE_FDS 4
+#define CUC__MSG_INLINE_DATA 128
+
+struct cuc__wire_rec {
+    uint16_t type;
+    uint16_t version;
+    uint32_t len;
+    uint32_t off;      /* payload offset in the data arena */
+    uint32_t fd_first; /* index into the fd table */
+    uint32_t nfds;
+};
+
+/* Arrays start in the inline storage, so that a small message costs one
+ * malloc; they move to the heap when they outgrow it. */
+struct cuc_msg {
+    struct cuc__wire_rec *recs;
+    uint8_t *data;
+    int *fds;
+    uint32_t nrecs, rec_cap;
+    uint32_t nfds, fd_cap;
+    uint32_t fds_owned; /* entries of fds that are not -1 */
+    size_t data_len, data_cap;
+    size_t wire_len; /* encoded size */
+    struct cuc__lease_att *atts; /* objects kept, leases to begin when sent */
+    size_t natts, att_cap;
+    struct cuc__ref *origin; /* the lease table it arrived from (a reference) */
+    struct cuc__wire_rec rec_inline[CUC__MSG_INLINE_RECS];
+    int fd_inline[CUC__MSG_INLINE_FDS];
+    _Alignas(8) uint8_t data_inline[CUC__MSG_INLINE_DATA];
+};
+
+#define CUC__WIRE_MAGIC 0x4d435543u /* "CUCM" in little-endian byte order */
+
+static inline size_t cuc__pad8(size_t n)
+{
+    return (n + 7u) & ~(size_t)7u;
+}
+
+/* A fresh, empty message (the thread's spare struct when it has one). */
+cuc_msg *cuc__msg_new(void);
+/* Makes room for need records, fds, data bytes. */
+int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len);
+/* The shape of type, or NULL for a type this cucore does not know. */
+struct cuc__rec_shape {
+    uint16_t type, version;
+    uint32_t min_len, max_len, multiple, min_fds, max_fds;
+};
+const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type);
+
+#endif

@@ -1,0 +1,46 @@
+/* Stream records: a default stream as its kind and its device's UUID.
+ * Payload (24 bytes): kind u32 (1 legacy, 2 per-thread), reserved u32 = 0,
+ * device UUID[16]. */
+#include "wire/records.h"
+#include "base/error.h"
+
+#include <string.h>
+
+int cuc__stream_rec_put(cuc_msg *m, const struct cuc_stream_record *r)
+{
+    uint8_t p[CUC__STREAM_PAYLOAD];
+
+    cuc__put32(p, (uint32_t)r->kind);
+    cuc__put32(p + 4, 0);
+    memcpy(p + 8, r->device.bytes, 16);
+    return cuc__msg_add_record(m, CUC_RECORD_STREAM, CUC_RECORD_STREAM_VERSION, p,
+                               sizeof(p), NULL, 0);
+}
+
+int cuc_msg_read_stream(const cuc_msg *m, size_t index, struct cuc_stream_record *out)
+{
+    struct cuc__record r;
+    uint32_t kind;
+    int rc;
+
+    if (!m || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_read_stream: NULL argument");
+    rc = cuc__msg_record_of(m, index, CUC_RECORD_STREAM, &r);
+    if (rc)
+        return rc;
+    if (r.len != CUC__STREAM_PAYLOAD)
+        return cuc__seterr(CUC_E_BADMSG, "stream record %zu has a %u-byte payload, "
+                           "not %u", index, r.len, CUC__STREAM_PAYLOAD);
+    kind = cuc__get32(r.payload);
+    if (kind != CUC_STREAM_LEGACY_DEFAULT && kind != CUC_STREAM_PER_THREAD_DEFAULT)
+        return cuc__seterr(CUC_E_BADMSG, "stream record %zu: kind %u (payload offset "
+                           "0) is neither legacy (1) nor per-thread (2)%s", index, kind,
+                           kind == 0 ? "; the \"default\" stream is never sent as 0" : "");
+    if (cuc__get32(r.payload + 4))
+        return cuc__seterr(CUC_E_BADMSG, "stream record %zu: reserved field (payload "
+                           "offset 4) is 0x%08x, must be 0", index,
+                           cuc__get32(r.payload + 4));
+    out->kind = (int)kind;
+    memcpy(out->device.bytes, r.payload + 8, 16);
+    return 0;
+}

@@ -1,0 +1,68 @@
+/* The record codecs (rec_<type>.c): each turns one record type's fields
+ * into its payload and back, checking every byte on the way in. Bytes
+ * only: no driver call, no lookup, nothing resolved. The read side of each
+ * is public (cuc_msg_read_<type>, in the object's header); the write side
+ * is here, for the object that exports (its *_share.c), which checks that
+ * the object may be sent first. Layouts: docs/wire-format.md. */
+#ifndef CUC_WIRE_RECORDS_H
+#define CUC_WIRE_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cucore/device.h"
+#include "cucore/stream.h"
+#include "cucore/event.h"
+#include "cucore/kernel.h"
+#include "cucore/launch.h"
+#include "cucore/pool.h"
+#include "cucore/memory.h"
+#include "cucore/vmm.h"
+#include "wire/wire.h"
+
+/* Fixed payload sizes. */
+#define CUC__DEVICE_PAYLOAD 16u
+#define CUC__STREAM_PAYLOAD 24u
+#define CUC__EVENT_PAYLOAD 88u
+#define CUC__LAUNCH_PAYLOAD 64u
+#define CUC__KERNEL_FIXED 48u
+#define CUC__POOL_PAYLOAD 40u
+#define CUC__BUFFER_PAYLOAD 104u
+#define CUC__VMM_FIXED 40u
+#define CUC__VMM_PAYLOAD_MAX \
+    (CUC__VMM_FIXED + 16u * CUC_VMM_MAX_PEERS + 8u * CUC_VMM_MAX_CHUNKS)
+/* Ids per release record (64 KiB of payload), records per release
+ * message (keeping it under CUC_MSG_MAX_BYTES). */
+#define CUC__RELEASE_IDS_PER_RECORD 8192u
+#define CUC__RELEASE_RECORDS_PER_MSG 1000u
+
+int cuc__device_rec_put(cuc_msg *m, const cuc_uuid *uuid);
+int cuc__stream_rec_put(cuc_msg *m, const struct cuc_stream_record *r);
+int cuc__event_rec_put(cuc_msg *m, const struct cuc_event_record *r);
+/* The configuration's 16 words, as they are (the rules are launch.c's). */
+int cuc__launch_rec_put(cuc_msg *m, const cuc_launch_config *c);
+int cuc__launch_rec_read(const cuc_msg *m, size_t index, cuc_launch_config *c);
+/* CUC_E_LIMIT when the image does not fit a message. */
+int cuc__kernel_rec_put(cuc_msg *m, const struct cuc_kernel_record *r);
+/* r->fd is duplicated into the message. */
+int cuc__pool_rec_put(cuc_msg *m, const struct cuc_pool_record *r);
+int cuc__buffer_rec_put(cuc_msg *m, const struct cuc_buffer_record *r);
+/* The message takes fds[0..nchunks) (closed on failure too); CUC_E_LIMIT,
+ * the message unchanged and the fds closed, when it has no room. */
+int cuc__vmm_rec_put(cuc_msg *m, uint64_t lease_id, const cuc_uuid *owner,
+                     const cuc_uuid *peers, size_t npeers, const size_t *sizes,
+                     size_t nchunks, int *fds);
+/* CUC_E_LIMIT without a change when the message has no room for a vmm
+ * record of nchunks chunks. */
+int cuc__vmm_rec_room(const cuc_msg *m, size_t nchunks);
+
+/* Release messages: as many as n ids need (each with up to
+ * CUC__RELEASE_RECORDS_PER_MSG records), built one at a time. */
+int cuc__release_msg_build(const uint64_t *ids, size_t n, size_t *done, cuc_msg **out);
+/* How many of m's records are release records (a message holds only
+ * releases or none). */
+size_t cuc__release_rec_count(const cuc_msg *m);
+/* The ids of release record index: n ids, little-endian at *ids. */
+int cuc__release_rec_read(const cuc_msg *m, size_t index, const uint8_t **ids, size_t *n);
+
+#endif

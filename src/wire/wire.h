@@ -1,0 +1,106 @@
+/* The message container (msg.c, encode.c, decode.c): records in memory,
+ * their encoding to bytes and the bounds-checked decoding of untrusted
+ * bytes (docs/wire-format.md). Bytes only: nothing in wire/ calls the
+ * driver or resolves a record; the record codecs (records.h) sit on top of
+ * this, the objects on top of them. */
+#ifndef CUC_WIRE_WIRE_H
+#define CUC_WIRE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cucore/msg.h"
+#include "base/bytes.h"
+#include "base/ref.h"
+#include "wire/record_types.h"
+
+/* Format version of the message container. */
+#define CUC__WIRE_FORMAT 1u
+/* Message header and record header sizes; payloads pad to 8 bytes. */
+#define CUC__WIRE_HDR 24u
+#define CUC__WIRE_REC_HDR 16u
+
+/* Appends a record. payload is copied; fds are dup'ed (close-on-exec)
+ * into the message, which owns the copies. CUC_E_INVALID outside the
+ * type's shape (record_types.h), CUC_E_LIMIT past the message's limits. */
+int cuc__msg_add_record(cuc_msg *m, uint16_t type, uint16_t version,
+                        const void *payload, uint32_t len, const int *fds,
+                        uint32_t nfds);
+
+/* Like cuc__msg_add_record, but the message takes ownership of fds (closed
+ * by the message, also when this call fails). */
+int cuc__msg_add_record_owned(cuc_msg *m, uint16_t type, uint16_t version,
+                              const void *payload, uint32_t len, int *fds,
+                              uint32_t nfds);
+
+/* A view of record index: payload and fds stay owned by the message. */
+struct cuc__record {
+    uint16_t type;
+    uint16_t version;
+    uint32_t len;
+    const uint8_t *payload;
+    uint32_t nfds;
+    const int *fds; /* nfds entries, -1 where taken */
+};
+int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec);
+
+/* cuc__msg_record, for a record that must be of type: CUC_E_INVALID
+ * ("record 3 is a pool record, not a buffer record") otherwise. */
+int cuc__msg_record_of(const cuc_msg *m, size_t index, unsigned type,
+                       struct cuc__record *rec);
+
+/* Moves fd k of record index out of the message to the caller. */
+int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd);
+
+/* Serializes; *fds (borrowed from the message, valid until it changes) are
+ * the fds to send beside the bytes, in wire order. bytes is malloc'd. */
+int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
+                    const int **fds, size_t *nfds);
+
+/* Parses bytes that arrived with nfds fds. Takes ownership of every fd in
+ * fds, on success (into the message) and on failure (closed); either way
+ * each fds[i] is set to -1 on return. The header's fd count must equal
+ * nfds, and each fd must be referenced by exactly one record. O(len)
+ * time and memory, no system call but close() on failure. */
+int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
+                    cuc_msg **out);
+
+/* ---- objects a message keeps alive, and leases on them ----
+ *
+ * An exporting object attaches itself to the message that carries its
+ * record, under the lease id in that record. The message holds it from
+ * attach (ref) to its destruction (unref). A channel that sends the
+ * message begins a lease per attachment (begin), and the lease table ends
+ * each exactly once (end, with why: enum cuc__lease_end in lease/lease.h),
+ * on whichever thread notices: the object must lock or use atomics. Plain
+ * bytes (cuc_msg_to_bytes) ignore attachments. */
+struct cuc__lease_ops {
+    void (*begin)(void *obj);
+    void (*end)(void *obj, uint64_t lease_id, int why);
+    void (*ref)(void *obj);
+    void (*unref)(void *obj);
+};
+struct cuc__lease_att {
+    uint64_t id;
+    const struct cuc__lease_ops *ops;
+    void *obj;
+};
+/* Attaches obj under lease_id (not 0): ops->ref(obj) now. */
+int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
+                          const struct cuc__lease_ops *ops, void *obj);
+/* Undoes the last attach (ops->unref runs), for an add that fails after
+ * attaching. */
+void cuc__msg_lease_pop(cuc_msg *m);
+/* The attachments, in attach order. */
+size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts);
+
+/* ---- where a received message came from ----
+ *
+ * A message received on a channel holds a reference to the lease table it
+ * must report releases to (lease/lease.h: cuc__leases_of_msg); a message
+ * parsed from plain bytes has none. The message knows the table only as a
+ * reference count (base/ref.h): wire/ sits below lease/. */
+void cuc__msg_set_origin(cuc_msg *m, struct cuc__ref *origin);
+struct cuc__ref *cuc__msg_origin(const cuc_msg *m);
+
+#endif
