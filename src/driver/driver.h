@@ -1,6 +1,6 @@
-/* The CUDA driver (driver.c, driver_error.c): the one place that touches
- * libcuda. Every other file calls the driver through this table, and names
- * a failed call with cuc__cuda_err. */
+/* The CUDA driver (driver.c): the one place that touches libcuda. Every
+ * other file calls the driver through this table, and names a failed call
+ * with cuc__cuda_err. */
 #ifndef CUC_DRIVER_DRIVER_H
 #define CUC_DRIVER_DRIVER_H
 

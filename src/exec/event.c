@@ -264,6 +264,24 @@ int cuc_event_elapsed_ms(cuc_event *start, cuc_event *end, float *ms)
     return 0;
 }
 
+/* A stream's wait on an event (cucore/stream.h): here, beside the event,
+ * so that streams need not know events. */
+int cuc_stream_wait_event(cuc_stream *s, cuc_event *ev)
+{
+    CUresult r;
+    int rc;
+
+    if (!s || !ev)
+        return cuc__seterr(CUC_E_INVALID, "cuc_stream_wait_event: NULL argument");
+    rc = cuc__stream_activate(s);
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuStreamWaitEvent(s->cu, ev->cu, CU_EVENT_WAIT_DEFAULT);
+    if (r != CUDA_SUCCESS)
+        return cuc__stream_err(r, "cuStreamWaitEvent", s);
+    return 0;
+}
+
 cuc_device *cuc_event_device(const cuc_event *ev) { return ev->dev; }
 unsigned cuc_event_flags(const cuc_event *ev) { return ev->flags; }
 int cuc_event_is_imported(const cuc_event *ev) { return ev->imported; }

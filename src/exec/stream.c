@@ -1,7 +1,6 @@
 /* Streams: created streams, the per-device default-stream singletons and
  * the process's default-stream mode. */
 #include "exec/stream.h"
-#include "cucore/event.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -220,23 +219,6 @@ int cuc_stream_query(cuc_stream *s, int *done)
         return 0;
     }
     return cuc__stream_err(r, "cuStreamQuery", s);
-}
-
-int cuc_stream_wait_event(cuc_stream *s, cuc_event *ev)
-{
-    CUresult r;
-    int rc;
-
-    if (!s || !ev)
-        return cuc__seterr(CUC_E_INVALID, "cuc_stream_wait_event: NULL argument");
-    rc = cuc__stream_activate(s);
-    if (rc)
-        return rc;
-    r = CUC_DRV->cuStreamWaitEvent(s->cu, (CUevent)cuc_event_handle(ev),
-                                    CU_EVENT_WAIT_DEFAULT);
-    if (r != CUDA_SUCCESS)
-        return cuc__stream_err(r, "cuStreamWaitEvent", s);
-    return 0;
 }
 
 cuc_device *cuc_stream_device(const cuc_stream *s) { return s->dev; }
