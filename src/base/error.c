@@ -56,25 +56,9 @@ int cuc__seterr(int status, const char *fmt, ...)
     return status;
 }
 
-int cuc__seterr_cuda(int status, int cuda, const char *fmt, ...)
+void cuc__set_errcuda(int cuda)
 {
-    va_list ap;
-
-    va_start(ap, fmt);
-    cuc__vseterr(status, fmt, ap);
-    va_end(ap);
     last_cuda = cuda;
-    return status;
-}
-
-int cuc__badmsg(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    cuc__vseterr(CUC_E_BADMSG, fmt, ap);
-    va_end(ap);
-    return CUC_E_BADMSG;
 }
 
 int cuc__errno_err(int err, const char *fmt, ...)

@@ -13,10 +13,10 @@
 /* Sets this thread's error to status and fmt's text; returns status. */
 int cuc__seterr(int status, const char *fmt, ...) CUC_PRINTF(2, 3);
 int cuc__vseterr(int status, const char *fmt, va_list ap);
-/* The same, also recording a driver result for cuc_errcuda(). */
-int cuc__seterr_cuda(int status, int cuda, const char *fmt, ...) CUC_PRINTF(3, 4);
-/* A peer's bytes that do not decode: CUC_E_BADMSG with fmt's detail. */
-int cuc__badmsg(const char *fmt, ...) CUC_PRINTF(1, 2);
+/* Records a driver result for cuc_errcuda() with the error just set. */
+void cuc__set_errcuda(int cuda);
+/* A peer's bytes that do not decode: CUC_E_BADMSG with the detail. */
+#define cuc__badmsg(...) cuc__seterr(CUC_E_BADMSG, __VA_ARGS__)
 /* errno-based failure: appends strerror(err); returns CUC_E_IO, _NOMEM or
  * _PERMISSION. */
 int cuc__errno_err(int err, const char *fmt, ...) CUC_PRINTF(2, 3);

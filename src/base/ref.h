@@ -29,4 +29,8 @@ static inline void cuc__ref_put(struct cuc__ref *r)
         r->release(r);
 }
 
+/* Defines prefix_ref(T *o) and prefix_unref(T *o), NULL-safe, for a type T
+ * whose struct cuc__ref is its member field. */
+#define CUC__REF_FUNCTIONS(prefix, T, field)          void prefix##_ref(T *o)                           {                                                     cuc__ref_get(&o->field);                      }                                                 void prefix##_unref(T *o)                         {                                                     if (o)                                                cuc__ref_put(&o->field);                  }
+
 #endif

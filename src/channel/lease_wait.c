@@ -11,7 +11,6 @@
 #include "memory/vmm.h"
 #include "os/clock.h"
 
-#include <stdio.h>
 
 /* Pumps in slices of at most this, then looks at the count again. */
 #define PUMP_SLICE_MS 20
@@ -44,11 +43,15 @@ static void sleep_on(const struct cuc__lease_gauge *g, size_t max_left, int64_t 
     pthread_mutex_unlock(g->lock);
 }
 
+/* The one loop. g NULL: the caller's object was NULL. */
 static int wait_for(const struct cuc__lease_gauge *g, cuc_channel *ch, size_t max_left,
-                    int timeout_ms, const char *what)
+                    int timeout_ms, const char *fn)
 {
     int64_t deadline = cuc__deadline(timeout_ms);
 
+    if (!g || timeout_ms < -1)
+        return cuc__seterr(CUC_E_INVALID, "%s: %s", fn,
+                           g ? "timeout below -1" : "NULL argument");
     for (;;) {
         size_t n = current(g);
         int left, rc;
@@ -57,7 +60,7 @@ static int wait_for(const struct cuc__lease_gauge *g, cuc_channel *ch, size_t ma
             return 0;
         left = cuc__remaining(deadline);
         if (left == 0)
-            return timed_out(n, what, timeout_ms, max_left);
+            return timed_out(n, g->what, timeout_ms, max_left);
         if (!ch) {
             sleep_on(g, max_left, deadline);
             continue;
@@ -70,64 +73,34 @@ static int wait_for(const struct cuc__lease_gauge *g, cuc_channel *ch, size_t ma
     }
 }
 
-static int check_args(const char *fn, const void *obj, int timeout_ms)
-{
-    if (!obj || timeout_ms < -1)
-        return cuc__seterr(CUC_E_INVALID, "%s: %s", fn,
-                           obj ? "timeout below -1" : "NULL argument");
-    return 0;
-}
-
 int cuc_channel_lease_wait(cuc_channel *ch, size_t max_left, int timeout_ms)
 {
     struct cuc__lease_gauge g;
-    char what[64];
-    int rc = check_args("cuc_channel_lease_wait", ch, timeout_ms);
 
-    if (rc)
-        return rc;
-    g = cuc__leases_gauge(ch->leases);
-    snprintf(what, sizeof(what), "the channel to pid %ld", (long)ch->link->peer_pid);
-    return wait_for(&g, ch, max_left, timeout_ms, what);
+    return wait_for(ch ? cuc__leases_gauge(ch->leases, &g) : NULL, ch, max_left,
+                    timeout_ms, "cuc_channel_lease_wait");
 }
 
 int cuc_pool_lease_wait(cuc_pool *p, cuc_channel *ch, size_t max_left, int timeout_ms)
 {
     struct cuc__lease_gauge g;
-    char what[96];
-    int rc = check_args("cuc_pool_lease_wait", p, timeout_ms);
 
-    if (rc)
-        return rc;
-    g = cuc__pool_gauge(p);
-    snprintf(what, sizeof(what), "the buffers of pool %s", cuc__pool_id_hex(p->id).s);
-    return wait_for(&g, ch, max_left, timeout_ms, what);
+    return wait_for(p ? cuc__pool_gauge(p, &g) : NULL, ch, max_left, timeout_ms,
+                    "cuc_pool_lease_wait");
 }
 
 int cuc_buffer_lease_wait(cuc_buffer *b, cuc_channel *ch, size_t max_left, int timeout_ms)
 {
     struct cuc__lease_gauge g;
-    char what[96];
-    int rc = check_args("cuc_buffer_lease_wait", b, timeout_ms);
 
-    if (rc)
-        return rc;
-    g = cuc__buffer_gauge(b);
-    snprintf(what, sizeof(what), "the %zu-byte buffer at %p", b->size,
-             (void *)(uintptr_t)b->ptr);
-    return wait_for(&g, ch, max_left, timeout_ms, what);
+    return wait_for(b ? cuc__buffer_gauge(b, &g) : NULL, ch, max_left, timeout_ms,
+                    "cuc_buffer_lease_wait");
 }
 
 int cuc_vmm_lease_wait(cuc_vmm *v, cuc_channel *ch, size_t max_left, int timeout_ms)
 {
     struct cuc__lease_gauge g;
-    char what[96];
-    int rc = check_args("cuc_vmm_lease_wait", v, timeout_ms);
 
-    if (rc)
-        return rc;
-    g = cuc__vmm_gauge(v);
-    snprintf(what, sizeof(what), "the VMM resource (%zu bytes on %s)", v->size,
-             v->owner->uuid_str);
-    return wait_for(&g, ch, max_left, timeout_ms, what);
+    return wait_for(v ? cuc__vmm_gauge(v, &g) : NULL, ch, max_left, timeout_ms,
+                    "cuc_vmm_lease_wait");
 }

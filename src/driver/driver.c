@@ -188,8 +188,7 @@ int cuc__cuda_err(CUresult r, const char *call, const char *fmt, ...)
     int status = status_for_cuda(r);
     va_list ap;
 
-    cuc__seterr_cuda(status, (int)r, "%s failed: %s (%s)", call, cuc__cuda_name(r),
-                     cuc__cuda_text(r));
+    cuc__seterr(status, "%s failed: %s (%s)", call, cuc__cuda_name(r), cuc__cuda_text(r));
     if (fmt) {
         char detail[1024];
         va_start(ap, fmt);
@@ -197,6 +196,7 @@ int cuc__cuda_err(CUresult r, const char *call, const char *fmt, ...)
         va_end(ap);
         cuc__adderr(": %s", detail);
     }
+    cuc__set_errcuda((int)r);
     return status;
 }
 

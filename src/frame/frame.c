@@ -1,6 +1,7 @@
 /* Channel frame headers and the rejoining of split messages: pure code over
  * bytes and fds (link.c does the socket). */
 #include "frame/frame.h"
+#include "base/array.h"
 #include "base/error.h"
 #include "os/fd.h"
 #include "wire/wire.h"
@@ -132,36 +133,17 @@ void cuc__reasm_reset(struct cuc__reasm *r)
     r->next_part = 0;
 }
 
-/* Grows toward the message's announced size only as its bytes arrive, so a
- * peer that announces 64 MiB and sends 1 KiB costs 1 KiB. */
-static int reserve(void **p, size_t *cap, size_t need, size_t most, size_t elem)
-{
-    size_t ncap = *cap ? *cap : 64;
-    void *q;
-
-    if (need <= *cap)
-        return 0;
-    while (ncap < need)
-        ncap *= 2;
-    if (ncap > most)
-        ncap = most;
-    q = realloc(*p, ncap * elem);
-    if (!q)
-        return cuc__seterr(CUC_E_NOMEM, "out of memory rejoining a split message "
-                           "(%zu entries of %zu bytes)", ncap, elem);
-    *p = q;
-    *cap = ncap;
-    return 0;
-}
-
 static int append(struct cuc__reasm *r, const struct cuc__frame *f,
                   const uint8_t *data, int *fds, size_t nfds)
 {
-    int rc = reserve((void **)&r->buf, &r->cap, r->len + f->len, f->msg_len, 1);
+    /* Grows toward the message's announced size only as its bytes arrive,
+     * so a peer that announces 64 MiB and sends 1 KiB costs 1 KiB. */
+    int rc = cuc__array_reserve((void **)&r->buf, &r->cap, r->len + f->len, 1,
+                                f->msg_len, NULL);
 
     if (!rc)
-        rc = reserve((void **)&r->fds, &r->fd_cap, r->nfds + nfds, f->msg_nfds,
-                     sizeof(int));
+        rc = cuc__array_reserve((void **)&r->fds, &r->fd_cap, r->nfds + nfds,
+                                sizeof(int), f->msg_nfds, NULL);
     if (rc)
         return rc;
     if (f->len)

@@ -57,16 +57,7 @@ int cuc__link_open(int fd, struct cuc__link **out)
     return 0;
 }
 
-void cuc__link_ref(struct cuc__link *l)
-{
-    cuc__ref_get(&l->ref);
-}
-
-void cuc__link_unref(struct cuc__link *l)
-{
-    if (l)
-        cuc__ref_put(&l->ref);
-}
+CUC__REF_FUNCTIONS(cuc__link, struct cuc__link, ref)
 
 void cuc__link_close(struct cuc__link *l)
 {

@@ -6,6 +6,7 @@
 #include "wire/records.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct lease {
@@ -51,16 +52,7 @@ int cuc__leases_create(struct cuc__link *link, struct cuc__leases **out)
     return 0;
 }
 
-void cuc__leases_ref(struct cuc__leases *l)
-{
-    cuc__ref_get(&l->ref);
-}
-
-void cuc__leases_unref(struct cuc__leases *l)
-{
-    if (l)
-        cuc__ref_put(&l->ref);
-}
+CUC__REF_FUNCTIONS(cuc__leases, struct cuc__leases, ref)
 
 struct cuc__leases *cuc__leases_of_msg(const cuc_msg *m)
 {
@@ -273,9 +265,11 @@ size_t cuc__leases_count(struct cuc__leases *l)
     return n;
 }
 
-struct cuc__lease_gauge cuc__leases_gauge(struct cuc__leases *l)
+struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__lease_gauge *g)
 {
-    return (struct cuc__lease_gauge){&l->lock, &l->cond, &l->count};
+    *g = (struct cuc__lease_gauge){&l->lock, &l->cond, &l->count, ""};
+    snprintf(g->what, sizeof(g->what), "the channel to pid %ld", (long)l->link->peer_pid);
+    return g;
 }
 
 int cuc__leases_release(struct cuc__leases *l, const uint64_t *ids, size_t n)

@@ -104,8 +104,10 @@ struct cuc__lease_gauge {
     pthread_mutex_t *lock;
     pthread_cond_t *cond;
     const size_t *count;
+    char what[96]; /* the leases' object, for the timeout message */
 };
-struct cuc__lease_gauge cuc__leases_gauge(struct cuc__leases *l);
+/* Each fills g and returns it. */
+struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__lease_gauge *g);
 
 /* ---- importer side ---- */
 

@@ -377,7 +377,10 @@ int cuc_buffer_lease_count(const cuc_buffer *cb, size_t *n)
     return 0;
 }
 
-struct cuc__lease_gauge cuc__buffer_gauge(cuc_buffer *b)
+struct cuc__lease_gauge *cuc__buffer_gauge(cuc_buffer *b, struct cuc__lease_gauge *g)
 {
-    return (struct cuc__lease_gauge){&b->pool->lock, &b->pool->cond, &b->leases};
+    *g = (struct cuc__lease_gauge){&b->pool->lock, &b->pool->cond, &b->leases, ""};
+    snprintf(g->what, sizeof(g->what), "the %zu-byte buffer at %p", b->size,
+             (void *)(uintptr_t)b->ptr);
+    return g;
 }

@@ -81,6 +81,6 @@ void cuc__upstream_release(struct cuc__upstream *up, size_t n);
 int cuc__buffer_export(const cuc_buffer *b, CUmemPoolPtrExportData *out);
 
 /* What a wait for b's leases watches. */
-struct cuc__lease_gauge cuc__buffer_gauge(cuc_buffer *b);
+struct cuc__lease_gauge *cuc__buffer_gauge(cuc_buffer *b, struct cuc__lease_gauge *g);
 
 #endif

@@ -11,20 +11,29 @@ static int copy_err(CUresult r, const char *call, void *dst, const void *src, si
                          cuc_device_uuid_string(s->dev));
 }
 
+/* The stream n bytes of work go on, its device current; *s NULL when
+ * there is nothing to do (n 0). A NULL pointer with n > 0 is refused. */
+static int start(const char *fn, int null_ptr, size_t n, cuc_stream *stream,
+                 cuc_stream **s)
+{
+    int rc;
+
+    *s = NULL;
+    if (n && null_ptr)
+        return cuc__seterr(CUC_E_INVALID, "%s: NULL pointer", fn);
+    if (n == 0)
+        return 0;
+    rc = cuc__stream_or_legacy(NULL, stream, s);
+    return rc ? rc : cuc__stream_activate(*s);
+}
+
 int cuc_memcpy_async(void *dst, const void *src, size_t n, cuc_stream *stream)
 {
     cuc_stream *s;
     CUresult r;
-    int rc;
+    int rc = start("cuc_memcpy_async", !dst || !src, n, stream, &s);
 
-    if (n && (!dst || !src))
-        return cuc__seterr(CUC_E_INVALID, "cuc_memcpy_async: NULL pointer");
-    if (n == 0)
-        return 0;
-    rc = cuc__stream_or_legacy(NULL, stream, &s);
-    if (!rc)
-        rc = cuc__stream_activate(s);
-    if (rc)
+    if (rc || !s)
         return rc;
     r = CUC_DRV->cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
                                n, s->cu);
@@ -52,16 +61,9 @@ int cuc_memset_async(void *dst, uint8_t value, size_t n, cuc_stream *stream)
 {
     cuc_stream *s;
     CUresult r;
-    int rc;
+    int rc = start("cuc_memset_async", !dst, n, stream, &s);
 
-    if (n && !dst)
-        return cuc__seterr(CUC_E_INVALID, "cuc_memset_async: NULL pointer");
-    if (n == 0)
-        return 0;
-    rc = cuc__stream_or_legacy(NULL, stream, &s);
-    if (!rc)
-        rc = cuc__stream_activate(s);
-    if (rc)
+    if (rc || !s)
         return rc;
     r = CUC_DRV->cuMemsetD8Async((CUdeviceptr)(uintptr_t)dst, value, n, s->cu);
     if (r != CUDA_SUCCESS)

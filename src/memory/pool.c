@@ -339,9 +339,11 @@ int cuc_pool_lease_count(const cuc_pool *cp, size_t *n)
     return 0;
 }
 
-struct cuc__lease_gauge cuc__pool_gauge(cuc_pool *p)
+struct cuc__lease_gauge *cuc__pool_gauge(cuc_pool *p, struct cuc__lease_gauge *g)
 {
-    return (struct cuc__lease_gauge){&p->lock, &p->cond, &p->leases};
+    *g = (struct cuc__lease_gauge){&p->lock, &p->cond, &p->leases, ""};
+    snprintf(g->what, sizeof(g->what), "the buffers of pool %s", cuc__pool_id_hex(p->id).s);
+    return g;
 }
 
 void cuc_pool_props_init(struct cuc_pool_props *props)

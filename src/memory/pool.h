@@ -56,6 +56,6 @@ int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
 cuc_pool *cuc__pool_find(const uint8_t id[CUC_POOL_ID_LEN]);
 
 /* What a wait for the pool's leases watches. */
-struct cuc__lease_gauge cuc__pool_gauge(cuc_pool *p);
+struct cuc__lease_gauge *cuc__pool_gauge(cuc_pool *p, struct cuc__lease_gauge *g);
 
 #endif

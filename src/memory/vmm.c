@@ -503,10 +503,13 @@ int cuc_vmm_lease_count(const cuc_vmm *v, size_t *n)
     return 0;
 }
 
-struct cuc__lease_gauge cuc__vmm_gauge(cuc_vmm *v)
+struct cuc__lease_gauge *cuc__vmm_gauge(cuc_vmm *v, struct cuc__lease_gauge *g)
 {
     pthread_once(&cond_once, cond_init_once);
-    return (struct cuc__lease_gauge){&lock, &cond, &v->leases};
+    *g = (struct cuc__lease_gauge){&lock, &cond, &v->leases, ""};
+    snprintf(g->what, sizeof(g->what), "the VMM resource (%zu bytes on %s)", v->size,
+             v->owner->uuid_str);
+    return g;
 }
 
 void *cuc_vmm_ptr(const cuc_vmm *v) { return (void *)(uintptr_t)v->base; }

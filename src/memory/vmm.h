@@ -54,7 +54,7 @@ cuc_vmm *cuc__vmm_imported(struct cuc__leases *leases, uint64_t id);
 cuc_vmm *cuc__vmm_publish(cuc_vmm *v, struct cuc__leases *leases, uint64_t id, int *rc);
 
 /* What a wait for v's leases watches. */
-struct cuc__lease_gauge cuc__vmm_gauge(cuc_vmm *v);
+struct cuc__lease_gauge *cuc__vmm_gauge(cuc_vmm *v, struct cuc__lease_gauge *g);
 
 /* Resources alive in this process (created or imported, not yet torn
  * down): for tests. */

@@ -2,6 +2,7 @@
  * viewing them, moving fds out, and what a message keeps (attached
  * objects, the lease table it came from). */
 #include "wire/msg_impl.h"
+#include "base/array.h"
 #include "base/error.h"
 #include "os/fd.h"
 
@@ -30,14 +31,16 @@ const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type)
     return &shapes[type];
 }
 
+/* Indexed by type, as the shapes. */
+#define NAME_(name, value, text) [value] = text,
+static const char *const type_names[] = {CUC_RECORD_TYPE_MAP(NAME_)};
+#undef NAME_
+
 const char *cuc_record_type_name(int type)
 {
-    switch (type) {
-#define NAME_(name, value, text) case value: return text;
-        CUC_RECORD_TYPE_MAP(NAME_)
-#undef NAME_
-    }
-    return "unknown";
+    if (type < 0 || (size_t)type >= CUC_ARRAY_LEN(type_names) || !type_names[type])
+        return "unknown";
+    return type_names[type];
 }
 
 /* "a" or "an", for the record type names in messages. */
@@ -139,32 +142,6 @@ void cuc_msg_destroy(cuc_msg *m)
 
 /* ---- growing ---- */
 
-/* Makes room for need elements of size elem in *arr (capacity *cap, inline
- * storage inl). Doubles, so n appends cost O(n). */
-static int grow(void **arr, void *inl, size_t *cap, size_t need, size_t elem)
-{
-    size_t ncap = *cap ? *cap : 1;
-    void *p;
-
-    if (need <= *cap)
-        return 0;
-    while (ncap < need)
-        ncap *= 2;
-    if (*arr == inl) {
-        p = malloc(ncap * elem);
-        if (p)
-            memcpy(p, inl, *cap * elem);
-    } else {
-        p = realloc(*arr, ncap * elem);
-    }
-    if (!p)
-        return cuc__seterr(CUC_E_NOMEM, "message: out of memory growing to %zu "
-                           "entries of %zu bytes", ncap, elem);
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
 int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
 {
     size_t rcap = m->rec_cap, fcap = m->fd_cap;
@@ -172,13 +149,16 @@ int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
 
     if (CUC_LIKELY(nrecs <= rcap && nfds <= fcap && data_len <= m->data_cap))
         return 0;
-    rc = grow((void **)&m->recs, m->rec_inline, &rcap, nrecs, sizeof(*m->recs));
+    rc = cuc__array_reserve((void **)&m->recs, &rcap, nrecs, sizeof(*m->recs), 0,
+                            m->rec_inline);
     m->rec_cap = (uint32_t)rcap;
     if (!rc)
-        rc = grow((void **)&m->fds, m->fd_inline, &fcap, nfds, sizeof(*m->fds));
+        rc = cuc__array_reserve((void **)&m->fds, &fcap, nfds, sizeof(*m->fds), 0,
+                                m->fd_inline);
     m->fd_cap = (uint32_t)fcap;
     if (!rc)
-        rc = grow((void **)&m->data, m->data_inline, &m->data_cap, data_len, 1);
+        rc = cuc__array_reserve((void **)&m->data, &m->data_cap, data_len, 1, 0,
+                                m->data_inline);
     return rc;
 }
 
@@ -406,6 +386,32 @@ int cuc__msg_record_of(const cuc_msg *m, size_t index, unsigned type,
     }
     *rec = r;
     return 0;
+}
+
+int cuc__msg_record_fixed(const cuc_msg *m, size_t index, unsigned type, uint32_t len,
+                          uint32_t nfds, struct cuc__record *rec)
+{
+    struct cuc__record r;
+    int rc = cuc__msg_record_of(m, index, type, &r);
+
+    if (rc)
+        return rc;
+    if (r.len != len || r.nfds != nfds)
+        return cuc__seterr(CUC_E_BADMSG, "%s record %zu has a %u-byte payload and %u "
+                           "fds, not %u and %u", cuc_record_type_name((int)type), index,
+                           r.len, r.nfds, len, nfds);
+    *rec = r;
+    return 0;
+}
+
+int cuc__rec_check_reserved(const struct cuc__record *r, size_t index, uint32_t off)
+{
+    uint32_t v = cuc__get32(r->payload + off);
+
+    if (v == 0)
+        return 0;
+    return cuc__badmsg("%s record %zu: reserved field (payload offset %u) is 0x%08x, "
+                       "must be 0", cuc_record_type_name(r->type), index, off, v);
 }
 
 int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd)

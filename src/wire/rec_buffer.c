@@ -30,13 +30,9 @@ int cuc_msg_read_buffer(const cuc_msg *m, size_t index, struct cuc_buffer_record
 
     if (!m || !out)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_read_buffer: NULL argument");
-    rc = cuc__msg_record_of(m, index, CUC_RECORD_BUFFER, &r);
+    rc = cuc__msg_record_fixed(m, index, CUC_RECORD_BUFFER, CUC__BUFFER_PAYLOAD, 0, &r);
     if (rc)
         return rc;
-    if (r.len != CUC__BUFFER_PAYLOAD || r.nfds)
-        return cuc__seterr(CUC_E_BADMSG, "buffer record %zu has a %u-byte payload and "
-                           "%u fds, not %u and none", index, r.len, r.nfds,
-                           CUC__BUFFER_PAYLOAD);
     size = cuc__get64(r.payload + 16);
     off = cuc__get64(r.payload + 24);
     lease = cuc__get64(r.payload + 32);

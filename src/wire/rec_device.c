@@ -18,12 +18,9 @@ int cuc_msg_read_device(const cuc_msg *m, size_t index, cuc_uuid *uuid)
 
     if (!m || !uuid)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_read_device: NULL argument");
-    rc = cuc__msg_record_of(m, index, CUC_RECORD_DEVICE, &r);
+    rc = cuc__msg_record_fixed(m, index, CUC_RECORD_DEVICE, CUC__DEVICE_PAYLOAD, 0, &r);
     if (rc)
         return rc;
-    if (r.len != CUC__DEVICE_PAYLOAD)
-        return cuc__seterr(CUC_E_BADMSG, "device record %zu has a %u-byte payload, "
-                           "not a 16-byte UUID", index, r.len);
     memcpy(uuid->bytes, r.payload, sizeof(uuid->bytes));
     return 0;
 }

@@ -28,21 +28,17 @@ int cuc_msg_read_event(const cuc_msg *m, size_t index, struct cuc_event_record *
 
     if (!m || !out)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_read_event: NULL argument");
-    rc = cuc__msg_record_of(m, index, CUC_RECORD_EVENT, &r);
+    rc = cuc__msg_record_fixed(m, index, CUC_RECORD_EVENT, CUC__EVENT_PAYLOAD, 0, &r);
     if (rc)
         return rc;
-    if (r.len != CUC__EVENT_PAYLOAD)
-        return cuc__seterr(CUC_E_BADMSG, "event record %zu has a %u-byte payload, "
-                           "not %u", index, r.len, CUC__EVENT_PAYLOAD);
     flags = cuc__get32(r.payload);
     if (!(flags & CUC_EVENT_IPC) || (flags & ~WIRE_EVENT_FLAGS))
         return cuc__seterr(CUC_E_BADMSG, "event record %zu: flags 0x%x (payload "
                            "offset 0) must have CUC_EVENT_IPC and at most "
                            "CUC_EVENT_BLOCKING_SYNC besides", index, flags);
-    if (cuc__get32(r.payload + 4))
-        return cuc__seterr(CUC_E_BADMSG, "event record %zu: reserved field (payload "
-                           "offset 4) is 0x%08x, must be 0", index,
-                           cuc__get32(r.payload + 4));
+    rc = cuc__rec_check_reserved(&r, index, 4);
+    if (rc)
+        return rc;
     out->flags = flags;
     memcpy(out->device.bytes, r.payload + 8, 16);
     memcpy(out->handle, r.payload + 24, CUC_EVENT_HANDLE_LEN);

@@ -25,13 +25,9 @@ int cuc_msg_take_fd(cuc_msg *m, size_t index, int *fd, uint32_t *tag)
 
     if (!m || !fd)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_take_fd: NULL argument");
-    rc = cuc__msg_record_of(m, index, CUC_RECORD_FD, &r);
-    if (rc)
-        return rc;
-    if (r.len != 8 || r.nfds != 1)
-        return cuc__seterr(CUC_E_BADMSG, "fd record %zu is malformed (%u-byte "
-                           "payload, %u fds)", index, r.len, r.nfds);
-    rc = cuc__msg_take_record_fd(m, index, 0, &got);
+    rc = cuc__msg_record_fixed(m, index, CUC_RECORD_FD, 8, 1, &r);
+    if (!rc)
+        rc = cuc__msg_take_record_fd(m, index, 0, &got);
     if (rc)
         return rc;
     *fd = got;

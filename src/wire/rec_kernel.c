@@ -55,10 +55,8 @@ static int check_fixed(const struct cuc__record *r, size_t index, uint32_t *name
     if (kind < CUC_IMAGE_CUBIN || kind > CUC_IMAGE_FATBIN)
         return cuc__seterr(CUC_E_BADMSG, "kernel record %zu: image kind %u (payload "
                            "offset 0) is not cubin (1), PTX (2) or fatbin (3)", index, kind);
-    if (cuc__get32(r->payload + 12))
-        return cuc__seterr(CUC_E_BADMSG, "kernel record %zu: reserved field (payload "
-                           "offset 12) is 0x%08x, must be 0", index,
-                           cuc__get32(r->payload + 12));
+    if (cuc__rec_check_reserved(r, index, 12))
+        return CUC_E_BADMSG;
     if (*name_len < 2 || *name_len > CUC_KERNEL_NAME_MAX + 1)
         return cuc__seterr(CUC_E_BADMSG, "kernel record %zu: name length %u (payload "
                            "offset 4) is outside 2..%d (with the NUL)", index, *name_len,

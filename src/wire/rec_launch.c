@@ -32,12 +32,10 @@ int cuc__launch_rec_read(const cuc_msg *m, size_t index, cuc_launch_config *out)
     uint32_t w[N_WORDS];
     int rc;
 
-    rc = cuc__msg_record_of(m, index, CUC_RECORD_LAUNCH_CONFIG, &r);
+    rc = cuc__msg_record_fixed(m, index, CUC_RECORD_LAUNCH_CONFIG, CUC__LAUNCH_PAYLOAD, 0,
+                               &r);
     if (rc)
         return rc;
-    if (r.len != CUC__LAUNCH_PAYLOAD)
-        return cuc__seterr(CUC_E_BADMSG, "launch config record %zu has a %u-byte "
-                           "payload, not %u", index, r.len, CUC__LAUNCH_PAYLOAD);
     for (size_t i = 0; i < N_WORDS; i++)
         w[i] = cuc__get32(r.payload + 4 * i);
     memcpy(out, w, sizeof(w));

@@ -27,12 +27,9 @@ int cuc_msg_read_pool(const cuc_msg *m, size_t index, struct cuc_pool_record *ou
 
     if (!m || !out)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_read_pool: NULL argument");
-    rc = cuc__msg_record_of(m, index, CUC_RECORD_POOL, &r);
+    rc = cuc__msg_record_fixed(m, index, CUC_RECORD_POOL, CUC__POOL_PAYLOAD, 1, &r);
     if (rc)
         return rc;
-    if (r.len != CUC__POOL_PAYLOAD || r.nfds != 1)
-        return cuc__seterr(CUC_E_BADMSG, "pool record %zu has a %u-byte payload and "
-                           "%u fds, not %u and 1", index, r.len, r.nfds, CUC__POOL_PAYLOAD);
     kind = cuc__get32(r.payload + 32);
     if (kind != CUC_POOL_DEVICE && kind != CUC_POOL_PINNED_HOST)
         return cuc__seterr(CUC_E_BADMSG, "pool record %zu: kind %u (payload offset 32) "

@@ -25,21 +25,17 @@ int cuc_msg_read_stream(const cuc_msg *m, size_t index, struct cuc_stream_record
 
     if (!m || !out)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_read_stream: NULL argument");
-    rc = cuc__msg_record_of(m, index, CUC_RECORD_STREAM, &r);
+    rc = cuc__msg_record_fixed(m, index, CUC_RECORD_STREAM, CUC__STREAM_PAYLOAD, 0, &r);
     if (rc)
         return rc;
-    if (r.len != CUC__STREAM_PAYLOAD)
-        return cuc__seterr(CUC_E_BADMSG, "stream record %zu has a %u-byte payload, "
-                           "not %u", index, r.len, CUC__STREAM_PAYLOAD);
     kind = cuc__get32(r.payload);
     if (kind != CUC_STREAM_LEGACY_DEFAULT && kind != CUC_STREAM_PER_THREAD_DEFAULT)
         return cuc__seterr(CUC_E_BADMSG, "stream record %zu: kind %u (payload offset "
                            "0) is neither legacy (1) nor per-thread (2)%s", index, kind,
                            kind == 0 ? "; the \"default\" stream is never sent as 0" : "");
-    if (cuc__get32(r.payload + 4))
-        return cuc__seterr(CUC_E_BADMSG, "stream record %zu: reserved field (payload "
-                           "offset 4) is 0x%08x, must be 0", index,
-                           cuc__get32(r.payload + 4));
+    rc = cuc__rec_check_reserved(&r, index, 4);
+    if (rc)
+        return rc;
     out->kind = (int)kind;
     memcpy(out->device.bytes, r.payload + 8, 16);
     return 0;

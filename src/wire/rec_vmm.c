@@ -93,9 +93,8 @@ static int read_counts(const struct cuc__record *r, size_t index, struct cuc_vmm
     if (npeers > CUC_VMM_MAX_PEERS)
         return bad(index, "peer count %u (payload offset 8) exceeds %u", npeers,
                    CUC_VMM_MAX_PEERS);
-    if (cuc__get32(r->payload + 12))
-        return bad(index, "reserved field (payload offset 12) is 0x%08x, must be 0",
-                   cuc__get32(r->payload + 12));
+    if (cuc__rec_check_reserved(r, index, 12))
+        return CUC_E_BADMSG;
     want = CUC__VMM_FIXED + 16ull * npeers + 8ull * nchunks;
     if (r->len != want)
         return bad(index, "%u-byte payload; %u peers and %u chunks make %llu", r->len,

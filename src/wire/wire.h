@@ -49,6 +49,16 @@ int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec);
 int cuc__msg_record_of(const cuc_msg *m, size_t index, unsigned type,
                        struct cuc__record *rec);
 
+/* cuc__msg_record_of, for a type whose payload is len bytes with nfds fds:
+ * CUC_E_BADMSG ("stream record 3 has a 23-byte payload and 0 fds, not 24
+ * and 0") otherwise. */
+int cuc__msg_record_fixed(const cuc_msg *m, size_t index, unsigned type, uint32_t len,
+                          uint32_t nfds, struct cuc__record *rec);
+
+/* 0 if the u32 at payload offset off of record index (r) is 0, the one
+ * message for a reserved field otherwise (CUC_E_BADMSG). */
+int cuc__rec_check_reserved(const struct cuc__record *r, size_t index, uint32_t off);
+
 /* Moves fd k of record index out of the message to the caller. */
 int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd);
 
