@@ -146,6 +146,20 @@ static inline void test_apply_env(const char *const *env_set)
     }
 }
 
+/* This binary, "--child", role and args (at most 28), NULL-terminated,
+ * in argv (32 entries). */
+static inline void child_argv(const char *role, const char *const *args, const char **argv)
+{
+    int argc = 0;
+
+    argv[argc++] = test_self_path();
+    argv[argc++] = "--child";
+    argv[argc++] = role;
+    for (; args && *args && argc < 31; args++)
+        argv[argc++] = *args;
+    argv[argc] = NULL;
+}
+
 /* Starts this binary again as `argv0 --child ROLE args...`, with env_set
  * ("NAME=value" strings, NULL-terminated; "NAME" alone unsets NAME) applied
  * on top of our environment. keep_fd, if >= 0, is left open in the child
@@ -154,15 +168,9 @@ static inline pid_t spawn_self(const char *role, const char *const *args,
                                const char *const *env_set, int keep_fd)
 {
     const char *argv[32];
-    int argc = 0;
     pid_t pid;
 
-    argv[argc++] = test_self_path();
-    argv[argc++] = "--child";
-    argv[argc++] = role;
-    for (; args && *args && argc < 30; args++)
-        argv[argc++] = *args;
-    argv[argc] = NULL;
+    child_argv(role, args, argv);
 
     pid = fork();
     if (pid < 0)
@@ -255,14 +263,8 @@ static inline int spawn_self_capture(const char *role, const char *const *args,
                                      size_t outsz)
 {
     const char *argv[32];
-    int argc = 0;
 
-    argv[argc++] = test_self_path();
-    argv[argc++] = "--child";
-    argv[argc++] = role;
-    for (; args && *args && argc < 30; args++)
-        argv[argc++] = *args;
-    argv[argc] = NULL;
+    child_argv(role, args, argv);
     return run_capture(argv, env_set, out, outsz);
 }
 

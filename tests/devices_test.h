@@ -23,4 +23,19 @@ static inline void open_all(void)
     }
 }
 
+/* A message naming the device at ordinal % (devices visible): for the
+ * channel tests, whose messages need some content. */
+static inline cuc_msg *test_device_msg(int ordinal)
+{
+    cuc_device *d;
+    cuc_msg *m;
+    int n;
+
+    CHECK_OK(cuc_device_count(&n));
+    CHECK_OK(cuc_device_get(ordinal % n, &d));
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_device(m, d));
+    return m;
+}
+
 #endif

@@ -81,6 +81,31 @@ static inline cuc_msg *msg_received(uint16_t type, const void *payload, uint32_t
     return r;
 }
 
+/* A message of one record written by hand, as a peer could send it: the
+ * headers say type, version, the payload length len, the record's fd count
+ * rec_nfds and the message's hdr_nfds; payload (body_len bytes, zero
+ * padded to 8) follows. out has room for 40 + body_len + 7 bytes; returns
+ * the message's length. */
+static inline size_t test_raw_record(uint8_t *out, uint16_t type, uint16_t version,
+                                     uint32_t len, uint32_t rec_nfds, uint32_t hdr_nfds,
+                                     const void *body, size_t body_len)
+{
+    size_t padded = (body_len + 7) & ~(size_t)7, n = 24 + 16 + padded;
+
+    memset(out, 0, n);
+    cuc__put32(out, 0x4d435543u); /* "CUCM" */
+    cuc__put16(out + 4, 1);
+    cuc__put32(out + 8, 1);
+    cuc__put32(out + 12, hdr_nfds);
+    cuc__put32(out + 16, (uint32_t)n);
+    cuc__put16(out + 24, type);
+    cuc__put16(out + 26, version);
+    cuc__put32(out + 28, len);
+    cuc__put32(out + 36, rec_nfds);
+    memcpy(out + 40, body, body_len);
+    return n;
+}
+
 /* The ordinal that physical index phys gets in a process whose
  * CUDA_VISIBLE_DEVICES is the index list cvd ("3,1,2"), or -1. */
 static inline int cvd_position(const char *cvd, int phys)
@@ -122,6 +147,23 @@ static inline void child_expect(const char *role, const cuc_msg *m, const char *
         CHECK(strstr(out, uuid) != NULL);
     }
     free(hex);
+}
+
+/* Calls check(dev, cvd, arg) for each physical device dev the wire tests
+ * address (0..3 with four or more GPUs, else 0) under each visibility a
+ * child gets: all reversed, a subset, one, none (the device is then not
+ * visible, and the child must say so). */
+static inline void for_each_visibility(int ndevices, void (*check)(int dev, const char *cvd, void *arg),
+                                       void *arg)
+{
+    static const char *const four[] = {"3,2,1,0", "1,3", "2", ""};
+    static const char *const one[] = {"0", ""};
+    const char *const *lists = ndevices >= 4 ? four : one;
+    size_t nl = ndevices >= 4 ? 4 : 2;
+
+    for (size_t i = 0; i < nl; i++)
+        for (int d = 0; d < (ndevices >= 4 ? 4 : 1); d++)
+            check(d, lists[i], arg);
 }
 
 #endif

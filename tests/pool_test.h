@@ -13,21 +13,11 @@
 
 #include "cucore.h"
 #include "check.h"
+#include "devices_test.h"
+#include "pattern.h"
 #include "device/device.h"
 
-/* n bytes of xorshift64 from seed. */
-static inline void pt_pattern(uint64_t seed, void *buf, size_t n)
-{
-    uint8_t *p = buf;
-    uint64_t x = seed ? seed : 0x9e3779b97f4a7c15ull;
-
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)(x >> 24);
-    }
-}
+#define pt_pattern test_pattern
 
 static inline cuc_stream *pt_stream(const cuc_buffer *b)
 {
@@ -53,17 +43,27 @@ static inline void pt_fill(const cuc_buffer *b, uint64_t seed)
 static inline int pt_holds(const cuc_buffer *b, uint64_t seed)
 {
     size_t n = cuc_buffer_size(b);
-    uint8_t *want = malloc(n), *got = malloc(n);
+    uint8_t *got = calloc(1, n);
     int same;
 
-    CHECK(want && got);
-    pt_pattern(seed, want, n);
-    memset(got, 0, n);
+    CHECK(got != NULL);
     CHECK_OK(cuc_memcpy(got, cuc_buffer_ptr(b), n, pt_stream(b)));
-    same = memcmp(want, got, n) == 0;
-    free(want);
+    same = test_pattern_is(seed, got, n);
     free(got);
     return same;
+}
+
+/* A new pool of kind on d (flags: 0 or CUC_POOL_IPC). */
+static inline cuc_pool *pt_new_pool(cuc_device *d, int kind, unsigned flags)
+{
+    struct cuc_pool_props pr;
+    cuc_pool *p;
+
+    cuc_pool_props_init(&pr);
+    pr.kind = kind;
+    pr.flags = flags;
+    CHECK_OK(cuc_pool_create(d, &pr, &p));
+    return p;
 }
 
 /* The driver's CU_MEMPOOL_ATTR_USED_MEM_CURRENT of a pool created here,
@@ -107,6 +107,18 @@ static inline int pt_maps_count(void)
  * kind on each device: whatever a driver sets up for the first pool, the
  * first export or the first pinned host pool (and keeps) is there before
  * a test counts fds or mappings. */
+static inline void pt_warm_up(void);
+
+/* The pool tests' prelude: every device opened (devices_test.h), a SKIP
+ * unless device 0 has caps (why says which), the pools warmed up. */
+static inline void pt_start(unsigned caps, const char *why)
+{
+    open_all();
+    if ((cuc_device_caps(devs[0]) & caps) != caps)
+        SKIP("device 0 %s", why);
+    pt_warm_up();
+}
+
 static inline void pt_warm_up(void)
 {
     static const int kinds[2] = {CUC_POOL_DEVICE, CUC_POOL_PINNED_HOST};

@@ -10,17 +10,8 @@
 #include "pool_test.h"
 #include "memory/buffer.h"
 
-static cuc_device *dev0;
-static int ndev;
-
-static cuc_pool *new_pool(cuc_device *d, int kind, unsigned flags)
-{
-    struct cuc_pool_props pr = {kind, flags, 0};
-    cuc_pool *p;
-
-    CHECK_OK(cuc_pool_create(d, &pr, &p));
-    return p;
-}
+#define dev0 (devs[0])
+#define new_pool pt_new_pool
 
 static void test_alloc_args(void)
 {
@@ -365,19 +356,10 @@ int main(void)
 {
     int i;
 
-    CHECK_OK(cuc_device_count(&ndev));
-    CHECK_OK(cuc_device_get(0, &dev0));
-    for (i = 0; i < ndev; i++) {
-        cuc_device *d;
-        CHECK_OK(cuc_device_get(i, &d));
-        CHECK_OK(cuc_device_set_current(d));
-    }
-    if (!(cuc_device_caps(dev0) & CUC_DEVICE_CAP_MEMORY_POOLS))
-        SKIP("device 0 has no memory pools");
-    pt_warm_up();
+    pt_start(CUC_DEVICE_CAP_MEMORY_POOLS, "has no memory pools");
     FD_BASELINE();
     test_alloc_args();
-    for (i = 0; i < ndev; i++) {
+    for (i = 0; i < n_dev; i++) {
         cuc_device *d;
         CHECK_OK(cuc_device_get(i, &d));
         check_copies(d, CUC_POOL_DEVICE);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "devices_test.h"
 #include "cucore.h"
 #include "device/device.h"
 #include "wire/records.h"
@@ -100,16 +101,7 @@ static int child_main(const char *role, int argc, char **argv)
 static int null_fd;
 static int ndev;
 
-static cuc_msg *device_msg(int ordinal)
-{
-    cuc_device *d;
-    cuc_msg *m;
-
-    CHECK_OK(cuc_device_get(ordinal % ndev, &d));
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_msg_add_device(m, d));
-    return m;
-}
+#define device_msg test_device_msg
 
 static int same_file(int a, int b)
 {

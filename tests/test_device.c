@@ -4,6 +4,7 @@
 
 #include "cucore.h"
 #include "check.h"
+#include "devices_test.h"
 
 #define THREADS 4
 
@@ -127,12 +128,8 @@ int main(int argc, char **argv)
 
     if (argc >= 3 && !strcmp(argv[1], "--child"))
         return child_none();
-    CHECK_OK(cuc_device_count(&n));
-    for (int i = 0; i < n; i++) { /* the driver opens fds per context: first */
-        cuc_device *d;
-        CHECK_OK(cuc_device_get(i, &d));
-        CHECK_OK(cuc_device_set_current(d));
-    }
+    open_all(); /* the driver opens fds per context: first */
+    n = n_dev;
     FD_BASELINE(); /* after the driver opened what it keeps open */
     CHECK(n >= 1);
     if (test_on_sim())

@@ -211,19 +211,17 @@ static void check_child(cuc_kernel *k, int dev, const char *cvd)
     cuc_msg_destroy(m);
 }
 
+static void check_one(int dev, const char *cvd, void *k)
+{
+    check_child(k, dev, cvd);
+}
+
 static void test_children(void)
 {
-    static const char *const four[] = {"3,2,1,0", "1,3", "2", ""};
-    static const char *const one[] = {"0", ""};
-    const char *const *lists = n_dev >= 4 ? four : one;
-    size_t nl = n_dev >= 4 ? 4 : 2, i;
     cuc_kernel *k;
-    int d;
 
     CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_twice, sizeof(ptx_twice), "twice", &k));
-    for (i = 0; i < nl; i++)
-        for (d = 0; d < (n_dev >= 4 ? 4 : 1); d++)
-            check_child(k, d, lists[i]);
+    for_each_visibility(n_dev, check_one, k);
     cuc_kernel_destroy(k);
 }
 

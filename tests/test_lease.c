@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include "check.h"
+#include "devices_test.h"
 #include "cucore.h"
 #include "device/device.h"
 #include "channel/channel.h"
@@ -55,16 +56,7 @@ static void add(cuc_channel *ch, uint64_t id)
 static int ndev;
 
 /* A user message naming device ordinal % ndev; recv_ordinal() reads it. */
-static cuc_msg *user_msg(int ordinal)
-{
-    cuc_device *d;
-    cuc_msg *m;
-
-    CHECK_OK(cuc_device_get(ordinal % ndev, &d));
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_msg_add_device(m, d));
-    return m;
-}
+#define user_msg test_device_msg
 
 static void send_user(cuc_channel *ch, int ordinal)
 {

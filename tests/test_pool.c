@@ -7,8 +7,7 @@
 #include "pool_test.h"
 #include "memory/buffer.h"
 
-static cuc_device *dev0;
-static int ndev;
+#define dev0 (devs[0])
 
 static void test_bad_args(void)
 {
@@ -160,19 +159,10 @@ int main(void)
 {
     int i;
 
-    CHECK_OK(cuc_device_count(&ndev));
-    CHECK_OK(cuc_device_get(0, &dev0));
-    for (i = 0; i < ndev; i++) {
-        cuc_device *d;
-        CHECK_OK(cuc_device_get(i, &d));
-        CHECK_OK(cuc_device_set_current(d));
-    }
-    if (!(cuc_device_caps(dev0) & CUC_DEVICE_CAP_MEMORY_POOLS))
-        SKIP("device 0 has no memory pools");
-    pt_warm_up();
+    pt_start(CUC_DEVICE_CAP_MEMORY_POOLS, "has no memory pools");
     FD_BASELINE();
     test_bad_args();
-    for (i = 0; i < ndev; i++) {
+    for (i = 0; i < n_dev; i++) {
         cuc_device *d;
         CHECK_OK(cuc_device_get(i, &d));
         check_pool(CUC_POOL_DEVICE, 0, d);

@@ -32,8 +32,6 @@
 #define THREAD_BUFS 16
 
 static const size_t sizes[NBUF] = {(1u << 20) + 13, 4097};
-static int ndev;
-static cuc_device *devs[MAXP];
 
 static uint64_t seed_of(int phase, int pool, int buf)
 {
@@ -93,11 +91,7 @@ static cuc_channel *start(const char *role, const char *const *args, const char 
 
 static cuc_pool *new_pool(cuc_device *d, int kind)
 {
-    struct cuc_pool_props pr = {kind, CUC_POOL_IPC, 0};
-    cuc_pool *p;
-
-    CHECK_OK(cuc_pool_create(d, &pr, &p));
-    return p;
+    return pt_new_pool(d, kind, CUC_POOL_IPC);
 }
 
 static void pool_hex(const cuc_pool *p, char out[33])
@@ -200,7 +194,7 @@ static void test_reversed(int kind)
     const char *args[2 + 3 * MAXP + 1];
     cuc_pool *pools[MAXP];
     cuc_buffer *bufs[MAXP][NBUF];
-    int np = ndev < MAXP ? ndev : MAXP, na = 0;
+    int np = n_dev < MAXP ? n_dev : MAXP, na = 0;
     cuc_channel *ch;
     cuc_msg *m;
     pid_t pid;
@@ -339,19 +333,19 @@ static void rotated_cvd(char *out, size_t outsz)
 {
     size_t len;
 
-    if (ndev == 1) {
+    if (n_dev == 1) {
         snprintf(out, outsz, "CUDA_VISIBLE_DEVICES=%s", cuc_device_uuid_string(devs[0]));
         return;
     }
     len = (size_t)snprintf(out, outsz, "CUDA_VISIBLE_DEVICES=");
-    for (int i = 0; i < ndev && len < outsz; i++)
-        len += (size_t)snprintf(out + len, outsz - len, "%d%s", (i + 1) % ndev,
-                                i + 1 < ndev ? "," : "");
+    for (int i = 0; i < n_dev && len < outsz; i++)
+        len += (size_t)snprintf(out + len, outsz - len, "%d%s", (i + 1) % n_dev,
+                                i + 1 < n_dev ? "," : "");
 }
 
 static void test_chain(void)
 {
-    cuc_device *d = devs[ndev - 1];
+    cuc_device *d = devs[n_dev - 1];
     cuc_pool *p = new_pool(d, CUC_POOL_DEVICE);
     char env[512], cenv[512], uuid[CUC_UUID_STRLEN];
     const char *args[3] = {uuid, cenv, NULL};
@@ -424,7 +418,7 @@ static int child_twice(int argc, char **argv)
 
 static void test_two_messages(void)
 {
-    cuc_device *d = devs[ndev - 1];
+    cuc_device *d = devs[n_dev - 1];
     cuc_pool *p = new_pool(d, CUC_POOL_DEVICE);
     char env[512], uuid[CUC_UUID_STRLEN];
     const char *args[2] = {uuid, NULL};
@@ -719,7 +713,7 @@ static int child_threads(int argc, char **argv)
 
 static void test_four_threads(void)
 {
-    cuc_device *d = devs[ndev - 1];
+    cuc_device *d = devs[n_dev - 1];
     char env[512], uuid[CUC_UUID_STRLEN];
     const char *args[2] = {uuid, NULL};
     cuc_buffer *bufs[THREAD_BUFS];
@@ -839,16 +833,9 @@ int main(int argc, char **argv)
         return 2;
     }
     unsetenv("CUDA_VISIBLE_DEVICES");
-    CHECK_OK(cuc_device_count(&ndev));
-    if (ndev > MAXP)
-        ndev = MAXP;
-    for (int i = 0; i < ndev; i++) {
-        CHECK_OK(cuc_device_get(i, &devs[i]));
-        CHECK_OK(cuc_device_set_current(devs[i]));
-    }
-    if (!(cuc_device_caps(devs[0]) & CUC_DEVICE_CAP_POOL_POSIX_FD))
-        SKIP("device 0 cannot export pools as POSIX fds");
-    pt_warm_up();
+    pt_start(CUC_DEVICE_CAP_POOL_POSIX_FD, "cannot export pools as POSIX fds");
+    if (n_dev > MAXP)
+        n_dev = MAXP;
     test_sigkill(); /* first: it also settles the fd baseline */
     FD_BASELINE();
     test_reversed(CUC_POOL_DEVICE);

@@ -14,17 +14,9 @@
 #include "memory/buffer.h"
 #include "wire/records.h"
 
-static cuc_device *dev0, *dev_last;
-static int ndev;
-
-static cuc_pool *new_pool(cuc_device *d, int kind, unsigned flags)
-{
-    struct cuc_pool_props pr = {kind, flags, 0};
-    cuc_pool *p;
-
-    CHECK_OK(cuc_pool_create(d, &pr, &p));
-    return p;
-}
+#define dev0 (devs[0])
+#define dev_last (devs[n_dev - 1])
+#define new_pool pt_new_pool
 
 static void test_refused(void)
 {
@@ -186,22 +178,10 @@ static int get_buffer(const uint8_t *p)
 static uint8_t *raw(uint16_t type, uint16_t version, uint32_t len, uint32_t nfds,
                     const uint8_t *body, size_t body_len, size_t *total)
 {
-    size_t padded = (body_len + 7) & ~(size_t)7, n = CUC__WIRE_HDR + CUC__WIRE_REC_HDR + padded;
-    uint8_t *b = calloc(1, n);
+    uint8_t *b = malloc(CUC__WIRE_HDR + CUC__WIRE_REC_HDR + body_len + 7);
 
     CHECK(b != NULL);
-    cuc__put32(b, 0x4d435543u);
-    cuc__put16(b + 4, 1);
-    cuc__put32(b + 8, 1);
-    cuc__put32(b + 12, nfds);
-    cuc__put32(b + 16, (uint32_t)n);
-    cuc__put16(b + 24, type);
-    cuc__put16(b + 26, version);
-    cuc__put32(b + 28, len);
-    cuc__put32(b + 32, 0);
-    cuc__put32(b + 36, nfds);
-    memcpy(b + 40, body, body_len);
-    *total = n;
+    *total = test_raw_record(b, type, version, len, nfds, nfds, body, body_len);
     return b;
 }
 
@@ -343,7 +323,7 @@ static void test_hostile_pools(void)
     CHECK_RC(get_pool_fd(pl, p->fd, NULL), CUC_E_NOT_VISIBLE);
     CHECK_ERRMSG("GPU-abababab-abab-abab-abab-abababababab");
     /* a known id with another owner, or another kind */
-    if (ndev > 1) {
+    if (n_dev > 1) {
         pool_payload(pl, id, cuc_device_uuid(dev_last), CUC_POOL_DEVICE,
                      CUC_POOL_HANDLE_POSIX_FD);
         CHECK_RC(get_pool_fd(pl, p->fd, NULL), CUC_E_BADMSG);
@@ -435,19 +415,7 @@ static void test_sim_import(void)
 
 int main(void)
 {
-    int i;
-
-    CHECK_OK(cuc_device_count(&ndev));
-    CHECK_OK(cuc_device_get(0, &dev0));
-    CHECK_OK(cuc_device_get(ndev - 1, &dev_last));
-    for (i = 0; i < ndev; i++) {
-        cuc_device *d;
-        CHECK_OK(cuc_device_get(i, &d));
-        CHECK_OK(cuc_device_set_current(d));
-    }
-    if (!(cuc_device_caps(dev0) & CUC_DEVICE_CAP_POOL_POSIX_FD))
-        SKIP("device 0 cannot export pools as POSIX fds");
-    pt_warm_up();
+    pt_start(CUC_DEVICE_CAP_POOL_POSIX_FD, "cannot export pools as POSIX fds");
     FD_BASELINE();
     /* Each part on its own leaks nothing. */
     test_refused();

@@ -136,19 +136,16 @@ static void check_child(int dev, int per_thread, const char *cvd)
     cuc_msg_destroy(m);
 }
 
+static void check_both(int dev, const char *cvd, void *arg)
+{
+    (void)arg;
+    check_child(dev, 0, cvd);
+    check_child(dev, 1, cvd);
+}
+
 static void test_children(void)
 {
-    static const char *const four[] = {"3,2,1,0", "1,3", "2", ""};
-    static const char *const one[] = {"0", ""};
-    const char *const *lists = n_dev >= 4 ? four : one;
-    size_t nl = n_dev >= 4 ? 4 : 2, i;
-    int d;
-
-    for (i = 0; i < nl; i++)
-        for (d = 0; d < (n_dev >= 4 ? 4 : 1); d++) {
-            check_child(d, 0, lists[i]);
-            check_child(d, 1, lists[i]);
-        }
+    for_each_visibility(n_dev, check_both, NULL);
 }
 
 int main(int argc, char **argv)

@@ -10,10 +10,10 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 
+#include "msg_hex.h"
 #include "vmm_test.h"
 #include "wire/records.h"
 
-#define W_MAGIC 0x4d435543u
 #define CHUNKS 2
 
 static size_t gran;
@@ -28,20 +28,8 @@ static int base_maps;
 static size_t build(uint8_t *out, uint16_t rec_version, const uint8_t *payload,
                     uint32_t len, uint32_t rec_nfds, uint32_t hdr_nfds)
 {
-    size_t padded = (len + 7u) & ~(size_t)7u, total = 24 + 16 + padded;
-
-    memset(out, 0, total);
-    cuc__put32(out, W_MAGIC);
-    cuc__put16(out + 4, 1);
-    cuc__put32(out + 8, 1);
-    cuc__put32(out + 12, hdr_nfds);
-    cuc__put32(out + 16, (uint32_t)total);
-    cuc__put16(out + 24, CUC_RECORD_VMM);
-    cuc__put16(out + 26, rec_version);
-    cuc__put32(out + 28, len);
-    cuc__put32(out + 36, rec_nfds);
-    memcpy(out + 40, payload, len);
-    return total;
+    return test_raw_record(out, CUC_RECORD_VMM, rec_version, len, rec_nfds, hdr_nfds,
+                           payload, len);
 }
 
 /* n fds for one case: dups of the source chunks, in order (or others). */

@@ -12,6 +12,7 @@
 
 #include "cucore.h"
 #include "check.h"
+#include "pattern.h"
 #include "device/device.h"
 #include "memory/vmm.h"
 
@@ -33,20 +34,7 @@ static inline void vmm_t_read(const cuc_vmm *v, size_t off, void *dst, size_t n)
     CHECK(CUC_DRV->cuStreamSynchronize(NULL) == CUDA_SUCCESS);
 }
 
-/* n bytes of xorshift64 from seed: what one side writes and the other
- * expects. */
-static inline void vmm_t_pattern(uint64_t seed, void *buf, size_t n)
-{
-    uint8_t *p = buf;
-    uint64_t x = seed ? seed : 0x9e3779b97f4a7c15ull;
-
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)(x >> 24);
-    }
-}
+#define vmm_t_pattern test_pattern
 
 /* Fills the whole range with the pattern of seed. */
 static inline void vmm_t_fill(const cuc_vmm *v, uint64_t seed)
@@ -64,15 +52,12 @@ static inline void vmm_t_fill(const cuc_vmm *v, uint64_t seed)
 static inline int vmm_t_holds(const cuc_vmm *v, uint64_t seed)
 {
     size_t n = cuc_vmm_size(v);
-    uint8_t *want = malloc(n), *got = malloc(n);
+    uint8_t *got = calloc(1, n);
     int same;
 
-    CHECK(want && got);
-    vmm_t_pattern(seed, want, n);
-    memset(got, 0, n);
+    CHECK(got != NULL);
     vmm_t_read(v, 0, got, n);
-    same = memcmp(want, got, n) == 0;
-    free(want);
+    same = test_pattern_is(seed, got, n);
     free(got);
     return same;
 }
