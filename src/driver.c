@@ -170,15 +170,31 @@ static int open_library(void **handle)
     return 0;
 }
 
-static int init_driver(void)
+/* cuInit's status says little about a simulator's settings; the simulator
+ * tells why through cucoreSimInitError() (sim/README.md). The NVIDIA
+ * driver has no such function. */
+static const char *init_detail(void *handle)
+{
+    const char *(*why)(void);
+    const char *s;
+
+    *(void **)&why = dlsym(handle, "cucoreSimInitError");
+    s = why ? why() : NULL;
+    return s ? s : "";
+}
+
+static int init_driver(void *handle)
 {
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     CUresult r = table.cuInit(0);
+    const char *why;
 
     if (r == CUDA_SUCCESS)
         return 0;
-    cuc__cuda_err(r, "cuInit", "driver %s, CUDA_VISIBLE_DEVICES%s%s%s", lib_path,
-                  cvd ? "=\"" : " unset", cvd ? cvd : "", cvd ? "\"" : "");
+    why = init_detail(handle);
+    cuc__cuda_err(r, "cuInit", "driver %s, CUDA_VISIBLE_DEVICES%s%s%s%s%s", lib_path,
+                  cvd ? "=\"" : " unset", cvd ? cvd : "", cvd ? "\"" : "",
+                  why[0] ? ": " : "", why);
     return r == CUDA_ERROR_NO_DEVICE ? CUC_E_NO_DEVICE : CUC_E_DRIVER;
 }
 
@@ -208,7 +224,7 @@ static int load(void)
     /* The table is complete: error names can come from the driver now,
      * including cuInit's. */
     cuc__drv_table = &table;
-    rc = init_driver();
+    rc = init_driver(handle);
     if (rc)
         return rc; /* the library stays loaded: its error names are in use */
     return 0;

@@ -65,6 +65,12 @@ int main(int argc, char **argv)
     CHECK(strncmp(out, "CUC_E_NO_DEVICE|cuInit failed: CUDA_ERROR_NO_DEVICE", 51) == 0);
     CHECK(strstr(out, "CUDA_VISIBLE_DEVICES=\"abc\"") != NULL);
 
+    /* The simulator's own settings: the message names the variable. */
+    load_with((const char *const[]){"CUCORE_DRIVER=sim", "CUCORE_SIM_GPUS=abc", NULL},
+              out, sizeof(out));
+    CHECK(strncmp(out, "CUC_E_DRIVER|cuInit failed: CUDA_ERROR_INVALID_VALUE", 52) == 0);
+    CHECK(strstr(out, "CUCORE_SIM_GPUS=\"abc\" is not a number of GPUs from 0 to 16") != NULL);
+
     if (!test_on_sim()) {
         load_with((const char *const[]){"CUCORE_DRIVER", NULL}, out, sizeof(out));
         CHECK(strncmp(out, "OK|libcuda.so.1|", 16) == 0);
