@@ -8,16 +8,19 @@
 # The driver is the real one unless CUCORE_DRIVER is set (CUCORE_DRIVER=sim
 # runs everything on the simulator, which checks that the benches work but
 # measures nothing about a GPU). CUCORE_BENCH_QUICK=1 uses few iterations.
+# CUCORE_CUDA_INCLUDE=DIR: the CUDA headers (default /usr/local/cuda/include).
 # Exits non-zero if a bench failed; the cuda.core comparison exiting 77
 # (cuda.core not installed, no GPU) is reported, not a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/build_options.sh
 out=${1:-${OUT:-/tmp/cucore-bench}}
 build=${CUCORE_BENCH_BUILD:-/tmp/cucore-bench-build}
 quick=${CUCORE_BENCH_QUICK:-0}
 mkdir -p "$out"
 
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUCORE_TESTS=OFF -DCUCORE_BENCH=ON \
+    -DCUCORE_SANITIZE=OFF -DCUCORE_FUZZ=OFF "${cuc_cuda_opts[@]}" \
     >"$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
 cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" >"$out/build.log" 2>&1 ||
     { grep -E "error" "$out/build.log" | head -20; exit 1; }

@@ -95,11 +95,17 @@ static CUresult setup_from_uuids(const char *list)
         }
         while (len && isspace((unsigned char)s[len - 1]))
             len--;
-        if (n >= SIM_MAX_GPUS || parse_uuid(s, len, &sim.phys[n].uuid) != 0)
-            return CUDA_ERROR_INVALID_VALUE;
+        if (n >= SIM_MAX_GPUS)
+            return sim_init_why(CUDA_ERROR_INVALID_VALUE, "CUCORE_SIM_UUIDS lists "
+                                "more than %d GPUs", SIM_MAX_GPUS);
+        if (parse_uuid(s, len, &sim.phys[n].uuid) != 0)
+            return sim_init_why(CUDA_ERROR_INVALID_VALUE, "CUCORE_SIM_UUIDS entry "
+                                "%d \"%.*s\" is not GPU- and 32 hex digits", n,
+                                (int)(len > 64 ? 64 : len), s);
         for (int j = 0; j < n; j++)
             if (memcmp(&sim.phys[j].uuid, &sim.phys[n].uuid, 16) == 0)
-                return CUDA_ERROR_INVALID_VALUE;
+                return sim_init_why(CUDA_ERROR_INVALID_VALUE, "CUCORE_SIM_UUIDS "
+                                    "entries %d and %d are the same UUID", j, n);
         set_pci(n);
         n++;
         if (!e)
@@ -107,7 +113,7 @@ static CUresult setup_from_uuids(const char *list)
         p = e + 1;
     }
     if (n == 0)
-        return CUDA_ERROR_INVALID_VALUE;
+        return sim_init_why(CUDA_ERROR_INVALID_VALUE, "CUCORE_SIM_UUIDS is empty");
     sim.nphys = n;
     return CUDA_SUCCESS;
 }
@@ -133,7 +139,8 @@ CUresult sim_devices_setup(void)
         errno = 0;
         v = strtol(ng, &end, 10);
         if (errno || *end || v < 0 || v > SIM_MAX_GPUS)
-            return CUDA_ERROR_INVALID_VALUE;
+            return sim_init_why(CUDA_ERROR_INVALID_VALUE, "CUCORE_SIM_GPUS=\"%.32s\" "
+                                "is not a number of GPUs from 0 to %d", ng, SIM_MAX_GPUS);
         n = (int)v;
     }
     for (int i = 0; i < n; i++) {

@@ -2,6 +2,8 @@
 #include "sim_internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -14,6 +16,7 @@ static pthread_mutex_t sim_mutex = PTHREAD_MUTEX_INITIALIZER;
 static int sim_init_done;      /* guarded by sim_mutex */
 static CUresult sim_init_rc;   /* sticky result of the first cuInit */
 static int sim_ready;          /* atomic: 1 once cuInit succeeded */
+static char init_why[256];     /* why the first cuInit failed, "" if unknown */
 
 void sim_lock(void)
 {
@@ -30,6 +33,16 @@ CUresult sim_check_init(void)
     return __atomic_load_n(&sim_ready, __ATOMIC_ACQUIRE)
                ? CUDA_SUCCESS
                : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult sim_init_why(CUresult rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(init_why, sizeof(init_why), fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int sim_phys_to_local(int phys)
@@ -102,7 +115,8 @@ static CUresult sim_do_init(void)
     if (rc != CUDA_SUCCESS)
         return rc;
     if (sim.nphys == 0)
-        return CUDA_ERROR_NO_DEVICE;
+        return sim_init_why(CUDA_ERROR_NO_DEVICE,
+                            "CUCORE_SIM_GPUS=0: the simulator has no GPU");
     rc = sim_parse_visible(getenv("CUDA_VISIBLE_DEVICES"), sim.phys,
                            sim.nphys, sim.vis, &sim.nvis);
     if (rc != CUDA_SUCCESS) {
@@ -135,6 +149,20 @@ SIM_API CUresult CUDAAPI cuInit(unsigned int flags)
     rc = sim_init_rc;
     sim_unlock();
     return rc;
+}
+
+/* Not a CUDA entry point: why the first cuInit failed when the reason is
+ * one of the simulator's settings (which variable, what is wrong with it),
+ * NULL otherwise. cuInit's status alone cannot say it; libcucore asks for
+ * this function by name and the NVIDIA driver does not have it. */
+SIM_API const char *cucoreSimInitError(void)
+{
+    const char *why;
+
+    sim_lock();
+    why = sim_init_done && sim_init_rc != CUDA_SUCCESS && init_why[0] ? init_why : NULL;
+    sim_unlock();
+    return why;
 }
 
 SIM_API CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)

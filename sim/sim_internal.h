@@ -3,8 +3,8 @@
  * One process-wide mutex (sim_lock) guards every table below; each entry
  * point takes it, validates its handles against the registries (a handle is
  * never dereferenced before it is found in its list) and releases it.
- * Only the CUDA entry points are exported (SIM_API); everything here is
- * hidden by -fvisibility=hidden. */
+ * Only the CUDA entry points and cucoreSimInitError() are exported
+ * (SIM_API); everything here is hidden by -fvisibility=hidden. */
 #ifndef CUC_SIM_INTERNAL_H
 #define CUC_SIM_INTERNAL_H
 
@@ -50,12 +50,18 @@ int sim_phys_to_local(int phys);
 int sim_uuid_to_local(const CUuuid *uuid);
 /* Non-zero when dev is a valid visible ordinal. */
 int sim_dev_valid(CUdevice dev);
+/* Records why cuInit fails, for cucoreSimInitError() (under the lock, in
+ * cuInit only); returns rc. */
+CUresult sim_init_why(CUresult rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Exported beside the CUDA entry points: that reason, or NULL (sim_init.c). */
+SIM_API const char *cucoreSimInitError(void);
 /* Random 64-bit value (getrandom, never 0). */
 uint64_t sim_random64(void);
 
 /* ---- devices (sim_device.c) ------------------------------------------- */
 
-/* Fills sim.phys from CUCORE_SIM_GPUS / CUCORE_SIM_UUIDS. */
+/* Fills sim.phys from CUCORE_SIM_GPUS / CUCORE_SIM_UUIDS; on failure says
+ * which variable and why through sim_init_why(). */
 CUresult sim_devices_setup(void);
 void sim_uuid_format(const CUuuid *u, char out[44]);
 

@@ -1,6 +1,6 @@
 /* `cucore pack` | `cucore inspect`: the device packed as ordinal 0 shows up
  * at its ordinal under another CUDA_VISIBLE_DEVICES; a GPU the inspector
- * cannot see gives the not-visible text (exit 0: the message is fine);
+ * cannot see gives the not-visible text (exit 1: it did not resolve);
  * streams, launch configs, kernels and events; --json; malformed input and
  * bad arguments. */
 #include <stdio.h>
@@ -66,10 +66,10 @@ int main(void)
     want(out, cuc_device_uuid_string(d0));
     want(out, n >= 4 ? "local ordinal 1" : "local ordinal 0");
 
-    /* Not visible to the inspector: the error text, exit 0. */
+    /* Not visible to the inspector: the error text, exit 1. */
     snprintf(cmd, sizeof(cmd), "%s pack device 0 | CUDA_VISIBLE_DEVICES=%s %s inspect -",
              CUC_CLI_PATH, n >= 2 ? "1" : "", CUC_CLI_PATH);
-    CHECK(sh(cmd, out, sizeof(out)) == 0);
+    CHECK(sh(cmd, out, sizeof(out)) == 1);
     want(out, "CUC_E_NOT_VISIBLE");
     want(out, cuc_device_uuid_string(d0));
     want(out, "is not visible in this process");
@@ -114,7 +114,7 @@ int main(void)
     snprintf(cmd, sizeof(cmd), "%s pack kernel %s twice | %s inspect -", CUC_CLI_PATH,
              ptx_path, CUC_CLI_PATH);
     CHECK(sh(cmd, out, sizeof(out)) == 0);
-    want(out, "name=twice kind=PTX");
+    want(out, "name=twice kind=ptx");
     snprintf(cmd, sizeof(cmd), "image_bytes=%zu", strlen(ptx_twice));
     want(out, cmd);
     want(out, "sha256=");

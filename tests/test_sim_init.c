@@ -319,23 +319,32 @@ static int child_hide(void)
     return 0;
 }
 
-/* cuInit result (number) and, when it failed, what follows. */
+/* cuInit result (number), what follows when it failed, and the reason
+ * cucoreSimInitError() gives ("(none)" for NULL). */
 static int child_init(void)
 {
+    const char *(*why_fn)(void);
+    const char *why;
     int n = -1;
     CUresult rc, rc2, rc3;
 
     sim_t_load();
+    *(void **)&why_fn = sym("cucoreSimInitError");
+    CHECK(why_fn != NULL);
+    CHECK(why_fn() == NULL); /* before cuInit */
     rc = D.cuInit(0);
     rc2 = D.cuInit(0); /* the first result is sticky */
     rc3 = D.cuDeviceGetCount(&n);
-    sim_t_report("%d %d %d %d", (int)rc, (int)rc2, (int)rc3, n);
+    why = why_fn();
+    sim_t_report("%d %d %d %d|%s", (int)rc, (int)rc2, (int)rc3, n, why ? why : "(none)");
     return 0;
 }
 
-static void expect_init(const char *const *env, CUresult rc, int count)
+/* why: what cucoreSimInitError() must say, NULL for nothing. */
+static void expect_init(const char *const *env, CUresult rc, int count, const char *why)
 {
-    char out[256];
+    char out[512];
+    const char *bar;
     int a, b, c, n;
 
     CHECK(sim_t_run("init", NULL, env, out, sizeof(out)) == 0);
@@ -349,6 +358,13 @@ static void expect_init(const char *const *env, CUresult rc, int count)
         CHECK(c == CUDA_SUCCESS && n == count);
     else
         CHECK(c == CUDA_ERROR_NOT_INITIALIZED);
+    bar = strchr(out, '|');
+    CHECK(bar != NULL);
+    if (!strstr(bar + 1, why ? why : "(none)")) {
+        fprintf(stderr, "cucoreSimInitError() said \"%s\", wanted \"%s\" (%s)\n", bar + 1,
+                why ? why : "(none)", env[0]);
+        exit(1);
+    }
 }
 
 static void test_children(void)
@@ -360,14 +376,27 @@ static void test_children(void)
     static const char *const g16[] = {"CUCORE_SIM_GPUS=16", NULL};
     static const char *const g17[] = {"CUCORE_SIM_GPUS=17", NULL};
     static const char *const gx[] = {"CUCORE_SIM_GPUS=four", NULL};
+    static const char *const ubad[] = {"CUCORE_SIM_UUIDS=GPU-1234", NULL};
+    static const char *const udup[] = {
+        "CUCORE_SIM_UUIDS=GPU-ec8f1234-0000-1111-2222-333344445555,"
+        "GPU-ec8f1234-0000-1111-2222-333344445555", NULL};
+    /* CUDA_VISIBLE_DEVICES refusals are the driver's, which says no more. */
+    static const char *const cvd[] = {"CUDA_VISIBLE_DEVICES=abc", NULL};
     char out[64];
 
     CHECK(sim_t_run("hide", NULL, hide_env, out, sizeof(out)) == 0);
-    expect_init(g0, CUDA_ERROR_NO_DEVICE, 0);
-    expect_init(g1, CUDA_SUCCESS, 1);
-    expect_init(g16, CUDA_SUCCESS, 16);
-    expect_init(g17, CUDA_ERROR_INVALID_VALUE, 0);
-    expect_init(gx, CUDA_ERROR_INVALID_VALUE, 0);
+    expect_init(g0, CUDA_ERROR_NO_DEVICE, 0, "CUCORE_SIM_GPUS=0: the simulator has no GPU");
+    expect_init(g1, CUDA_SUCCESS, 1, NULL);
+    expect_init(g16, CUDA_SUCCESS, 16, NULL);
+    expect_init(g17, CUDA_ERROR_INVALID_VALUE, 0,
+                "CUCORE_SIM_GPUS=\"17\" is not a number of GPUs from 0 to 16");
+    expect_init(gx, CUDA_ERROR_INVALID_VALUE, 0,
+                "CUCORE_SIM_GPUS=\"four\" is not a number of GPUs from 0 to 16");
+    expect_init(ubad, CUDA_ERROR_INVALID_VALUE, 0,
+                "CUCORE_SIM_UUIDS entry 0 \"GPU-1234\" is not GPU- and 32 hex digits");
+    expect_init(udup, CUDA_ERROR_INVALID_VALUE, 0,
+                "CUCORE_SIM_UUIDS entries 0 and 1 are the same UUID");
+    expect_init(cvd, CUDA_ERROR_NO_DEVICE, 0, NULL);
 }
 
 int main(int argc, char **argv)

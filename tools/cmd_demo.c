@@ -131,15 +131,32 @@ static int producer(const char *self)
     return 0;
 }
 
+const char cli_demo_usage[] =
+    "usage: cucore demo\n"
+    "A producer and a consumer process (this command again, with\n"
+    "CUDA_VISIBLE_DEVICES reversed) share devices, a default stream, an IPC pool\n"
+    "and its buffers, an IPC event and a kernel over a channel; each step prints\n"
+    "what crossed and what each side resolved it to. Exit 1 on any mismatch.\n"
+    "With no GPU driver it switches to the simulated one and says so.\n";
+
 int cli_demo(int argc, char **argv)
 {
     char self[4096];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ssize_t k;
+    int fd;
 
+    /* demo --consumer FD: the consumer, as the producer starts it. */
+    if (argc >= 1 && !strcmp(argv[0], "--consumer")) {
+        if (argc != 2 || cli_parse_ordinal(argv[1], &fd))
+            return cli_usage_error("demo", cli_demo_usage, "--consumer needs the "
+                                   "channel's fd, got \"%s\"", argc > 1 ? argv[1] : "");
+        return demo_consumer(fd);
+    }
+    if (argc > 0)
+        return cli_usage_error("demo", cli_demo_usage, "unknown argument \"%s\"", argv[0]);
+    k = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (k <= 0)
         return cli_fail("cannot find /proc/self/exe", CUC_E_IO);
     self[k] = '\0';
-    if (argc >= 2 && !strcmp(argv[0], "--consumer"))
-        return demo_consumer(atoi(argv[1]));
     return producer(self);
 }

@@ -63,6 +63,12 @@ static void print_json(int n, const struct cuc_driver_info *info, const char *cv
     printf("]}\n");
 }
 
+const char cli_devices_usage[] =
+    "usage: cucore devices [--json]\n"
+    "The devices this process sees: ordinal, UUID, name, PCI bus id, memory,\n"
+    "compute capability, and the CUDA_VISIBLE_DEVICES in force. Exit 1, with the\n"
+    "driver's reason, when the driver does not load or no device is visible.\n";
+
 int cli_devices(int argc, char **argv)
 {
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
@@ -70,12 +76,11 @@ int cli_devices(int argc, char **argv)
     int json = 0, n = 0, i, rc;
 
     for (i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
+        if (!strcmp(argv[i], "--json"))
             json = 1;
-        } else {
-            fprintf(stderr, "usage: cucore devices [--json]\n");
-            return 2;
-        }
+        else
+            return cli_usage_error("devices", cli_devices_usage, "unknown argument \"%s\"",
+                                   argv[i]);
     }
     rc = cuc_driver_load(&info);
     if (rc)
@@ -87,5 +92,5 @@ int cli_devices(int argc, char **argv)
         print_json(n, &info, cvd);
     else
         print_text(n, &info, cvd);
-    return 0;
+    return CLI_OK;
 }

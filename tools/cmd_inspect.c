@@ -1,7 +1,10 @@
 /* `cucore inspect FILE|- [--json]`: each record of a message and what it
- * resolves to in this process. Exit 0 when the message and every record
- * are well-formed (a device that is not visible here is an answer, not a
- * failure); 1 for malformed input. */
+ * resolves to in this process. Exit 0 when the message is well-formed and
+ * every record inspect resolves did resolve here; 1 when the input is not
+ * a message, or a record is malformed or did not resolve (a device not
+ * visible here, for one). Records inspect does not resolve (a buffer needs
+ * its pool imported from a channel, a release belongs to a channel) are
+ * listed as not resolved, with why, and do not make it fail. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,7 @@ struct out {
     int json;
     int first;
     int malformed;
+    size_t failed; /* records that did not resolve (malformed ones too) */
 };
 
 /* Starts record i's line (text) or object (JSON). */
@@ -30,6 +34,8 @@ static void end(struct out *o, int rc, const char *ok)
 {
     if (rc == CUC_E_BADMSG || rc == CUC_E_VERSION)
         o->malformed = 1;
+    if (rc)
+        o->failed++;
     if (o->json) {
         printf(",\"resolved\":%s", rc ? "false" : "true");
         if (rc) {
@@ -168,8 +174,7 @@ static void show_kernel(struct out *o, const cuc_msg *m, size_t i)
     if (!rc) {
         cli_hex(rec.hash, sizeof(rec.hash), hex);
         field_s(o, "name", rec.name);
-        field_s(o, "kind", rec.kind == CUC_IMAGE_CUBIN ? "cubin"
-                           : rec.kind == CUC_IMAGE_PTX ? "PTX" : "fatbin");
+        field_s(o, "kind", cli_image_kind_name((int)rec.kind));
         field_u(o, "image_bytes", rec.image_len);
         field_s(o, "sha256", hex);
         rc = cuc_msg_get_kernel(m, i, &k);
@@ -179,8 +184,29 @@ static void show_kernel(struct out *o, const cuc_msg *m, size_t i)
     end(o, rc, "loadable here");
 }
 
+/* Why inspect leaves a record of this type alone. */
+static const char *not_resolved_why(int type)
+{
+    switch (type) {
+    case CUC_RECORD_BUFFER:
+        return "inspect does not import buffers: a buffer maps memory of a pool that "
+               "this process must first import from a channel";
+    case CUC_RECORD_RELEASE:
+        return "a release ends leases on the channel it arrives on; inspect has no channel";
+    case CUC_RECORD_POOL:
+    case CUC_RECORD_VMM:
+    case CUC_RECORD_FD:
+        return "it carries file descriptors, which only a channel delivers";
+    default:
+        return "inspect does not know this record type";
+    }
+}
+
+/* A record inspect does not resolve: not resolved, with why; not a
+ * failure. */
 static void show_other(struct out *o, const cuc_msg *m, size_t i, int type)
 {
+    const char *why = not_resolved_why(type);
     struct cuc_record_view r;
 
     begin(o, i, cuc_record_type_name(type));
@@ -188,7 +214,13 @@ static void show_other(struct out *o, const cuc_msg *m, size_t i, int type)
         field_u(o, "payload_bytes", r.len);
         field_u(o, "fds", r.nfds);
     }
-    end(o, 0, "not resolved by inspect");
+    if (o->json) {
+        printf(",\"resolved\":false,\"why\":");
+        json_str(stdout, why);
+        printf("}");
+    } else {
+        printf("\n    -> not resolved: %s\n", why);
+    }
 }
 
 static void show(struct out *o, const cuc_msg *m, size_t i)
@@ -206,17 +238,27 @@ static void show(struct out *o, const cuc_msg *m, size_t i)
     }
 }
 
-static int inspect_usage(void)
+const char cli_inspect_usage[] =
+    "usage: cucore inspect FILE|- [--json]\n"
+    "Shows each record of a cucore message (FILE, or - for stdin) and what it\n"
+    "resolves to in this process. Exit 0 when the message is well-formed and every\n"
+    "record inspect resolves did resolve here; 1 when the input cannot be read or\n"
+    "is not a message, or a record is malformed or does not resolve (a device not\n"
+    "visible here, an event that does not open, a kernel that does not load).\n"
+    "Buffer and release records are listed as not resolved, with why: a buffer\n"
+    "needs its pool imported from a channel, a release belongs to a channel.\n"
+    "--json: {\"bytes\":N,\"records\":[...],\"malformed\":B,\"failed\":N} on stdout,\n"
+    "each record with \"resolved\" and, when false, \"error\" and \"message\" or\n"
+    "\"why\"; or {\"error\":{...}} when there is no message to list.\n";
+
+static int usage(const char *fmt, const char *word)
 {
-    fprintf(stderr, "usage: cucore inspect FILE|- [--json]\n"
-            "Shows each record of a cucore message and what it resolves to in this\n"
-            "process. Exit 1 when the input is not a well-formed message.\n");
-    return 2;
+    return cli_usage_error("inspect", cli_inspect_usage, fmt, word);
 }
 
 int cli_inspect(int argc, char **argv)
 {
-    struct out o = {0, 1, 0};
+    struct out o = {0, 1, 0, 0};
     const char *path = NULL;
     cuc_msg *m;
     uint8_t *data;
@@ -226,22 +268,22 @@ int cli_inspect(int argc, char **argv)
     for (k = 0; k < argc; k++) {
         if (!strcmp(argv[k], "--json"))
             o.json = 1;
-        else if (!path && (!strcmp(argv[k], "-") || argv[k][0] != '-'))
-            path = argv[k];
+        else if (argv[k][0] == '-' && argv[k][1] != '\0')
+            return usage("unknown option \"%s\"", argv[k]);
+        else if (path)
+            return usage("unexpected argument \"%s\" (one FILE or -)", argv[k]);
         else
-            return inspect_usage();
+            path = argv[k];
     }
     if (!path)
-        return inspect_usage();
+        return usage("%s", "missing FILE (or - for stdin)");
     if (cli_read_file("inspect", path, &data, &len))
-        return 1;
+        return CLI_FAILURE;
     rc = cuc_msg_from_bytes(data, len, &m);
     free(data);
-    if (rc) {
-        fprintf(stderr, "cucore: inspect: %s is not a valid cucore message: %s (%s)\n",
-                path, cuc_errmsg(), cuc_errname(rc));
-        return 1;
-    }
+    if (rc)
+        return cli_error(cuc_errname(rc), "inspect: %s is not a valid cucore message: %s (%s)",
+                         path, cuc_errmsg(), cuc_errname(rc));
     if (o.json)
         printf("{\"bytes\":%zu,\"records\":[", len);
     else
@@ -250,9 +292,13 @@ int cli_inspect(int argc, char **argv)
     for (i = 0; i < cuc_msg_record_count(m); i++)
         show(&o, m, i);
     if (o.json)
-        printf("],\"malformed\":%s}\n", o.malformed ? "true" : "false");
-    cuc_msg_destroy(m);
+        printf("],\"malformed\":%s,\"failed\":%zu}\n", o.malformed ? "true" : "false",
+               o.failed);
     if (o.malformed)
         fprintf(stderr, "cucore: inspect: %s holds malformed records\n", path);
-    return o.malformed ? 1 : 0;
+    else if (o.failed)
+        fprintf(stderr, "cucore: inspect: %zu of %zu record%s of %s did not resolve here\n",
+                o.failed, cuc_msg_record_count(m), cuc_msg_record_count(m) == 1 ? "" : "s", path);
+    cuc_msg_destroy(m);
+    return o.malformed || o.failed ? CLI_FAILURE : CLI_OK;
 }

@@ -13,21 +13,37 @@ struct pack_opts {
     const char *kind;
     const char *pos[4];
     int npos;
+    int hold_given;
+    FILE *desc; /* --json: the description, written out once the message is */
 };
 
-static int usage(void)
+const char cli_pack_usage[] =
+    "usage: cucore pack device N [--json]\n"
+    "       cucore pack stream legacy|per-thread N [--json]\n"
+    "       cucore pack launch-config GX[,GY[,GZ]] BX[,BY[,BZ]] [SHMEM] [--json]\n"
+    "       cucore pack kernel FILE NAME [--kind ptx|cubin|fatbin] [--json]\n"
+    "       cucore pack event N [--hold SECONDS] [--json]\n"
+    "N is a device ordinal of this process. The message goes to stdout\n"
+    "(never to a terminal); --json describes it, or the failure, as one JSON\n"
+    "object on stderr, which then holds nothing else. A created stream is never\n"
+    "packed: it means nothing outside its process.\n"
+    "An IPC event means something only while this process lives:\n"
+    "--hold keeps it alive that long after writing.\n";
+
+/* A usage error: the message names the word at fault. */
+static int usage(const char *fmt, const char *word)
 {
-    fprintf(stderr,
-            "usage: cucore pack device N\n"
-            "       cucore pack stream legacy|per-thread N\n"
-            "       cucore pack launch-config GX[,GY[,GZ]] BX[,BY[,BZ]] [SHMEM]\n"
-            "       cucore pack kernel FILE NAME [--kind ptx|cubin|fatbin]\n"
-            "       cucore pack event N [--hold SECONDS]\n"
-            "N is a device ordinal of this process. The message goes to stdout\n"
-            "(never to a terminal); --json also describes it on stderr.\n"
-            "An IPC event means something only while this process lives:\n"
-            "--hold keeps it alive that long after writing.\n");
-    return 2;
+    return cli_usage_error("pack", cli_pack_usage, fmt, word);
+}
+
+/* Positional arguments of an object: exactly want of them. */
+static int want_args(const struct pack_opts *o, int want, const char *what)
+{
+    if (o->npos < want)
+        return usage("%s", what);
+    if (o->npos > want)
+        return usage("unexpected argument \"%s\"", o->pos[want]);
+    return 0;
 }
 
 static int parse_u32(const char *s, uint32_t *v)
@@ -65,14 +81,11 @@ static int parse_dims(const char *s, uint32_t d[3])
 
 static int get_device(const char *arg, cuc_device **dev)
 {
-    uint32_t n;
-    int rc;
+    int n, rc;
 
-    if (parse_u32(arg, &n) || n > 1000000) {
-        fprintf(stderr, "cucore: pack: \"%s\" is not a device ordinal\n", arg);
-        return 1;
-    }
-    rc = cuc_device_get((int)n, dev);
+    if (cli_parse_ordinal(arg, &n))
+        return usage("\"%s\" is not a device ordinal", arg);
+    rc = cuc_device_get(n, dev);
     if (rc)
         return cli_fail("pack", rc);
     return 0;
@@ -83,14 +96,14 @@ static int pack_device(cuc_msg *m, const struct pack_opts *o)
     cuc_device *d;
     int rc;
 
-    if (o->npos != 1)
-        return usage();
+    if ((rc = want_args(o, 1, "device needs N, a device ordinal")) != 0)
+        return rc;
     if ((rc = get_device(o->pos[0], &d)) != 0)
         return rc;
     if ((rc = cuc_msg_add_device(m, d)) != 0)
         return cli_fail("pack device", rc);
     if (o->json)
-        fprintf(stderr, "{\"packed\":\"device\",\"ordinal\":%d,\"uuid\":\"%s\"}\n",
+        fprintf(o->desc, "{\"packed\":\"device\",\"ordinal\":%d,\"uuid\":\"%s\"}\n",
                 cuc_device_ordinal(d), cuc_device_uuid_string(d));
     return 0;
 }
@@ -101,14 +114,18 @@ static int pack_stream(cuc_msg *m, const struct pack_opts *o)
     cuc_device *d;
     int rc, per_thread;
 
-    if (o->npos != 2)
-        return usage();
+    if ((rc = want_args(o, 2, "stream needs legacy|per-thread and N")) != 0)
+        return rc;
     if (!strcmp(o->pos[0], "legacy"))
         per_thread = 0;
     else if (!strcmp(o->pos[0], "per-thread"))
         per_thread = 1;
+    else if (!strcmp(o->pos[0], "created"))
+        return usage("\"%s\": a created stream means nothing outside its process; "
+                     "send an IPC event (pack event N), or create a stream in the "
+                     "receiver", o->pos[0]);
     else
-        return usage();
+        return usage("\"%s\" is not a stream kind: legacy or per-thread", o->pos[0]);
     if ((rc = get_device(o->pos[1], &d)) != 0)
         return rc;
     rc = per_thread ? cuc_stream_per_thread(d, &s) : cuc_stream_legacy(d, &s);
@@ -117,7 +134,7 @@ static int pack_stream(cuc_msg *m, const struct pack_opts *o)
     if (rc)
         return cli_fail("pack stream", rc);
     if (o->json)
-        fprintf(stderr, "{\"packed\":\"stream\",\"kind\":\"%s\",\"ordinal\":%d,"
+        fprintf(o->desc, "{\"packed\":\"stream\",\"kind\":\"%s\",\"ordinal\":%d,"
                 "\"uuid\":\"%s\"}\n", o->pos[0], cuc_device_ordinal(d),
                 cuc_device_uuid_string(d));
     return 0;
@@ -128,35 +145,43 @@ static int pack_launch_config(cuc_msg *m, const struct pack_opts *o)
     cuc_launch_config c;
     int rc;
 
-    if (o->npos < 2 || o->npos > 3)
-        return usage();
+    if (o->npos < 2)
+        return usage("%s", "launch-config needs the grid and block dimensions");
+    if (o->npos > 3)
+        return usage("unexpected argument \"%s\"", o->pos[3]);
     cuc_launch_config_init(&c);
-    if (parse_dims(o->pos[0], c.grid) || parse_dims(o->pos[1], c.block) ||
-        (o->npos == 3 && parse_u32(o->pos[2], &c.shared_mem))) {
-        fprintf(stderr, "cucore: pack launch-config: dimensions are 1 to 3 "
-                "comma-separated unsigned integers, SHMEM one\n");
-        return 1;
-    }
+    if (parse_dims(o->pos[0], c.grid))
+        return usage("grid \"%s\" is not 1 to 3 comma-separated unsigned integers",
+                     o->pos[0]);
+    if (parse_dims(o->pos[1], c.block))
+        return usage("block \"%s\" is not 1 to 3 comma-separated unsigned integers",
+                     o->pos[1]);
+    if (o->npos == 3 && parse_u32(o->pos[2], &c.shared_mem))
+        return usage("SHMEM \"%s\" is not an unsigned integer", o->pos[2]);
     if ((rc = cuc_msg_add_launch_config(m, &c)) != 0)
         return cli_fail("pack launch-config", rc);
     if (o->json)
-        fprintf(stderr, "{\"packed\":\"launch_config\",\"grid\":[%u,%u,%u],"
+        fprintf(o->desc, "{\"packed\":\"launch_config\",\"grid\":[%u,%u,%u],"
                 "\"block\":[%u,%u,%u],\"shared_mem\":%u}\n", c.grid[0], c.grid[1],
                 c.grid[2], c.block[0], c.block[1], c.block[2], c.shared_mem);
     return 0;
 }
 
-static int image_kind(const char *opt, const uint8_t *p, size_t len)
+/* --kind's word, or 0. */
+static int kind_option(const char *opt)
 {
-    if (opt) {
-        if (!strcmp(opt, "ptx"))
-            return CUC_IMAGE_PTX;
-        if (!strcmp(opt, "cubin"))
-            return CUC_IMAGE_CUBIN;
-        if (!strcmp(opt, "fatbin"))
-            return CUC_IMAGE_FATBIN;
-        return 0;
-    }
+    if (!strcmp(opt, "ptx"))
+        return CUC_IMAGE_PTX;
+    if (!strcmp(opt, "cubin"))
+        return CUC_IMAGE_CUBIN;
+    if (!strcmp(opt, "fatbin"))
+        return CUC_IMAGE_FATBIN;
+    return 0;
+}
+
+/* The image's kind from its first bytes. */
+static int image_kind(const uint8_t *p, size_t len)
+{
     if (len >= 4 && !memcmp(p, "\x7f" "ELF", 4))
         return CUC_IMAGE_CUBIN;
     if (len >= 4 && !memcmp(p, "\x50\xed\x55\xba", 4))
@@ -172,15 +197,15 @@ static int pack_kernel(cuc_msg *m, const struct pack_opts *o)
     size_t len;
     int kind, rc;
 
-    if (o->npos != 2)
-        return usage();
+    if ((rc = want_args(o, 2, "kernel needs FILE and NAME")) != 0)
+        return rc;
+    kind = o->kind ? kind_option(o->kind) : 0;
+    if (o->kind && !kind)
+        return usage("--kind \"%s\" is not ptx, cubin or fatbin", o->kind);
     if ((rc = cli_read_file("pack kernel", o->pos[0], &img, &len)) != 0)
         return rc;
-    kind = image_kind(o->kind, img, len);
-    if (!kind) {
-        free(img);
-        return usage();
-    }
+    if (!kind)
+        kind = image_kind(img, len);
     rc = cuc_kernel_load((enum cuc_image_kind)kind, img, len, o->pos[1], &k);
     free(img);
     if (rc)
@@ -193,14 +218,21 @@ static int pack_kernel(cuc_msg *m, const struct pack_opts *o)
     if (o->json) {
         cli_hex(cuc_kernel_hash(k), CUC_KERNEL_HASH_LEN, hex);
         cuc_kernel_image(k, &len);
-        fprintf(stderr, "{\"packed\":\"kernel\",\"name\":");
-        json_str(stderr, cuc_kernel_name(k));
-        fprintf(stderr, ",\"kind\":\"%s\",\"image_bytes\":%zu,\"sha256\":\"%s\"}\n",
-                kind == CUC_IMAGE_PTX ? "ptx" : kind == CUC_IMAGE_CUBIN ? "cubin" : "fatbin",
-                len, hex);
+        fprintf(o->desc, "{\"packed\":\"kernel\",\"name\":");
+        json_str(o->desc, cuc_kernel_name(k));
+        fprintf(o->desc, ",\"kind\":\"%s\",\"image_bytes\":%zu,\"sha256\":\"%s\"}\n",
+                cli_image_kind_name(kind), len, hex);
     }
     cuc_kernel_destroy(k);
     return 0;
+}
+
+static const char *event_note(unsigned hold)
+{
+    return hold ? "an IPC event is valid only while the process that created it "
+                  "lives; this one stays for --hold seconds after writing"
+                : "an IPC event is valid only while the process that created it "
+                  "lives; this one exits after writing (use --hold SECONDS to keep it)";
 }
 
 static int pack_event(cuc_msg *m, const struct pack_opts *o, cuc_event **keep)
@@ -210,8 +242,8 @@ static int pack_event(cuc_msg *m, const struct pack_opts *o, cuc_event **keep)
     cuc_event *ev;
     int rc;
 
-    if (o->npos != 1)
-        return usage();
+    if ((rc = want_args(o, 1, "event needs N, a device ordinal")) != 0)
+        return rc;
     if ((rc = get_device(o->pos[0], &d)) != 0)
         return rc;
     rc = cuc_event_create(d, CUC_EVENT_IPC, &ev);
@@ -226,17 +258,20 @@ static int pack_event(cuc_msg *m, const struct pack_opts *o, cuc_event **keep)
         cuc_event_unref(ev);
         return cli_fail("pack event", rc);
     }
-    fprintf(stderr, "note: an IPC event is valid only while the process that created "
-            "it lives; this one %s\n", o->hold ? "stays for --hold seconds after "
-            "writing" : "exits after writing (use --hold SECONDS to keep it)");
-    if (o->json)
-        fprintf(stderr, "{\"packed\":\"event\",\"ordinal\":%d,\"uuid\":\"%s\","
-                "\"ipc\":true,\"hold_seconds\":%u}\n", cuc_device_ordinal(d),
+    if (o->json) {
+        fprintf(o->desc, "{\"packed\":\"event\",\"ordinal\":%d,\"uuid\":\"%s\","
+                "\"ipc\":true,\"hold_seconds\":%u,\"note\":", cuc_device_ordinal(d),
                 cuc_device_uuid_string(d), o->hold);
+        json_str(o->desc, event_note(o->hold));
+        fputs("}\n", o->desc);
+    } else {
+        fprintf(stderr, "note: %s\n", event_note(o->hold));
+    }
     *keep = ev;
     return 0;
 }
 
+/* Options anywhere after the object; 0 or the usage error's exit code. */
 static int parse_opts(int argc, char **argv, struct pack_opts *o)
 {
     int i;
@@ -246,18 +281,24 @@ static int parse_opts(int argc, char **argv, struct pack_opts *o)
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             o->json = 1;
-        } else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
-            o->kind = argv[++i];
-        } else if (!strcmp(argv[i], "--hold") && i + 1 < argc) {
-            if (parse_u32(argv[++i], &v) || v > 86400)
-                return -1;
-            o->hold = v;
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            return -1;
+        } else if (!strcmp(argv[i], "--kind") || !strcmp(argv[i], "--hold")) {
+            if (i + 1 >= argc)
+                return usage("%s needs a value", argv[i]);
+            if (!strcmp(argv[i++], "--kind")) {
+                o->kind = argv[i];
+            } else if (parse_u32(argv[i], &v) || v > 86400) {
+                return usage("--hold \"%s\" is not a number of seconds from 0 to 86400",
+                             argv[i]);
+            } else {
+                o->hold = v;
+                o->hold_given = 1;
+            }
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            return usage("unknown option \"%s\"", argv[i]);
         } else if (o->npos < 4) {
             o->pos[o->npos++] = argv[i];
         } else {
-            return -1;
+            return usage("unexpected argument \"%s\"", argv[i]);
         }
     }
     return 0;
@@ -265,11 +306,9 @@ static int parse_opts(int argc, char **argv, struct pack_opts *o)
 
 static int write_all(const void *bytes, size_t len)
 {
-    if (fwrite(bytes, 1, len, stdout) != len || fflush(stdout)) {
-        fprintf(stderr, "cucore: pack: writing the message to stdout failed: %s\n",
-                strerror(errno));
-        return 1;
-    }
+    if (fwrite(bytes, 1, len, stdout) != len || fflush(stdout))
+        return cli_error("CUC_E_IO", "pack: writing the message to stdout failed: %s",
+                         strerror(errno));
     return 0;
 }
 
@@ -285,7 +324,8 @@ static int build(const char *what, const struct pack_opts *o, cuc_msg *m, cuc_ev
         return pack_kernel(m, o);
     if (!strcmp(what, "event"))
         return pack_event(m, o, ev);
-    return usage();
+    return usage("unknown object \"%s\" (device, stream, launch-config, kernel, event)",
+                 what);
 }
 
 int cli_pack(int argc, char **argv)
@@ -293,21 +333,33 @@ int cli_pack(int argc, char **argv)
     struct pack_opts o;
     cuc_event *ev = NULL;
     void *bytes = NULL;
+    char *desc = NULL;
+    size_t len, desc_len = 0;
     cuc_msg *m;
-    size_t len;
     int rc;
 
-    if (argc < 1 || parse_opts(argc, argv, &o))
-        return usage();
+    if (argc < 1)
+        return usage("%s", "missing the object to pack (device, stream, launch-config, "
+                     "kernel, event)");
+    if (argv[0][0] == '-')
+        return usage("the object to pack (device, stream, launch-config, kernel, "
+                     "event) comes first, not \"%s\"", argv[0]);
+    if ((rc = parse_opts(argc, argv, &o)) != 0)
+        return rc;
     if (o.kind && strcmp(argv[0], "kernel"))
-        return usage();
-    if (isatty(STDOUT_FILENO)) {
-        fprintf(stderr, "cucore: pack: refusing to write a binary message to a "
-                "terminal; redirect stdout to a file or a pipe (| cucore inspect -)\n");
-        return 1;
+        return usage("--kind applies to kernel, not to \"%s\"", argv[0]);
+    if (o.hold_given && strcmp(argv[0], "event"))
+        return usage("--hold applies to event, not to \"%s\"", argv[0]);
+    if (isatty(STDOUT_FILENO))
+        return cli_error("CUC_E_INVALID", "pack: refusing to write a binary message to "
+                         "a terminal; redirect stdout to a file or a pipe (| cucore "
+                         "inspect -)");
+    if (o.json && !(o.desc = open_memstream(&desc, &desc_len)))
+        return cli_error("CUC_E_NOMEM", "pack: out of memory");
+    if ((rc = cuc_msg_create(&m)) != 0) {
+        rc = cli_fail("pack", rc);
+        goto close_desc;
     }
-    if ((rc = cuc_msg_create(&m)) != 0)
-        return cli_fail("pack", rc);
     rc = build(argv[0], &o, m, &ev);
     if (!rc) {
         int st = cuc_msg_to_bytes(m, &bytes, &len);
@@ -315,6 +367,13 @@ int cli_pack(int argc, char **argv)
     }
     free(bytes);
     cuc_msg_destroy(m);
+close_desc:
+    if (o.desc) {
+        fclose(o.desc);
+        if (!rc)
+            fputs(desc, stderr);
+        free(desc);
+    }
     if (!rc && ev && o.hold) {
         fclose(stdout); /* the reader sees the end of the message now */
         sleep(o.hold);

@@ -1,4 +1,6 @@
-/* `cucore`: the command-line tool. Dispatches to one subcommand. */
+/* `cucore`: the command-line tool. Dispatches to one subcommand; answers
+ * `--help` for the tool and for each subcommand, and chooses where --json
+ * output goes (cli.h). */
 #include <string.h>
 
 #include "cli.h"
@@ -6,45 +8,85 @@
 struct subcommand {
     const char *name;
     int (*run)(int argc, char **argv);
-    const char *help;
+    const char *summary;
+    const char *usage;
+    FILE **json; /* where its --json output goes; NULL: it has no --json */
 };
 
 static const struct subcommand commands[] = {
-    {"devices", cli_devices, "list the devices this process sees [--json]"},
-    {"pack", cli_pack, "write a message holding one object to stdout [--json]"},
-    {"inspect", cli_inspect, "show what a message's records mean here: FILE|- [--json]"},
-    {"serve", cli_serve, "accept one peer at PATH and print the messages it sends"},
-    {"connect", cli_connect, "send a message to PATH: [device N | --fd FILE]..."},
-    {"demo", cli_demo, "producer and consumer with reversed GPU visibility share objects"},
+    {"devices", cli_devices, "list the devices this process sees [--json]",
+     cli_devices_usage, &stdout},
+    {"pack", cli_pack, "write a message holding one object to stdout [--json]",
+     cli_pack_usage, &stderr},
+    {"inspect", cli_inspect, "show what a message's records mean here: FILE|- [--json]",
+     cli_inspect_usage, &stdout},
+    {"serve", cli_serve, "accept one peer at PATH and print the messages it sends",
+     cli_serve_usage, NULL},
+    {"connect", cli_connect, "send a message to PATH: [device N | --fd FILE]...",
+     cli_connect_usage, NULL},
+    {"demo", cli_demo, "producer and consumer with reversed GPU visibility share objects",
+     cli_demo_usage, NULL},
 };
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 static int usage(FILE *f)
 {
     size_t i;
 
-    fprintf(f, "usage: cucore <command> [options]\n\ncommands:\n");
-    for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\nenvironment: CUCORE_DRIVER=sim uses the simulated driver "
-               "(CUCORE_SIM_GPUS=N GPUs, default 4)\n");
-    return f == stderr ? 2 : 0;
+    fprintf(f, "usage: cucore <command> [options]\n"
+               "       cucore <command> --help\n\ncommands:\n");
+    for (i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nexit status, for every command:\n"
+               "  0  success\n"
+               "  1  failure: the reason on stderr; with --json also as\n"
+               "     {\"error\":{\"code\":\"CUC_E_...\",\"message\":\"...\"}}\n"
+               "  2  usage error: the word at fault and the command's usage on stderr\n"
+               "     (with --json also as {\"error\":{\"code\":\"usage\",...}})\n"
+               "--json writes JSON to stdout (pack: to stderr, its stdout being the\n"
+               "message), also when the command fails.\n"
+               "\nenvironment: CUCORE_DRIVER=sim uses the simulated driver "
+               "(CUCORE_SIM_GPUS=N GPUs, default 4); cucore needs a CUDA 12.8 or\n"
+               "newer driver otherwise\n");
+    return f == stderr ? CLI_USAGE : CLI_OK;
+}
+
+static int has_arg(int argc, char **argv, const char *a, const char *b)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], a) || (b && !strcmp(argv[i], b)))
+            return 1;
+    return 0;
+}
+
+static int run(const struct subcommand *c, int argc, char **argv)
+{
+    if (has_arg(argc, argv, "--help", "-h")) {
+        fputs(c->usage, stdout);
+        return CLI_OK;
+    }
+    if (c->json && has_arg(argc, argv, "--json", NULL))
+        cli_set_json(*c->json);
+    return c->run(argc, argv);
 }
 
 int main(int argc, char **argv)
 {
     size_t i;
 
-    if (argc < 2)
+    if (argc < 2) {
+        fprintf(stderr, "cucore: missing the command\n");
         return usage(stderr);
+    }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))
         return usage(stdout);
     if (!strcmp(argv[1], "--version")) {
         printf("cucore %s\n", CUC_VERSION_STRING);
-        return 0;
+        return CLI_OK;
     }
-    for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+    for (i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 2, argv + 2);
+            return run(&commands[i], argc - 2, argv + 2);
     fprintf(stderr, "cucore: unknown command \"%s\"\n", argv[1]);
     return usage(stderr);
 }

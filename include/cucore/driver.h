@@ -7,7 +7,26 @@
  *   CUCORE_DRIVER=/path/lib.so    -> that library
  * Every entry point is resolved through cuGetProcAddress at the ABI version
  * cucore was written against, so a newer driver cannot change a signature
- * under us. Loading also calls cuInit(0).
+ * under us; the newest of those versions makes the oldest driver cucore
+ * runs on: CUDA 12.8 (cuDriverGetVersion() 12080). Loading also calls
+ * cuInit(0).
+ *
+ * Where CUCORE_DRIVER=sim finds libcucore-sim.so, first found wins:
+ *   1. next to the file that holds cucore's code (symlinks resolved): the
+ *      shared libcucore, so an installed libdir/libcucore.so loads
+ *      libdir/libcucore-sim.so; for a program that linked libcucore.a, the
+ *      program's own directory;
+ *   2. in the path from that directory to the installed libdir, fixed when
+ *      cucore is configured as a relative path (bindir to libdir, "../lib"):
+ *      an installed bin/cucore loads lib/libcucore-sim.so. The build tree
+ *      has the same layout (every library in build/lib, every program one
+ *      directory below build/), so programs built there find the one built
+ *      there;
+ *   3. the bare name "libcucore-sim.so", through the dynamic loader's search
+ *      (LD_LIBRARY_PATH, the program's RUNPATH, ld.so.cache): for a program
+ *      linked with libcucore.a that lives elsewhere, or set CUCORE_DRIVER to
+ *      the simulator's path.
+ * No absolute path is compiled in: an installed tree can be moved.
  */
 #ifndef CUCORE_DRIVER_H
 #define CUCORE_DRIVER_H

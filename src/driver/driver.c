@@ -4,35 +4,97 @@
 #include "driver/driver.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#ifndef CUC_SIM_BUILD_PATH
-#define CUC_SIM_BUILD_PATH ""
+/* The relative path from the directory of an installed program to the
+ * installed libdir ("../lib"), set at configure time: a program linked
+ * with libcucore.a finds the simulator there. */
+#ifndef CUC_SIM_RELDIR
+#define CUC_SIM_RELDIR "../lib"
 #endif
-#ifndef CUC_SIM_INSTALL_PATH
-#define CUC_SIM_INSTALL_PATH ""
-#endif
+#define CUC_SIM_NAME "libcucore-sim.so"
 
 const struct cuc__driver *cuc__drv_table;
 
 static struct cuc__driver table;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static struct cuc__err_saved load_failure;
-static char lib_path[1024];
+static char lib_path[PATH_MAX];
+static char sim_tried[2][PATH_MAX]; /* the simulator paths looked at, for the error */
 static int drv_version;
 static int drv_simulated;
 
+/* The oldest driver with every entry point at its pinned ABI version: the
+ * highest version in driver_syms.h (12080: CUDA 12.8). */
+static int min_driver_version(void)
+{
+    int v = 0;
+
+#define CUC_DRV_MAX_(name, ver) v = (ver) > v ? (ver) : v;
+    CUC_DRIVER_SYMS(CUC_DRV_MAX_)
+#undef CUC_DRV_MAX_
+    return v;
+}
+
+/* The directory of the file that holds this code, symlinks resolved: the
+ * shared libcucore, or the program (or shared object) that linked
+ * libcucore.a into itself. */
+static int code_dir(char *out, size_t n)
+{
+    struct link_map *lm = NULL;
+    char path[PATH_MAX];
+    Dl_info info;
+    char *slash;
+
+    if (!dladdr1((void *)&code_dir, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+        return -1;
+    if (lm->l_name && lm->l_name[0]) {
+        if (!realpath(lm->l_name, path))
+            return -1;
+    } else { /* the main program's link map has no name */
+        ssize_t k = readlink("/proc/self/exe", path, sizeof(path) - 1);
+        if (k <= 0)
+            return -1;
+        path[k] = '\0';
+    }
+    slash = strrchr(path, '/');
+    if (!slash || (size_t)(slash - path) >= n)
+        return -1;
+    memcpy(out, path, (size_t)(slash - path));
+    out[slash - path] = '\0';
+    return 0;
+}
+
+/* CUCORE_DRIVER=sim: libcucore-sim.so next to the code (an installed or
+ * built shared libcucore), else in the libdir relative to it (a program
+ * that linked libcucore.a, in bindir or in the build tree), else the bare
+ * name for the dynamic loader's search. include/cucore/driver.h. */
 static const char *sim_path(void)
 {
-    if (CUC_SIM_BUILD_PATH[0] && access(CUC_SIM_BUILD_PATH, R_OK) == 0)
-        return CUC_SIM_BUILD_PATH;
-    if (CUC_SIM_INSTALL_PATH[0] && access(CUC_SIM_INSTALL_PATH, R_OK) == 0)
-        return CUC_SIM_INSTALL_PATH;
-    return "libcucore-sim.so";
+    static char found[PATH_MAX];
+    char dir[PATH_MAX];
+    int k, n[2];
+
+    if (code_dir(dir, sizeof(dir)))
+        return CUC_SIM_NAME;
+    n[0] = snprintf(sim_tried[0], sizeof(sim_tried[0]), "%s/" CUC_SIM_NAME, dir);
+    n[1] = snprintf(sim_tried[1], sizeof(sim_tried[1]),
+                    "%s/" CUC_SIM_RELDIR "/" CUC_SIM_NAME, dir);
+    for (k = 0; k < 2; k++) {
+        if (n[k] > 0 && (size_t)n[k] < sizeof(sim_tried[k]) &&
+            access(sim_tried[k], R_OK) == 0) {
+            if (!realpath(sim_tried[k], found))
+                snprintf(found, sizeof(found), "%s", sim_tried[k]);
+            return found;
+        }
+    }
+    return CUC_SIM_NAME;
 }
 
 static const char *choose_library(void)
@@ -51,6 +113,7 @@ static const char *choose_library(void)
 static int resolve_all(PFN_cuGetProcAddress_v12000 gpa)
 {
     CUdriverProcAddressQueryResult st;
+    int min = min_driver_version();
     CUresult r;
 
 #define CUC_DRV_RESOLVE_(name, ver)                                              \
@@ -60,11 +123,27 @@ static int resolve_all(PFN_cuGetProcAddress_v12000 gpa)
         return cuc__seterr(CUC_E_NO_DRIVER,                                      \
                            "CUDA driver %s lacks %s at ABI version %d "           \
                            "(cuGetProcAddress: result %d, status %d); cucore "   \
-                           "needs a CUDA 12.8 or newer driver",                  \
-                           lib_path, #name, ver, (int)r, (int)st);
+                           "needs a CUDA %d.%d or newer driver",                 \
+                           lib_path, #name, ver, (int)r, (int)st, min / 1000,    \
+                           min % 1000 / 10);
     CUC_DRIVER_SYMS(CUC_DRV_RESOLVE_)
 #undef CUC_DRV_RESOLVE_
     return 0;
+}
+
+static int open_failed(const char *name, const char *why)
+{
+    if (drv_simulated && sim_tried[0][0])
+        return cuc__seterr(CUC_E_NO_DRIVER,
+                           "cannot load the simulated driver: neither %s nor %s "
+                           "is there, and dlopen(\"%s\") found none: %s; install "
+                           "libcucore-sim.so next to libcucore, or set "
+                           "CUCORE_DRIVER to its path",
+                           sim_tried[0], sim_tried[1], name, why);
+    return cuc__seterr(CUC_E_NO_DRIVER,
+                       "cannot load the CUDA driver %s: %s; install the NVIDIA "
+                       "driver, or set CUCORE_DRIVER=sim to use the simulated "
+                       "driver", name, why);
 }
 
 static int open_library(void **handle)
@@ -76,25 +155,37 @@ static int open_library(void **handle)
     h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
-        return cuc__seterr(CUC_E_NO_DRIVER,
-                           "cannot load the CUDA driver %s: %s; install the "
-                           "NVIDIA driver, or set CUCORE_DRIVER=sim to use the "
-                           "simulated driver",
-                           name, why ? why : "dlopen failed");
+        return open_failed(name, why ? why : "dlopen failed");
     }
     *handle = h;
     return 0;
 }
 
-static int init_driver(void)
+/* cuInit's status says little about a simulator's settings; the simulator
+ * tells why through cucoreSimInitError() (sim/README.md). The NVIDIA
+ * driver has no such function. */
+static const char *init_detail(void *handle)
+{
+    const char *(*why)(void);
+    const char *s;
+
+    *(void **)&why = dlsym(handle, "cucoreSimInitError");
+    s = why ? why() : NULL;
+    return s ? s : "";
+}
+
+static int init_driver(void *handle)
 {
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     CUresult r = table.cuInit(0);
+    const char *why;
 
     if (r == CUDA_SUCCESS)
         return 0;
-    cuc__cuda_err(r, "cuInit", "driver %s, CUDA_VISIBLE_DEVICES%s%s%s", lib_path,
-                  cvd ? "=\"" : " unset", cvd ? cvd : "", cvd ? "\"" : "");
+    why = init_detail(handle);
+    cuc__cuda_err(r, "cuInit", "driver %s, CUDA_VISIBLE_DEVICES%s%s%s%s%s", lib_path,
+                  cvd ? "=\"" : " unset", cvd ? cvd : "", cvd ? "\"" : "",
+                  why[0] ? ": " : "", why);
     return r == CUDA_ERROR_NO_DEVICE ? CUC_E_NO_DEVICE : CUC_E_DRIVER;
 }
 
@@ -102,16 +193,18 @@ static int load(void)
 {
     PFN_cuGetProcAddress_v12000 gpa;
     void *handle = NULL;
-    int rc;
+    int rc, min;
 
     rc = open_library(&handle);
     if (rc)
         return rc;
     gpa = (PFN_cuGetProcAddress_v12000)dlsym(handle, "cuGetProcAddress_v2");
     if (!gpa) {
+        min = min_driver_version();
         rc = cuc__seterr(CUC_E_NO_DRIVER,
                          "CUDA driver %s has no cuGetProcAddress_v2; cucore "
-                         "needs a CUDA 12 or newer driver", lib_path);
+                         "needs a CUDA %d.%d or newer driver", lib_path,
+                         min / 1000, min % 1000 / 10);
         goto close_library;
     }
     rc = resolve_all(gpa);
@@ -122,7 +215,7 @@ static int load(void)
     /* The table is complete: error names can come from the driver now,
      * including cuInit's. */
     cuc__drv_table = &table;
-    rc = init_driver();
+    rc = init_driver(handle);
     if (rc)
         return rc; /* the library stays loaded: its error names are in use */
     return 0;

@@ -1,10 +1,13 @@
-/* A program built against an installed cucore: only the public headers. */
+/* A program built against an installed cucore: only the public headers.
+ * Prints the driver library it loaded, so that the install test can check
+ * that CUCORE_DRIVER=sim found the installed simulator. */
 #include <cucore.h>
 #include <stdio.h>
 #include <string.h>
 
 int main(void)
 {
+    struct cuc_driver_info info;
     cuc_uuid u;
     char s[CUC_UUID_STRLEN];
     int n;
@@ -16,11 +19,11 @@ int main(void)
         return 2;
     if (strcmp(cuc_errname(CUC_E_NOT_VISIBLE), "CUC_E_NOT_VISIBLE") != 0)
         return 3;
-    /* The installed simulator is found by CUCORE_DRIVER=sim. */
-    if (cuc_device_count(&n) != 0) {
+    if (cuc_driver_load(&info) != 0 || cuc_device_count(&n) != 0) {
         fprintf(stderr, "consumer: %s\n", cuc_errmsg());
         return 4;
     }
-    printf("consumer ok: %d devices, %s\n", n, s);
+    printf("consumer ok: %d devices, %s, driver %s%s\n", n, s, info.path,
+           info.simulated ? " (simulated)" : "");
     return 0;
 }
