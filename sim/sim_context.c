@@ -31,6 +31,8 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx,
                                                   CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDevicePrimaryCtxRetain);
     if (rc)
         return rc;
     if (!pctx)
@@ -49,6 +51,8 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx,
 SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDevicePrimaryCtxRelease);
     if (rc)
         return rc;
     if (!sim_dev_valid(dev))
@@ -70,6 +74,8 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 SIM_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuCtxSetCurrent);
     if (rc)
         return rc;
     if (ctx == NULL) {
@@ -88,6 +94,8 @@ SIM_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 SIM_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuCtxGetCurrent);
     if (rc)
         return rc;
     if (!pctx)
@@ -96,7 +104,7 @@ SIM_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-SIM_API CUresult CUDAAPI cuCtxSynchronize(void)
+static CUresult sync_current(void)
 {
     struct CUctx_st *c;
     CUresult rc = sim_check_init();
@@ -109,14 +117,21 @@ SIM_API CUresult CUDAAPI cuCtxSynchronize(void)
     return rc; /* all work is synchronous */
 }
 
+SIM_API CUresult CUDAAPI cuCtxSynchronize(void)
+{
+    SIM_FAULT(cuCtxSynchronize);
+    return sync_current();
+}
+
 SIM_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 {
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuCtxSynchronize);
     if (rc)
         return rc;
     if (!ctx)
-        return cuCtxSynchronize();
+        return sync_current();
     sim_lock();
     if (!sim_ctx_valid(ctx) || ctx->magic != SIM_CTX_MAGIC)
         rc = CUDA_ERROR_INVALID_CONTEXT;

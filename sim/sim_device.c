@@ -157,6 +157,8 @@ CUresult sim_devices_setup(void)
 SIM_API CUresult CUDAAPI cuDeviceGetCount(int *count)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceGetCount);
     if (rc)
         return rc;
     if (!count)
@@ -168,6 +170,8 @@ SIM_API CUresult CUDAAPI cuDeviceGetCount(int *count)
 SIM_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceGet);
     if (rc)
         return rc;
     if (!device)
@@ -181,6 +185,8 @@ SIM_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 SIM_API CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceGetUuid);
     if (rc)
         return rc;
     if (!uuid)
@@ -208,6 +214,8 @@ static CUresult copy_str(char *dst, int len, const char *src)
 SIM_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceGetName);
     if (rc)
         return rc;
     if (!name || len <= 0)
@@ -220,6 +228,8 @@ SIM_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 SIM_API CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceTotalMem);
     if (rc)
         return rc;
     if (!bytes)
@@ -238,6 +248,7 @@ SIM_API CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len,
     const struct sim_gpu *g;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuDeviceGetPCIBusId);
     if (rc)
         return rc;
     if (!pciBusId || len <= 0)
@@ -258,6 +269,8 @@ SIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer,
                                                CUdevice peerDev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceCanAccessPeer);
     if (rc)
         return rc;
     if (!canAccessPeer)
@@ -442,6 +455,7 @@ SIM_API CUresult CUDAAPI cuDeviceGetAttribute(int *pi,
     int phys;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuDeviceGetAttribute);
     if (rc)
         return rc;
     if (!pi)

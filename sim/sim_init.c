@@ -98,6 +98,9 @@ static CUresult sim_do_init(void)
     CUresult rc;
     const char *pb;
 
+    rc = sim_fault_env_status(); /* a malformed CUCORE_SIM_FAIL / _TRACE */
+    if (rc != CUDA_SUCCESS)
+        return rc;
     rc = sim_devices_setup();
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -123,6 +126,7 @@ SIM_API CUresult CUDAAPI cuInit(unsigned int flags)
 {
     CUresult rc;
 
+    SIM_FAULT(cuInit);
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
@@ -139,6 +143,7 @@ SIM_API CUresult CUDAAPI cuInit(unsigned int flags)
 
 SIM_API CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
 {
+    SIM_FAULT(cuDriverGetVersion);
     if (!driverVersion)
         return CUDA_ERROR_INVALID_VALUE;
     *driverVersion = SIM_DRIVER_VERSION;

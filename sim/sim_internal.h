@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim_fault.h"
+
 #define SIM_API __attribute__((visibility("default")))
 
 #define SIM_MAX_GPUS 16

@@ -53,6 +53,7 @@ out:
 SIM_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src,
                                        size_t ByteCount, CUstream hStream)
 {
+    SIM_FAULT(cuMemcpyAsync);
     return copy_common((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
                        ByteCount, hStream, 0, 0);
 }
@@ -61,6 +62,7 @@ SIM_API CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
                                            const void *srcHost,
                                            size_t ByteCount, CUstream hStream)
 {
+    SIM_FAULT(cuMemcpyHtoDAsync);
     return copy_common((void *)(uintptr_t)dstDevice, srcHost, ByteCount,
                        hStream, 1, 0);
 }
@@ -68,6 +70,7 @@ SIM_API CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
 SIM_API CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
                                            size_t ByteCount, CUstream hStream)
 {
+    SIM_FAULT(cuMemcpyDtoHAsync);
     return copy_common(dstHost, (const void *)(uintptr_t)srcDevice,
                        ByteCount, hStream, 0, 1);
 }
@@ -80,6 +83,7 @@ SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
     void *dst = (void *)(uintptr_t)dstDevice;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemsetD8Async);
     if (rc)
         return rc;
     sim_lock();

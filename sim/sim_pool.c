@@ -344,6 +344,7 @@ SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
     size_t cap;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolCreate);
     if (rc)
         return rc;
     if (!pool || !poolProps)
@@ -430,6 +431,7 @@ SIM_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolDestroy);
     if (rc)
         return rc;
     sim_lock();
@@ -474,6 +476,7 @@ SIM_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool,
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolSetAccess);
     if (rc)
         return rc;
     if (count && !map)
@@ -501,6 +504,7 @@ SIM_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags,
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolGetAccess);
     if (rc)
         return rc;
     if (!flags || !location)
@@ -533,6 +537,7 @@ SIM_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool,
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolSetAttribute);
     if (rc)
         return rc;
     if (!value)
@@ -581,6 +586,7 @@ SIM_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool,
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolGetAttribute);
     if (rc)
         return rc;
     if (!value)
@@ -632,6 +638,7 @@ SIM_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolExportToShareableHandle);
     if (rc)
         return rc;
     if (!handle_out || flags != 0 ||
@@ -669,6 +676,7 @@ SIM_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
     int fd = (int)(intptr_t)handle, dev = -1;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolImportFromShareableHandle);
     if (rc)
         return rc;
     if (!pool_out || flags != 0 ||
@@ -738,6 +746,7 @@ SIM_API CUresult CUDAAPI cuMemPoolExportPointer(
     struct sim_ptr_export d;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolExportPointer);
     if (rc)
         return rc;
     if (!shareData_out)
@@ -770,6 +779,7 @@ SIM_API CUresult CUDAAPI cuMemPoolImportPointer(
     struct sim_import *imp;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolImportPointer);
     if (rc)
         return rc;
     if (!ptr_out || !shareData)
@@ -821,6 +831,7 @@ SIM_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
     int r;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemAllocFromPoolAsync);
     if (rc)
         return rc;
     if (!dptr)
@@ -860,6 +871,7 @@ SIM_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
     size_t off;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemFreeAsync);
     if (rc)
         return rc;
     sim_lock();

@@ -210,6 +210,7 @@ SIM_API CUresult CUDAAPI cuMemGetAllocationGranularity(
     int dev;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemGetAllocationGranularity);
     if (rc)
         return rc;
     if (!granularity || !prop ||
@@ -251,6 +252,7 @@ SIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
     int dev = -1, fd;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemCreate);
     if (rc)
         return rc;
     if (!handle || !prop || flags != 0)
@@ -299,6 +301,7 @@ SIM_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     struct sim_alloc *a;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemRelease);
     if (rc)
         return rc;
     sim_lock();
@@ -320,6 +323,7 @@ SIM_API CUresult CUDAAPI cuMemExportToShareableHandle(
     struct sim_alloc *a;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemExportToShareableHandle);
     if (rc)
         return rc;
     if (!shareableHandle || flags != 0)
@@ -352,6 +356,7 @@ SIM_API CUresult CUDAAPI cuMemImportFromShareableHandle(
     int fd = (int)(intptr_t)osHandle, dev = -1, mine;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemImportFromShareableHandle);
     if (rc)
         return rc;
     if (!handle)
@@ -406,6 +411,7 @@ SIM_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
     const int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemAddressReserve);
     if (rc)
         return rc;
     /* the driver wants whole granules (64 KiB was refused) */
@@ -473,6 +479,7 @@ SIM_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
     struct sim_resv **pp, *r = NULL;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemAddressFree);
     if (rc)
         return rc;
     sim_lock();
@@ -508,6 +515,7 @@ SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     void *got;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemMap);
     if (rc)
         return rc;
     if (flags != 0 || size == 0 || size % SIM_GRANULARITY != 0 ||
@@ -587,6 +595,7 @@ SIM_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     uintptr_t p = (uintptr_t)ptr, end;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemUnmap);
     if (rc)
         return rc;
     if (size == 0 || __builtin_add_overflow(p, size, &end))
@@ -632,6 +641,7 @@ SIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
     struct sim_mapping *first, *last = NULL;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemSetAccess);
     if (rc)
         return rc;
     if (!desc || count == 0)
@@ -681,6 +691,7 @@ SIM_API CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags,
     int slot;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemGetAccess);
     if (rc)
         return rc;
     if (!flags || !location)
