@@ -66,6 +66,7 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
         sim_streams_ctx_gone(&sim_ctx[dev]);
         sim_events_ctx_gone(&sim_ctx[dev]);
         sim_functions_ctx_gone(&sim_ctx[dev]);
+        sim_allocs_ctx_gone(&sim_ctx[dev]);
     }
     sim_unlock();
     return rc;

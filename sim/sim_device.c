@@ -152,6 +152,34 @@ CUresult sim_devices_setup(void)
     return CUDA_SUCCESS;
 }
 
+CUresult sim_peers_setup(void)
+{
+    const char *s = getenv("CUCORE_SIM_NO_PEER");
+
+    memset(sim.nopeer, 0, sizeof(sim.nopeer));
+    while (s && *s) {
+        char *end;
+        long a, b;
+        errno = 0;
+        a = strtol(s, &end, 10);
+        if (errno || end == s || *end != '-')
+            return CUDA_ERROR_INVALID_VALUE;
+        s = end + 1;
+        b = strtol(s, &end, 10);
+        if (errno || end == s || (*end && *end != ',') || a < 0 || b < 0 ||
+            a >= sim.nphys || b >= sim.nphys || a == b)
+            return CUDA_ERROR_INVALID_VALUE;
+        sim.nopeer[a][b] = sim.nopeer[b][a] = 1;
+        s = *end ? end + 1 : end;
+    }
+    return CUDA_SUCCESS;
+}
+
+int sim_peer_ok(int a, int b)
+{
+    return a == b || !sim.nopeer[sim.vis[a]][sim.vis[b]];
+}
+
 /* ---- entry points ------------------------------------------------------ */
 
 SIM_API CUresult CUDAAPI cuDeviceGetCount(int *count)
@@ -277,7 +305,8 @@ SIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer,
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev_valid(dev) || !sim_dev_valid(peerDev))
         return CUDA_ERROR_INVALID_DEVICE;
-    *canAccessPeer = dev != peerDev;
+    /* a device and itself: 0 (guess, the probe asks "canaccesspeer.0-0") */
+    *canAccessPeer = dev != peerDev && sim_peer_ok(dev, peerDev);
     return CUDA_SUCCESS;
 }
 

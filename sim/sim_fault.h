@@ -77,7 +77,18 @@
     X(cuMemMap)                                                                \
     X(cuMemUnmap)                                                              \
     X(cuMemSetAccess)                                                          \
-    X(cuMemGetAccess)
+    X(cuMemGetAccess)                                                          \
+    X(cuMemAlloc)                                                              \
+    X(cuMemFree)                                                               \
+    X(cuMemGetAddressRange)                                                    \
+    X(cuMemAllocHost)                                                          \
+    X(cuMemFreeHost)                                                           \
+    X(cuMemAllocManaged)                                                       \
+    X(cuIpcGetMemHandle)                                                       \
+    X(cuIpcOpenMemHandle)                                                      \
+    X(cuIpcCloseMemHandle)                                                     \
+    X(cuPointerGetAttribute)                                                   \
+    X(cuPointerGetAttributes)
 
 enum sim_fn {
 #define SIM_FN_ENUM_(n) SIM_FN_##n,

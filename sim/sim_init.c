@@ -106,6 +106,9 @@ static CUresult sim_do_init(void)
         return rc;
     if (sim.nphys == 0)
         return CUDA_ERROR_NO_DEVICE;
+    rc = sim_peers_setup();
+    if (rc != CUDA_SUCCESS)
+        return rc;
     rc = sim_parse_visible(getenv("CUDA_VISIBLE_DEVICES"), sim.phys,
                            sim.nphys, sim.vis, &sim.nvis);
     if (rc != CUDA_SUCCESS) {

@@ -1,16 +1,22 @@
 /* Copies and memset. Device pointers are host addresses (pool mappings and
  * VMM mappings), so a copy is memmove; pointers inside known device ranges
- * are checked (a freed block, an unmapped or inaccessible VMM range, or a
- * size running past the allocation give CUDA_ERROR_INVALID_VALUE). */
+ * are checked (a freed block, an unmapped or inaccessible VMM range, a
+ * size running past the allocation, or pool memory the stream's device has
+ * no access to give CUDA_ERROR_INVALID_VALUE). cuMemAlloc, managed,
+ * cuMemAllocHost and IPC-opened memory count as device memory. */
 #include "sim_internal.h"
 
 #include <string.h>
 
-/* Classifies [p, p+n): device memory we know (checked), or not ours. */
-static enum sim_range classify(uintptr_t p, size_t n, int write)
+/* Classifies [p, p+n), used from local device dev: device memory we
+ * know (checked), or not ours. */
+static enum sim_range classify(uintptr_t p, size_t n, int write, int dev)
 {
-    enum sim_range r = sim_pool_range(p, n);
+    enum sim_range r = sim_alloc_range(p, n);
 
+    if (r != SIM_RANGE_UNKNOWN)
+        return r;
+    r = sim_pool_range(p, n, dev);
     if (r != SIM_RANGE_UNKNOWN)
         return r;
     return sim_vmm_range(p, n, write);
@@ -38,8 +44,8 @@ static CUresult copy_common(void *dst, const void *src, size_t n,
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    rd = classify((uintptr_t)dst, n, 1);
-    rs = classify((uintptr_t)src, n, 0);
+    rd = classify((uintptr_t)dst, n, 1, ctx->dev);
+    rs = classify((uintptr_t)src, n, 0, ctx->dev);
     if (rd == SIM_RANGE_BAD || rs == SIM_RANGE_BAD ||
         (dev_dst && rd != SIM_RANGE_OK) || (dev_src && rs != SIM_RANGE_OK))
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -89,7 +95,7 @@ SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
     sim_lock();
     rc = sim_stream_check(hStream, &ctx);
     if (rc == CUDA_SUCCESS && N &&
-        (!dst || classify((uintptr_t)dst, N, 1) != SIM_RANGE_OK))
+        (!dst || classify((uintptr_t)dst, N, 1, ctx->dev) != SIM_RANGE_OK))
         rc = CUDA_ERROR_INVALID_VALUE;
     sim_unlock();
     if (rc == CUDA_SUCCESS && N)

@@ -58,11 +58,13 @@ struct sim_block { /* exporter: every block, in offset order */
     size_t off, size;
     size_t req; /* bytes asked for (USED_MEM counts these) */
     int used;
+    uint64_t id; /* BUFFER_ID */
     struct sim_block *prev, *next;
 };
 
 struct sim_import { /* importer: imported pointers */
-    size_t off, size;
+    size_t off, size; /* size: the bytes the exporter asked for */
+    uint64_t id;      /* BUFFER_ID */
     struct sim_import *next;
 };
 
@@ -214,6 +216,7 @@ static int block_alloc(struct CUmemPoolHandle_st *p, size_t size,
         }
         b->used = 1;
         b->req = size;
+        b->id = sim_next_buffer_id();
         *off_out = b->off;
         p->used += size;
         p->nlive++;
@@ -253,28 +256,81 @@ static void block_free(struct CUmemPoolHandle_st *p, struct sim_block *b)
     }
 }
 
-/* ---- range check for copies ---------------------------------------------- */
+/* ---- range check for copies, pointer queries ------------------------------ */
 
-enum sim_range sim_pool_range(uintptr_t a, size_t n)
+/* The allocation of p holding a (the bytes asked for: what the pool's
+ * USED_MEM counts and what cuMemGetAddressRange reports, guess), as
+ * [*start, *start + *len) offsets, and its id. 0 when a is in none. */
+static int alloc_at(const struct CUmemPoolHandle_st *p, uintptr_t a,
+                    size_t *start, size_t *len, uint64_t *id)
+{
+    size_t off = (size_t)(a - (uintptr_t)p->base);
+
+    if (!p->imported) {
+        for (const struct sim_block *b = p->blocks; b; b = b->next)
+            if (b->used && off >= b->off && off - b->off < b->req) {
+                *start = b->off;
+                *len = b->req;
+                *id = b->id;
+                return 1;
+            }
+        return 0;
+    }
+    for (const struct sim_import *i = p->imports; i; i = i->next)
+        if (off >= i->off && off - i->off < i->size) {
+            *start = i->off;
+            *len = i->size;
+            *id = i->id;
+            return 1;
+        }
+    return 0;
+}
+
+/* Whether local device dev may touch p's memory: the owner always, a
+ * peer with read-write access set (cuMemPoolSetAccess, by this process
+ * for an imported pool). Pinned host pools: any device (not modelled). */
+static int device_may_use(const struct CUmemPoolHandle_st *p, int dev)
+{
+    return p->dev < 0 || dev < 0 || dev == p->dev ||
+           p->access[dev] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+}
+
+enum sim_range sim_pool_range(uintptr_t a, size_t n, int dev)
 {
     struct CUmemPoolHandle_st *p = pool_of(a);
-    size_t off;
+    size_t start, len;
+    uint64_t id;
 
     if (!p)
         return SIM_RANGE_UNKNOWN;
-    off = (size_t)(a - (uintptr_t)p->base);
-    if (!p->imported) {
-        for (struct sim_block *b = p->blocks; b; b = b->next)
-            if (b->used && off >= b->off && off - b->off < b->size)
-                return n <= b->size - (off - b->off) ? SIM_RANGE_OK
-                                                     : SIM_RANGE_BAD;
+    if (!alloc_at(p, a, &start, &len, &id) ||
+        n > start + len - (size_t)(a - (uintptr_t)p->base))
         return SIM_RANGE_BAD;
-    }
-    for (struct sim_import *i = p->imports; i; i = i->next)
-        if (off >= i->off && off - i->off < i->size &&
-            n <= i->size - (off - i->off))
-            return SIM_RANGE_OK;
-    return SIM_RANGE_BAD;
+    /* Used from a device without access: CUDA_ERROR_INVALID_VALUE for the
+     * copy (a choice: not observed, one GPU was all the probe had). */
+    return device_may_use(p, dev) ? SIM_RANGE_OK : SIM_RANGE_BAD;
+}
+
+int sim_pool_info(uintptr_t a, int dev, struct sim_ptr_info *out)
+{
+    struct CUmemPoolHandle_st *p = pool_of(a);
+    size_t start, len;
+    uint64_t id;
+
+    if (!p || !alloc_at(p, a, &start, &len, &id))
+        return 0;
+    memset(out, 0, sizeof(*out));
+    out->kind = SIM_PTR_POOL;
+    out->base = out->range_base = (uintptr_t)p->base + start;
+    out->size = out->range_size = len;
+    out->host = p->dev < 0;
+    out->dev = p->dev >= 0 ? p->dev : CU_DEVICE_CPU; /* (guess) */
+    out->ctx = NULL; /* pools belong to no context (guess) */
+    out->pool = p;
+    out->id = id;
+    out->access = device_may_use(p, dev) ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+                                         : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+    return 1;
 }
 
 /* ---- entry points ---------------------------------------------------------- */
@@ -465,6 +521,10 @@ static CUresult check_access_desc(const struct CUmemPoolHandle_st *p,
         return CUDA_ERROR_INVALID_VALUE;
     if (d->location.id == p->dev &&
         d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return CUDA_ERROR_INVALID_DEVICE;
+    /* a device that cannot reach the owner (CUCORE_SIM_NO_PEER): guess */
+    if (p->dev >= 0 && d->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+        !sim_peer_ok(d->location.id, p->dev))
         return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
@@ -764,7 +824,7 @@ SIM_API CUresult CUDAAPI cuMemPoolExportPointer(
         d.magic = SIM_PTR_EXPORT_MAGIC;
         d.uid = p->uid;
         d.offset = b->off;
-        d.size = b->size;
+        d.size = b->req;
         memcpy(shareData_out, &d, sizeof(d)); /* 48 bytes, as the driver */
     }
     sim_unlock();
@@ -811,6 +871,7 @@ SIM_API CUresult CUDAAPI cuMemPoolImportPointer(
     }
     imp->off = (size_t)d.offset;
     imp->size = (size_t)d.size;
+    imp->id = sim_next_buffer_id();
     imp->next = p->imports;
     p->imports = imp;
     p->nlive++;

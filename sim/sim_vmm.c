@@ -54,6 +54,7 @@ struct sim_mapping {
     struct sim_alloc *alloc;
     unsigned char access[SIM_MAX_GPUS + 1];
     int prot;
+    uint64_t id; /* BUFFER_ID */
     struct sim_mapping *next; /* address order */
 };
 
@@ -160,6 +161,37 @@ enum sim_range sim_vmm_range(uintptr_t p, size_t n, int write)
         at = m->addr + m->len; /* a spill past the reservation: not here */
     }
     return at >= end ? SIM_RANGE_OK : SIM_RANGE_BAD;
+}
+
+int sim_vmm_info(uintptr_t p, int dev, struct sim_ptr_info *out)
+{
+    struct sim_resv *r = resv_of(p);
+    int slot = dev >= 0 ? dev : SIM_HOST_SLOT;
+
+    if (!r)
+        return 0;
+    for (struct sim_mapping *m = r->maps; m; m = m->next) {
+        if (p < m->addr || p - m->addr >= m->size)
+            continue;
+        memset(out, 0, sizeof(*out));
+        out->kind = SIM_PTR_VMM;
+        out->base = m->addr; /* the mapping (guess) */
+        out->size = m->size;
+        out->range_base = r->base; /* (doc) the reservation */
+        out->range_size = r->size;
+        out->host = m->alloc->dev < 0;
+        out->dev = m->alloc->dev >= 0 ? m->alloc->dev : CU_DEVICE_CPU;
+        out->ctx = NULL; /* (guess) */
+        out->id = m->id;
+        out->handle_types = m->alloc->handle_types;
+        out->access = m->access[slot] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                          ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+                      : m->access[slot] == CU_MEM_ACCESS_FLAGS_PROT_READ
+                          ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ
+                          : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+        return 1;
+    }
+    return 0; /* reserved, not mapped: not an allocation (guess) */
 }
 
 /* Location -> access slot, or -1 (with *rc set). */
@@ -562,6 +594,7 @@ SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     }
     m->addr = p;
     m->size = size;
+    m->id = sim_next_buffer_id();
     m->alloc = a;
     m->prot = PROT_NONE;
     m->next = *pp;

@@ -519,12 +519,12 @@ static int child_exporter(void)
     p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 1;
+    p.location.id = 0;
     p.maxSize = 4 * MiB;
     memset(&x, 0, sizeof(x));
     sim_t_load();
     STEP(&o, cuInit, 0);
-    STEP(&o, cuDevicePrimaryCtxRetain, &ctx, 1);
+    STEP(&o, cuDevicePrimaryCtxRetain, &ctx, 0);
     ctx_held = 1;
     STEP(&o, cuCtxSetCurrent, ctx);
     STEP(&o, cuMemPoolCreate, &pool, &p);
@@ -549,7 +549,7 @@ release:
     shutdown(sock, SHUT_RDWR); /* the importer is told */
     UNDO(&o, ptr, cuMemFreeAsync, ptr, NULL);
     UNDO(&o, pool, cuMemPoolDestroy, pool);
-    UNDO(&o, ctx_held, cuDevicePrimaryCtxRelease, 1);
+    UNDO(&o, ctx_held, cuDevicePrimaryCtxRelease, 0);
     if (fd >= 0)
         close(fd);
     FD_CHECK_NO_LEAK(); /* the socket was there at the start */

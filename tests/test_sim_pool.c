@@ -209,6 +209,18 @@ static void test_copies(void)
     CU_OK(D.cuStreamCreateWithPriority(&s, 0, 0));
     a = alloc(pool, sizeof(host));
     b = alloc(pool, sizeof(host));
+    /* The pool is GPU 1's, the stream GPU 0's: no access, so no copy
+     * (the sim's choice, not observed on hardware) until GPU 0 has it. */
+    CU_RC(D.cuMemcpyHtoDAsync(a, host, sizeof(host), s), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemsetD8Async(a, 0, 16, s), CUDA_ERROR_INVALID_VALUE);
+    {
+        CUmemAccessDesc d0;
+        memset(&d0, 0, sizeof(d0));
+        d0.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        d0.location.id = 0;
+        d0.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CU_OK(D.cuMemPoolSetAccess(pool, &d0, 1));
+    }
     CU_OK(D.cuMemcpyHtoDAsync(a, host, sizeof(host), s));
     CU_OK(D.cuMemcpyAsync(b, a, sizeof(host), s));
     memset(back, 0, sizeof(back));
@@ -611,7 +623,7 @@ static void *alloc_thread(void *arg)
 
 static void test_threads(void)
 {
-    CUmemPoolProps p = dev_props(3, CU_MEM_HANDLE_TYPE_NONE, 32 * MiB);
+    CUmemPoolProps p = dev_props(0, CU_MEM_HANDLE_TYPE_NONE, 32 * MiB);
     struct thr t[4];
     pthread_t th[4];
     CUcontext ctx;
@@ -648,7 +660,7 @@ static unsigned char pattern(uint32_t seed, size_t i)
  * pool's device(s) with read-write access, writes a reply at offset 1. */
 static int child_import(void)
 {
-    int sock = sim_t_child_fd(), fd = -1, n = 0, devs = 0;
+    int sock = sim_t_child_fd(), fd = -1, n = 0, devs = 0, gave_access = 0;
     struct xfer x;
     CUmemoryPool pool;
     CUdeviceptr ptr;
@@ -671,6 +683,28 @@ static int child_import(void)
     CU_OK(D.cuMemPoolImportPointer(&ptr, pool, &x.data));
     buf = malloc(x.size);
     CHECK(buf);
+    {
+        /* GPU 0 here may not be the owner: it needs access, which the
+         * importer grants itself (the sim's choice for the copy; not
+         * observed on hardware) */
+        CUmemAccess_flags f, fh;
+        CUmemLocation loc0 = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+        CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
+        CU_OK(D.cuMemPoolGetAccess(&f, pool, &loc0));
+        CU_OK(D.cuMemPoolGetAccess(&fh, pool, &host));
+        /* (a pinned host pool is not checked) */
+        if (f != CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+            fh != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+            CUmemAccessDesc d0;
+            CU_RC(D.cuMemcpyDtoHAsync(buf, ptr, x.size, NULL),
+                  CUDA_ERROR_INVALID_VALUE);
+            memset(&d0, 0, sizeof(d0));
+            d0.location = loc0;
+            d0.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            CU_OK(D.cuMemPoolSetAccess(pool, &d0, 1));
+            gave_access = 1;
+        }
+    }
     CU_OK(D.cuMemcpyDtoHAsync(buf, ptr, x.size, NULL));
     for (size_t i = 0; i < x.size; i++)
         if (buf[i] != pattern(x.seed, i)) {
@@ -684,7 +718,7 @@ static int child_import(void)
         CUmemAccess_flags f;
         CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, d};
         CU_OK(D.cuMemPoolGetAccess(&f, pool, &loc));
-        if (f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+        if (f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE && !(d == 0 && gave_access)) {
             sim_t_report("%s%d", devs ? "," : "", d);
             devs++;
         }
@@ -761,6 +795,15 @@ static void test_cross_process(void)
     char want[64];
 
     CU_OK(D.cuMemPoolCreate(&pool, &p));
+    {
+        /* we write from GPU 0; the children's access is their own */
+        CUmemAccessDesc d0;
+        memset(&d0, 0, sizeof(d0));
+        d0.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        d0.location.id = 0;
+        d0.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CU_OK(D.cuMemPoolSetAccess(pool, &d0, 1));
+    }
     CU_OK(D.cuMemPoolExportToShareableHandle(
         &fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     a = alloc(pool, 100000);
