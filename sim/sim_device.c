@@ -170,6 +170,8 @@ CUresult sim_peers_setup(void)
             a >= sim.nphys || b >= sim.nphys || a == b)
             return CUDA_ERROR_INVALID_VALUE;
         sim.nopeer[a][b] = sim.nopeer[b][a] = 1;
+        if (*end && !end[1])
+            return CUDA_ERROR_INVALID_VALUE; /* a trailing comma */
         s = *end ? end + 1 : end;
     }
     return CUDA_SUCCESS;

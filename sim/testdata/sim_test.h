@@ -73,6 +73,7 @@ static inline void sim_t_clean_env(void)
     unsetenv("CUCORE_SIM_POOL_BYTES");
     unsetenv("CUCORE_SIM_FAIL");
     unsetenv("CUCORE_SIM_TRACE");
+    unsetenv("CUCORE_SIM_NO_PEER");
     setenv("CUCORE_SIM_GPUS", "4", 1);
 }
 
