@@ -1,27 +1,40 @@
 /* cuMemAlloc, cuMemAllocManaged, cuMemAllocHost and legacy CUDA IPC
  * (cuIpcGetMemHandle / cuIpcOpenMemHandle / cuIpcCloseMemHandle).
  *
- * An allocation is an anonymous mapping of its size rounded up to a page.
- * Its first cuIpcGetMemHandle turns it into a memfd (MFD_CLOEXEC) of that
- * size plus one trailing page with a header {magic, version, physical GPU,
- * uid, size, owner UUID}: the bytes are copied in and the memfd is mapped
- * over the same addresses, so the pointer does not change. The exporter
- * keeps that fd until cuMemFree (the one fd legacy IPC costs here).
+ * As on the H200 (probe_ipc.real.txt), allocations are carved out of
+ * 2 MiB chunks, one list of chunks per kind and context: a 1 MiB block and
+ * a 1000-byte one made after it share a chunk (MAPPING_BASE_ADDR and
+ * MAPPING_SIZE name the chunk; the first byte past the 1 MiB block is the
+ * small one's), a larger allocation gets a chunk of its own. Blocks are
+ * 512-byte aligned, first fit over the chunks oldest first (the
+ * alignment and the order are guesses). A chunk is an
+ * anonymous mapping until a block in it is first exported with
+ * cuIpcGetMemHandle: then its bytes are copied into a file
+ * /dev/shm/cucore-sim-ipc-<pid>-<uid> (mode 0600) of the chunk's size plus
+ * a trailing page {magic, version, physical GPU, uid, chunk size, owner
+ * UUID}, mapped over the same addresses, and its fd closed: exporting
+ * costs no fd, as on the H200 ("ipcget.memalloc.fds +0"). The name goes
+ * when the chunk's last block is freed, its context is released or the
+ * process exits; a process killed before that leaves it, and the next
+ * export of a chunk (in any process) removes the names of processes that
+ * are gone.
  *
  * A handle is bytes only, as the driver's: {magic, version, physical GPU,
- * exporter pid, memfd number, uid, size, owner UUID}. The importer opens
- * /proc/<pid>/fd/<n> (same user, as CUDA IPC needs anyway), checks the
- * header's uid and size against the handle, maps it and closes the fd: an
- * opened handle costs no fd. A stale handle (the exporter freed the
- * allocation or exited, or the fd number now names something else) fails
- * those checks.
- *
- * Behaviour taken from cuda.h's documentation, not yet seen on a real
- * driver, is marked "(doc)"; behaviour guessed is marked "(guess)". See
- * sim/README.md for the list. */
+ * exporter pid, 0, chunk uid, offset, size, owner UUID}. It names a place,
+ * not an allocation: as on the H200, a block freed and allocated again at
+ * the same address gets the same handle, and a mapping an importer kept
+ * shows the new block's bytes ("ipc.realloc-handle-vs-old same",
+ * "xipc.read-after-exporter-free ... a7"). The importer opens the name
+ * (same user, as CUDA IPC needs), checks the uid and the extent against
+ * the chunk's page, maps the block's pages and closes the fd: an opened
+ * handle costs no fd ("xipc.open-fds +0"). A chunk that is gone (all its
+ * blocks freed, its exporter gone) opens nothing. */
 #include "sim_internal.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,29 +42,47 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SIM_IPC_MAGIC 0x4d43504949534d43ull /* "CMSIIPCM" */
+#define SIM_IPC_MAGIC 0x4d435049u /* "IPCM" */
 #define SIM_IPC_VERSION 1
 #define SIM_ALLOC_MAX ((size_t)1 << 44)
+#define SIM_CHUNK ((size_t)2 << 20)
+#define SIM_ALLOC_ALIGN ((size_t)512)
+#define SIM_SHM_DIR "/dev/shm/"
+#define SIM_SHM_PREFIX "cucore-sim-ipc-"
 
 enum dkind { D_MEMALLOC, D_MANAGED, D_HOST, D_OPENED };
+
+struct sim_chunk {
+    enum dkind kind;
+    struct CUctx_st *ctx;
+    uintptr_t base;
+    size_t size;
+    uint64_t uid; /* its shared file's, once a block was exported; else 0 */
+    long owner;   /* the pid that made the file (not a forked child) */
+    size_t nblocks;
+    struct sim_chunk *next;
+};
 
 struct sim_dalloc {
     enum dkind kind;
     uintptr_t base;
-    size_t size;          /* bytes asked for (the exporter's, when opened) */
-    size_t map_len;       /* the mapping: size rounded up to a page */
-    int dev;              /* local ordinal of its GPU, -1 for host memory */
-    struct CUctx_st *ctx; /* where it was allocated or opened */
-    uint64_t id;          /* BUFFER_ID */
-    uint64_t uid;         /* IPC identity; 0 until exported */
-    int fd;               /* memfd once exported, else -1 */
-    long peer_pid;        /* opened: the exporter */
-    int refs;             /* opened: opens not yet closed */
+    size_t size;             /* bytes asked for (the exporter's, opened) */
+    struct sim_chunk *chunk; /* NULL when opened */
+    int dev;                 /* local ordinal of its GPU (the context's) */
+    struct CUctx_st *ctx;    /* where it was allocated or opened */
+    uint64_t id;             /* BUFFER_ID */
+    /* opened: the exporter's chunk and place, our pages, references */
+    long peer_pid;
+    uint64_t peer_uid;
+    uint64_t peer_off;
+    size_t peer_chunk_size;
+    void *map;
+    size_t map_len;
+    int refs;
     struct sim_dalloc *next;
 };
 
-/* The memfd's trailing page, and the 64-byte handle. */
-struct sim_ipc_hdr {
+struct sim_ipc_hdr { /* the shared file's trailing page */
     uint64_t magic;
     uint32_t version;
     int32_t phys;
@@ -61,19 +92,20 @@ struct sim_ipc_hdr {
 };
 
 struct sim_ipc_handle {
-    uint64_t magic;
-    uint32_t version;
-    int32_t phys;
-    int64_t pid;
-    int32_t fd;
-    uint32_t zero;
+    uint32_t magic;
+    uint16_t version;
+    int16_t phys;
+    int32_t pid;
+    int32_t zero;
     uint64_t uid;
+    uint64_t offset;
     uint64_t size;
     CUuuid uuid;
 };
 _Static_assert(sizeof(struct sim_ipc_handle) <= sizeof(CUipcMemHandle),
                "IPC handle layout fits in 64 bytes");
 
+static struct sim_chunk *sim_chunks;
 static struct sim_dalloc *sim_dallocs;
 static uint64_t sim_buffer_ids;
 
@@ -99,6 +131,30 @@ static struct sim_dalloc *dalloc_at(uintptr_t base, enum dkind kind)
     return NULL;
 }
 
+static void shm_path(char *out, size_t cap, long pid, uint64_t uid)
+{
+    snprintf(out, cap, SIM_SHM_DIR SIM_SHM_PREFIX "%ld-%016llx", pid,
+             (unsigned long long)uid);
+}
+
+static void chunk_destroy(struct sim_chunk *c)
+{
+    struct sim_chunk **pp;
+
+    for (pp = &sim_chunks; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    munmap((void *)c->base, c->size);
+    if (c->uid && c->owner == (long)getpid()) {
+        char path[96];
+        shm_path(path, sizeof(path), c->owner, c->uid);
+        unlink(path);
+    }
+    free(c);
+}
+
 static void dalloc_unlink_free(struct sim_dalloc *d)
 {
     struct sim_dalloc **pp;
@@ -108,17 +164,18 @@ static void dalloc_unlink_free(struct sim_dalloc *d)
             *pp = d->next;
             break;
         }
-    munmap((void *)d->base, d->map_len);
-    if (d->fd >= 0)
-        close(d->fd);
+    if (d->kind == D_OPENED)
+        munmap(d->map, d->map_len);
+    else if (--d->chunk->nblocks == 0)
+        chunk_destroy(d->chunk); /* importers keep their mappings */
     free(d);
 }
 
 void sim_allocs_ctx_gone(struct CUctx_st *ctx)
 {
-    struct sim_dalloc *d = sim_dallocs, *next;
+    struct sim_dalloc *d, *next;
 
-    for (; d; d = next) {
+    for (d = sim_dallocs; d; d = next) {
         next = d->next;
         if (d->ctx == ctx)
             dalloc_unlink_free(d);
@@ -148,42 +205,115 @@ int sim_alloc_info(uintptr_t p, int dev, struct sim_ptr_info *out)
                                        : SIM_PTR_OPENED;
     out->base = out->range_base = d->base;
     out->size = out->range_size = d->size;
+    if (d->chunk) {
+        out->map_base = d->chunk->base;
+        out->map_size = d->chunk->size;
+    } else { /* the exporter's chunk, as the importer sees it */
+        out->map_base = d->base - (uintptr_t)d->peer_off;
+        out->map_size = d->peer_chunk_size;
+    }
     out->host = d->kind == D_HOST;
     out->dev = d->dev;
     out->ctx = d->ctx;
     out->id = d->id;
-    /* every device reaches these (guess: peer rules are not modelled for
-     * legacy allocations) */
+    out->rdma = d->kind == D_MEMALLOC;
+    /* every device reaches these: peer rules are not modelled for legacy
+     * allocations */
     out->access = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
     return 1;
 }
 
-/* Maps size bytes of fresh, zeroed memory and records it. Locked. */
+/* ---- the chunk allocator ------------------------------------------------ */
+
+static struct sim_chunk *chunk_new(enum dkind kind, struct CUctx_st *ctx,
+                                   size_t size)
+{
+    struct sim_chunk *c = calloc(1, sizeof(*c));
+    void *m;
+
+    if (!c)
+        return NULL;
+    m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        free(c);
+        return NULL;
+    }
+    c->kind = kind;
+    c->ctx = ctx;
+    c->base = (uintptr_t)m;
+    c->size = size;
+    /* oldest first: a freed place is found again before a newer chunk */
+    {
+        struct sim_chunk **pp = &sim_chunks;
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = c;
+    }
+    return c;
+}
+
+/* The first offset in c where need bytes fit between its blocks, or
+ * c->size. */
+static size_t chunk_fit(const struct sim_chunk *c, size_t need)
+{
+    size_t at = 0;
+
+    for (;;) {
+        size_t end = at + need, next = at;
+        int moved = 0;
+        if (end > c->size)
+            return c->size;
+        for (const struct sim_dalloc *d = sim_dallocs; d; d = d->next)
+            if (d->chunk == c && d->base - c->base < end &&
+                d->base - c->base + d->size > at) {
+                size_t e = sim_round_up(d->base - c->base + d->size, SIM_ALLOC_ALIGN);
+                if (e > next)
+                    next = e;
+                moved = 1;
+            }
+        if (!moved)
+            return at;
+        at = next;
+    }
+}
+
+/* Places size bytes in a chunk of (kind, ctx). Locked. */
 static CUresult dalloc_new(enum dkind kind, size_t size, struct CUctx_st *ctx,
                            struct sim_dalloc **out)
 {
+    struct sim_chunk *c = NULL;
     struct sim_dalloc *d;
-    void *m;
+    size_t off = 0, need = sim_round_up(size, SIM_ALLOC_ALIGN);
 
     if (size > SIM_ALLOC_MAX)
         return CUDA_ERROR_OUT_OF_MEMORY;
     d = calloc(1, sizeof(*d));
     if (!d)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    d->map_len = sim_round_up(size, SIM_PAGE);
-    m = mmap(NULL, d->map_len, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) {
+    if (need <= SIM_CHUNK)
+        for (c = sim_chunks; c; c = c->next)
+            if (c->kind == kind && c->ctx == ctx && c->size == SIM_CHUNK &&
+                (off = chunk_fit(c, need)) < c->size)
+                break;
+    if (!c) {
+        c = chunk_new(kind, ctx, sim_round_up(need, SIM_CHUNK));
+        off = 0;
+    }
+    if (!c) {
         free(d);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    /* not cleared: a block reusing a place holds what was there, as the
+     * driver's (an importer of the old block sees the new one's bytes) */
+    c->nblocks++;
     d->kind = kind;
-    d->base = (uintptr_t)m;
+    d->base = c->base + off;
     d->size = size;
-    d->dev = ctx->dev; /* DEVICE_ORDINAL of host memory too (guess) */
+    d->chunk = c;
+    d->dev = ctx->dev; /* DEVICE_ORDINAL of host memory too, as the H200 */
     d->ctx = ctx;
     d->id = sim_next_buffer_id();
-    d->fd = -1;
     d->next = sim_dallocs;
     sim_dallocs = d;
     *out = d;
@@ -191,9 +321,9 @@ static CUresult dalloc_new(enum dkind kind, size_t size, struct CUctx_st *ctx,
 }
 
 /* The common head of the allocation calls: initialised, a current
- * context (as the driver's memory calls need), a non-NULL output and a
- * non-zero size (cuMemAlloc and cuMemAllocManaged document
- * CUDA_ERROR_INVALID_VALUE for 0; cuMemAllocHost by analogy, guess). */
+ * context, a non-NULL output and a non-zero size (cuMemAlloc and
+ * cuMemAllocManaged document CUDA_ERROR_INVALID_VALUE for 0; cuMemAllocHost
+ * by analogy, not seen). */
 static CUresult alloc_common(enum dkind kind, const void *out, size_t size)
 {
     struct CUctx_st *ctx;
@@ -260,15 +390,14 @@ static CUresult free_common(uintptr_t p, int host)
         else if (!(d = dalloc_at(p, D_MEMALLOC)))
             d = dalloc_at(p, D_MANAGED);
         /* an interior pointer, a pool, VMM, IPC-opened or unknown pointer,
-         * or one freed already (guess: the driver's answer for those was
-         * not measured) */
+         * or one freed already (not seen on the H200) */
         if (!d)
             rc = CUDA_ERROR_INVALID_VALUE;
         else
-            dalloc_unlink_free(d); /* importers keep their mappings */
+            dalloc_unlink_free(d);
     }
     sim_unlock();
-    return rc; /* freeing NULL succeeds (guess, as cuMemFreeAsync(0)) */
+    return rc; /* freeing NULL succeeds (not seen; as cuMemFreeAsync(0)) */
 }
 
 SIM_API CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
@@ -285,34 +414,83 @@ SIM_API CUresult CUDAAPI cuMemFreeHost(void *p)
 
 /* ---- legacy IPC ------------------------------------------------------------ */
 
-/* The memfd of d, made at its first export. Locked. */
-static CUresult dalloc_materialize(struct sim_dalloc *d)
+/* At exit, this process's shared files go (not a forked child's: they
+ * are its parent's). Locked by the exit path alone. */
+static void shm_at_exit(void)
 {
+    for (struct sim_chunk *c = sim_chunks; c; c = c->next)
+        if (c->uid && c->owner == (long)getpid()) {
+            char path[96];
+            shm_path(path, sizeof(path), c->owner, c->uid);
+            unlink(path);
+        }
+}
+
+static int pid_alive(long pid)
+{
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* The names of processes that are gone (killed before their exit). */
+static void shm_collect(void)
+{
+    DIR *d = opendir(SIM_SHM_DIR);
+    struct dirent *e;
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char path[300];
+        long pid;
+        if (strncmp(e->d_name, SIM_SHM_PREFIX, strlen(SIM_SHM_PREFIX)) != 0 ||
+            sscanf(e->d_name + strlen(SIM_SHM_PREFIX), "%ld-", &pid) != 1 ||
+            pid <= 0 || pid_alive(pid))
+            continue;
+        snprintf(path, sizeof(path), SIM_SHM_DIR "%s", e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+}
+
+/* The shared file of chunk c, made at the first export of one of its
+ * blocks. Locked. */
+static CUresult chunk_materialize(struct sim_chunk *c)
+{
+    static int once;
     struct sim_ipc_hdr hdr;
+    char path[96];
     int fd;
 
-    if (d->fd >= 0)
+    if (c->uid)
         return CUDA_SUCCESS;
-    fd = memfd_create("cucore-sim-ipcmem", MFD_CLOEXEC);
-    if (fd < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!once) {
+        once = 1;
+        atexit(shm_at_exit);
+    }
+    shm_collect();
     memset(&hdr, 0, sizeof(hdr));
     hdr.magic = SIM_IPC_MAGIC;
     hdr.version = SIM_IPC_VERSION;
-    hdr.phys = sim.vis[d->dev];
+    hdr.phys = sim.vis[c->ctx->dev];
     hdr.uid = sim_random64();
-    hdr.size = d->size;
+    hdr.size = c->size;
     hdr.uuid = sim.phys[hdr.phys].uuid;
-    if (ftruncate(fd, (off_t)(d->map_len + SIM_PAGE)) != 0 ||
-        pwrite(fd, &hdr, sizeof(hdr), (off_t)d->map_len) != (ssize_t)sizeof(hdr) ||
-        pwrite(fd, (void *)d->base, d->map_len, 0) != (ssize_t)d->map_len ||
-        mmap((void *)d->base, d->map_len, PROT_READ | PROT_WRITE,
+    shm_path(path, sizeof(path), (long)getpid(), hdr.uid);
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (ftruncate(fd, (off_t)(c->size + SIM_PAGE)) != 0 ||
+        pwrite(fd, &hdr, sizeof(hdr), (off_t)c->size) != (ssize_t)sizeof(hdr) ||
+        pwrite(fd, (void *)c->base, c->size, 0) != (ssize_t)c->size ||
+        mmap((void *)c->base, c->size, PROT_READ | PROT_WRITE,
              MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
         close(fd);
+        unlink(path);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    d->fd = fd;
-    d->uid = hdr.uid;
+    close(fd); /* the mapping keeps it */
+    c->uid = hdr.uid;
+    c->owner = (long)getpid();
     return CUDA_SUCCESS;
 }
 
@@ -333,27 +511,28 @@ SIM_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle,
     rc = sim_ctx_current(&ctx);
     if (rc)
         goto out;
-    /* (doc) memory from cuMemAlloc only: pool, VMM, managed, host, opened
-     * or unknown pointers are CUDA_ERROR_INVALID_VALUE (guess). A pointer
-     * inside an allocation names the allocation (guess), so its handle is
-     * the base's. */
+    /* As on the H200: cuMemAlloc memory only (pool, imported pool, VMM,
+     * managed, host, IPC-opened, freed, malloc'ed pointers and 0 are
+     * CUDA_ERROR_INVALID_VALUE); a pointer inside a block names the block,
+     * the same bytes as its base ("ipcget.memalloc.interior-vs-base
+     * same", and "ipcget.memalloc.end" is the next block's). */
     d = dalloc_of((uintptr_t)dptr);
     if (!d || d->kind != D_MEMALLOC) {
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    rc = dalloc_materialize(d);
+    rc = chunk_materialize(d->chunk);
     if (rc)
         goto out;
     memset(&h, 0, sizeof(h));
     h.magic = SIM_IPC_MAGIC;
     h.version = SIM_IPC_VERSION;
-    h.phys = sim.vis[d->dev];
-    h.pid = (int64_t)getpid();
-    h.fd = d->fd;
-    h.uid = d->uid;
+    h.phys = (int16_t)sim.vis[d->dev];
+    h.pid = (int32_t)getpid();
+    h.uid = d->chunk->uid;
+    h.offset = d->base - d->chunk->base;
     h.size = d->size;
-    h.uuid = sim.phys[h.phys].uuid;
+    h.uuid = sim.phys[sim.vis[d->dev]].uuid;
     memset(pHandle, 0, sizeof(*pHandle));
     memcpy(pHandle->reserved, &h, sizeof(h));
 out:
@@ -361,45 +540,53 @@ out:
     return rc;
 }
 
-/* Maps the memory a handle names; CUDA_ERROR_MAP_FAILED when it names
- * nothing that is there (guess, as a garbage IPC event handle on the
- * H200). Not locked: it only reads the exporter's memfd. */
-static CUresult map_handle(const struct sim_ipc_handle *h, void **out,
-                           size_t *map_len)
+/* Maps the block a handle names. CUDA_ERROR_INVALID_VALUE when its chunk
+ * is not there (the exporter freed every block in it, or is gone): the
+ * H200's answer for zeroes and garbage, not seen for those. Not locked:
+ * it only reads the exporter's file. */
+static CUresult map_handle(const struct sim_ipc_handle *h, struct sim_dalloc *d)
 {
     struct sim_ipc_hdr hdr;
     struct stat st;
-    char path[64];
-    size_t len = sim_round_up((size_t)h->size, SIM_PAGE);
+    char path[96];
+    size_t first, end;
     void *m;
     int fd;
 
-    snprintf(path, sizeof(path), "/proc/%lld/fd/%d", (long long)h->pid, h->fd);
-    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (!pid_alive(h->pid)) /* killed: its name may still be there */
+        return CUDA_ERROR_INVALID_VALUE;
+    shm_path(path, sizeof(path), (long)h->pid, h->uid);
+    fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return CUDA_ERROR_MAP_FAILED;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_size != (off_t)(len + SIM_PAGE) ||
-        pread(fd, &hdr, sizeof(hdr), (off_t)len) != (ssize_t)sizeof(hdr) ||
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= (off_t)SIM_PAGE ||
+        pread(fd, &hdr, sizeof(hdr), st.st_size - (off_t)SIM_PAGE) != (ssize_t)sizeof(hdr) ||
         hdr.magic != SIM_IPC_MAGIC || hdr.version != SIM_IPC_VERSION ||
-        hdr.uid != h->uid || hdr.size != h->size) {
+        hdr.uid != h->uid || hdr.size != (uint64_t)st.st_size - SIM_PAGE ||
+        h->offset > hdr.size || h->size > hdr.size - h->offset) {
         close(fd);
-        return CUDA_ERROR_MAP_FAILED;
+        return CUDA_ERROR_INVALID_VALUE;
     }
-    m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    first = (size_t)h->offset / SIM_PAGE * SIM_PAGE;
+    end = sim_round_up((size_t)(h->offset + h->size), SIM_PAGE);
+    m = mmap(NULL, end - first, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)first);
     close(fd); /* the mapping keeps the memory */
     if (m == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *out = m;
-    *map_len = len;
+    d->map = m;
+    d->map_len = end - first;
+    d->base = (uintptr_t)m + ((size_t)h->offset - first);
+    d->peer_chunk_size = (size_t)hdr.size;
     return CUDA_SUCCESS;
 }
 
+/* The mapping of the handle's place, if this process has it open. */
 static struct sim_dalloc *find_opened(const struct sim_ipc_handle *h)
 {
     for (struct sim_dalloc *d = sim_dallocs; d; d = d->next)
         if (d->kind == D_OPENED && d->peer_pid == (long)h->pid &&
-            d->uid == h->uid)
+            d->peer_uid == h->uid && d->peer_off == h->offset &&
+            d->size == h->size)
             return d;
     return NULL;
 }
@@ -408,24 +595,26 @@ static struct sim_dalloc *find_opened(const struct sim_ipc_handle *h)
  * ordinal. Locked. */
 static CUresult check_handle(const struct sim_ipc_handle *h, int *dev)
 {
+    /* zeroes or garbage: CUDA_ERROR_INVALID_VALUE, as on the H200
+     * ("xipc.open-zero-handle", "xipc.open-garbage-handle") */
     if (h->magic != SIM_IPC_MAGIC || h->version != SIM_IPC_VERSION ||
-        h->pid <= 0 || h->fd < 0 || h->zero != 0 || h->size == 0 ||
-        h->size > SIM_ALLOC_MAX || h->uid == 0)
-        return CUDA_ERROR_MAP_FAILED; /* zeroes, garbage (guess) */
-    /* in the process that made it: as an IPC event handle there on the
-     * H200 (guess for memory) */
-    if (h->pid == (int64_t)getpid())
+        h->pid <= 0 || h->zero != 0 || h->size == 0 || h->uid == 0 ||
+        h->size > SIM_ALLOC_MAX || h->offset > SIM_ALLOC_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* in the process that made it ("ipcopen.same-process") */
+    if (h->pid == (int32_t)getpid())
         return CUDA_ERROR_INVALID_CONTEXT;
     *dev = sim_uuid_to_local(&h->uuid);
     if (*dev < 0)
-        return CUDA_ERROR_INVALID_DEVICE; /* its GPU is not visible here */
+        return CUDA_ERROR_INVALID_DEVICE; /* not seen: one GPU there */
     return CUDA_SUCCESS;
 }
 
-/* (doc) A handle opened already by this context: one more reference,
- * the same pointer. (guess) By another context of this process:
- * CUDA_ERROR_INVALID_CONTEXT, the documented rule being one context per
- * device per other process. Locked. */
+/* A handle opened already by this context: one more reference, the same
+ * pointer (doc; on the H200 "xipc.open-again ... ptr=p+0", and the
+ * interior pointer's handle, the same bytes, the same). By another
+ * context of this process: CUDA_ERROR_INVALID_CONTEXT (guess, from the
+ * documented one context per device per other process). Locked. */
 static CUresult reopen(struct sim_dalloc *d, struct CUctx_st *ctx,
                        CUdeviceptr *pdptr)
 {
@@ -442,18 +631,16 @@ SIM_API CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr,
 {
     struct sim_ipc_handle h;
     struct CUctx_st *ctx;
-    struct sim_dalloc *d;
-    size_t map_len = 0;
-    void *m = NULL;
+    struct sim_dalloc *d, tmp;
     int dev = -1;
     CUresult rc = sim_check_init();
 
     SIM_FAULT(cuIpcOpenMemHandle);
     if (rc)
         return rc;
-    /* (doc) Flags must be CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS; 0 is taken
-     * too (guess), peer access being always there in the sim */
-    if (!pdptr || (Flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+    /* exactly CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, as documented: the H200
+     * refused 0 and 2 ("xipc.reopen-flags0", "xipc.open-flags2") */
+    if (!pdptr || Flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&h, handle.reserved, sizeof(h));
     sim_lock();
@@ -468,31 +655,31 @@ SIM_API CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr,
         goto out;
     }
     sim_unlock();
-    rc = map_handle(&h, &m, &map_len);
+    memset(&tmp, 0, sizeof(tmp));
+    rc = map_handle(&h, &tmp);
     sim_lock();
     if (rc)
         goto out;
     if ((d = find_opened(&h)) != NULL) { /* another thread was quicker */
-        munmap(m, map_len);
+        munmap(tmp.map, tmp.map_len);
         rc = reopen(d, ctx, pdptr);
         goto out;
     }
     d = calloc(1, sizeof(*d));
     if (!d) {
-        munmap(m, map_len);
+        munmap(tmp.map, tmp.map_len);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
+    *d = tmp;
     d->kind = D_OPENED;
-    d->base = (uintptr_t)m;
     d->size = (size_t)h.size;
-    d->map_len = map_len;
     d->dev = dev;
     d->ctx = ctx;
     d->id = sim_next_buffer_id();
-    d->uid = h.uid;
-    d->fd = -1;
     d->peer_pid = (long)h.pid;
+    d->peer_uid = h.uid;
+    d->peer_off = h.offset;
     d->refs = 1;
     d->next = sim_dallocs;
     sim_dallocs = d;
@@ -515,9 +702,9 @@ SIM_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
     rc = sim_ctx_current(&ctx);
     if (rc)
         goto out;
-    /* (doc) one reference less, unmapped at the last. Anything but a
-     * pointer cuIpcOpenMemHandle returned and not yet closed as often as
-     * opened is CUDA_ERROR_INVALID_VALUE (guess). */
+    /* One reference less, unmapped at the last (doc); closing more often
+     * than opened is CUDA_ERROR_INVALID_VALUE ("xipc.close-4"), and so
+     * (guess) is an interior or unknown pointer. */
     d = dalloc_at((uintptr_t)dptr, D_OPENED);
     if (!d) {
         rc = CUDA_ERROR_INVALID_VALUE;

@@ -8,7 +8,9 @@
  * is so for exactly one thread; with no spec and no trace that is all a
  * call pays. Specs change only through cucore_sim_fail, under fault_mu.
  * A forked child starts its counts again from 0 (an exec'd one does
- * anyway: the counts live in the process). */
+ * anyway: the counts live in the process). The hook is also where a
+ * forked child of an initialised process is refused every driver call, as
+ * the real driver refuses it. */
 #include "sim_internal.h"
 
 #include <errno.h>
@@ -50,6 +52,13 @@ static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct fault_spec specs[SIM_FAULT_MAX_SPECS]; /* under fault_mu */
 static int nspecs;                                   /* under fault_mu */
 static int active;          /* atomic: specs or a trace to look at */
+
+/* Set in a forked child of a process that had initialised the driver:
+ * the H200's driver fails every call there (probe_lifetimes:
+ * "finding2.forkchild.free CUC_E_DRIVER"); the exact error was not
+ * printed, CUDA_ERROR_NOT_INITIALIZED ("initialization error") is the
+ * one CUDA documents for a forked child. */
+static int forked_after_init;
 
 static uint64_t count_all;               /* atomic */
 static uint64_t count_fn[SIM_FN_COUNT];  /* atomic */
@@ -236,6 +245,15 @@ static void atfork_child(void)
 {
     pthread_mutex_unlock(&fault_mu);
     reset_counts(); /* a process of its own: its calls count from 1 */
+    if (sim_check_init() == CUDA_SUCCESS)
+        forked_after_init = 1;
+}
+
+/* Calls that need no initialised driver, and answer in a forked child. */
+static int needs_no_init(enum sim_fn fn)
+{
+    return fn == SIM_FN_cuGetErrorName || fn == SIM_FN_cuGetErrorString ||
+           fn == SIM_FN_cuDriverGetVersion;
 }
 
 static void env_refuse(const char *var, const char *value, const char *why)
@@ -335,6 +353,8 @@ CUresult sim_fault_enter(enum sim_fn fn)
     if (counted(fn))
         k = __atomic_add_fetch(&count_all, 1, __ATOMIC_RELAXED);
     kn = __atomic_add_fetch(&count_fn[fn], 1, __ATOMIC_RELAXED);
+    if (forked_after_init && !needs_no_init(fn))
+        return CUDA_ERROR_NOT_INITIALIZED;
     if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE))
         return CUDA_SUCCESS;
     pthread_mutex_lock(&fault_mu);

@@ -186,7 +186,9 @@ enum sim_range {
  * (its stream's context): pool memory that device has no access to is
  * SIM_RANGE_BAD. */
 enum sim_range sim_alloc_range(uintptr_t p, size_t n);
-enum sim_range sim_pool_range(uintptr_t p, size_t n, int dev);
+/* dev_side: the copy needs device memory there (HtoD's destination,
+ * DtoH's source). */
+enum sim_range sim_pool_range(uintptr_t p, size_t n, int dev, int dev_side);
 enum sim_range sim_vmm_range(uintptr_t p, size_t n, int write);
 
 /* What a pointer is, for cuMemGetAddressRange and cuPointerGetAttribute
@@ -205,15 +207,20 @@ struct sim_ptr_info {
     enum sim_ptr_kind kind;
     uintptr_t base;        /* the allocation: cuMemGetAddressRange */
     size_t size;
+    int no_range;          /* cuMemGetAddressRange says NOT_FOUND anyway */
     uintptr_t range_base;  /* RANGE_START_ADDR / RANGE_SIZE */
     size_t range_size;
+    uintptr_t map_base;    /* MAPPING_BASE_ADDR / MAPPING_SIZE */
+    size_t map_size;
     int host;              /* host memory (CU_MEMORYTYPE_HOST) */
-    int dev;               /* local ordinal, CU_DEVICE_CPU for host */
+    int no_devptr;         /* DEVICE_POINTER is INVALID_VALUE */
+    int dev;               /* DEVICE_ORDINAL: a local ordinal */
     struct CUctx_st *ctx;  /* CONTEXT, or NULL */
     CUmemoryPool pool;     /* MEMPOOL_HANDLE, or NULL */
     uint64_t id;           /* BUFFER_ID / MEMORY_BLOCK_ID */
     unsigned int handle_types; /* ALLOWED_HANDLE_TYPES */
     unsigned int access;   /* ACCESS_FLAGS of the device asked about */
+    int rdma;              /* IS_GPU_DIRECT_RDMA_CAPABLE */
 };
 /* dev: local ordinal of the current context's device, or -1. */
 int sim_alloc_info(uintptr_t p, int dev, struct sim_ptr_info *out);

@@ -8,15 +8,16 @@
 
 #include <string.h>
 
-/* Classifies [p, p+n), used from local device dev: device memory we
- * know (checked), or not ours. */
-static enum sim_range classify(uintptr_t p, size_t n, int write, int dev)
+/* Classifies [p, p+n), used from local device dev (as the device side of
+ * the copy when dev_side): device memory we know (checked), or not ours. */
+static enum sim_range classify(uintptr_t p, size_t n, int write, int dev,
+                               int dev_side)
 {
     enum sim_range r = sim_alloc_range(p, n);
 
     if (r != SIM_RANGE_UNKNOWN)
         return r;
-    r = sim_pool_range(p, n, dev);
+    r = sim_pool_range(p, n, dev, dev_side);
     if (r != SIM_RANGE_UNKNOWN)
         return r;
     return sim_vmm_range(p, n, write);
@@ -44,8 +45,8 @@ static CUresult copy_common(void *dst, const void *src, size_t n,
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    rd = classify((uintptr_t)dst, n, 1, ctx->dev);
-    rs = classify((uintptr_t)src, n, 0, ctx->dev);
+    rd = classify((uintptr_t)dst, n, 1, ctx->dev, dev_dst);
+    rs = classify((uintptr_t)src, n, 0, ctx->dev, dev_src);
     if (rd == SIM_RANGE_BAD || rs == SIM_RANGE_BAD ||
         (dev_dst && rd != SIM_RANGE_OK) || (dev_src && rs != SIM_RANGE_OK))
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -95,7 +96,7 @@ SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
     sim_lock();
     rc = sim_stream_check(hStream, &ctx);
     if (rc == CUDA_SUCCESS && N &&
-        (!dst || classify((uintptr_t)dst, N, 1, ctx->dev) != SIM_RANGE_OK))
+        (!dst || classify((uintptr_t)dst, N, 1, ctx->dev, 0) != SIM_RANGE_OK))
         rc = CUDA_ERROR_INVALID_VALUE;
     sim_unlock();
     if (rc == CUDA_SUCCESS && N)

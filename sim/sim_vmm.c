@@ -175,13 +175,15 @@ int sim_vmm_info(uintptr_t p, int dev, struct sim_ptr_info *out)
             continue;
         memset(out, 0, sizeof(*out));
         out->kind = SIM_PTR_VMM;
-        out->base = m->addr; /* the mapping (guess) */
+        out->base = m->addr; /* the mapping, as on the H200 */
         out->size = m->size;
-        out->range_base = r->base; /* (doc) the reservation */
+        out->range_base = r->base; /* the reservation (doc, and H200) */
         out->range_size = r->size;
+        out->map_base = m->addr;
+        out->map_size = m->size;
         out->host = m->alloc->dev < 0;
         out->dev = m->alloc->dev >= 0 ? m->alloc->dev : CU_DEVICE_CPU;
-        out->ctx = NULL; /* (guess) */
+        out->ctx = NULL;
         out->id = m->id;
         out->handle_types = m->alloc->handle_types;
         out->access = m->access[slot] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE
@@ -191,7 +193,7 @@ int sim_vmm_info(uintptr_t p, int dev, struct sim_ptr_info *out)
                           : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
         return 1;
     }
-    return 0; /* reserved, not mapped: not an allocation (guess) */
+    return 0; /* reserved, not mapped: no allocation ("vmm.reserved-unmapped") */
 }
 
 /* Location -> access slot, or -1 (with *rc set). */

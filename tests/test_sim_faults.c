@@ -323,6 +323,28 @@ static void test_fork(void)
     CHECK(wait_child(pid) == 0);
     CHECK(calls("*") == 1 && S.faults() == 1);
     fail_ok(NULL);
+
+    /* A forked child of a process that initialised the driver is refused
+     * every call (as the real driver: probe_lifetimes, "finding2.forkchild
+     * .free CUC_E_DRIVER"), with CUDA_ERROR_NOT_INITIALIZED; error names
+     * and the driver version still answer. */
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int v = 0, ok;
+        const char *nm = NULL;
+        CUcontext c = NULL;
+        ok = D.cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED &&
+             D.cuInit(0) == CUDA_ERROR_NOT_INITIALIZED &&
+             D.cuCtxGetCurrent(&c) == CUDA_ERROR_NOT_INITIALIZED &&
+             D.cuMemFreeAsync(0, NULL) == CUDA_ERROR_NOT_INITIALIZED &&
+             D.cuDriverGetVersion(&v) == CUDA_SUCCESS && v == 13000 &&
+             D.cuGetErrorName(CUDA_ERROR_NOT_INITIALIZED, &nm) == CUDA_SUCCESS &&
+             strcmp(nm, "CUDA_ERROR_NOT_INITIALIZED") == 0;
+        _exit(ok ? 0 : 1);
+    }
+    CHECK(wait_child(pid) == 0);
+    CU_OK(D.cuDeviceGetCount(&n)); /* the parent is unaffected */
 }
 
 /* ---- the environment, in exec'd children --------------------------------- */

@@ -3,15 +3,32 @@
  * within a process and across exec'd children, cuMemGetAddressRange and
  * cuPointerGetAttribute(s) on every kind of memory the sim makes.
  *
- * Where the behaviour checked here was taken from cuda.h's documentation
- * or guessed (no real driver's answer yet), the check says so: "(doc)" or
- * "(guess)", as sim/README.md lists them. */
+ * Most of it is what the H200 answered (probe_ipc.real.txt, driver 580,
+ * CUDA 13.0; its keys are quoted); what was not seen there is marked
+ * "(doc)", from cuda.h, or "(guess)", as sim/README.md lists them. */
 #include "../sim/testdata/sim_test.h"
 
-#include <stdbool.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/mman.h>
 
 #define MiB ((size_t)1 << 20)
+
+/* This process's shared files of exported chunks (sim_alloc.c). */
+static int shm_files(void)
+{
+    char prefix[64];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int n = 0;
+
+    CHECK(d != NULL);
+    snprintf(prefix, sizeof(prefix), "cucore-sim-ipc-%ld-", (long)getpid());
+    while ((e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
 
 static CUdeviceptr dalloc(size_t n)
 {
@@ -56,9 +73,10 @@ static void range_none(CUdeviceptr p)
     CUdeviceptr b = 7;
     size_t s = 7;
 
-    /* (doc) NOT_FOUND is in the list; outputs untouched */
+    /* NOT_FOUND, and both outputs zeroed ("range.malloc.base ...
+     * base=null size=0") */
     CU_RC(D.cuMemGetAddressRange(&b, &s, p), CUDA_ERROR_NOT_FOUND);
-    CHECK(b == 7 && s == 7);
+    CHECK(b == 0 && s == 0);
 }
 
 /* An attribute read into 8 bytes of 0xa5: the value, and how many bytes
@@ -98,6 +116,12 @@ static void test_memalloc(void)
     a = dalloc(sizeof(buf));
     b = dalloc(1000);
     CHECK(test_fd_count() == n0); /* no fd until exported */
+    /* small blocks share a 2 MiB chunk, the next right after the first
+     * ("range.memalloc.end ... base=p+1048576 size=1000") */
+    CHECK(b == a + sizeof(buf));
+    range_is(a + sizeof(buf), b, 1000);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, b, NULL) == a);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_MAPPING_SIZE, b, NULL) == 2 * MiB);
     CU_OK(D.cuMemcpyHtoDAsync(a, buf, sizeof(buf), NULL));
     CU_OK(D.cuMemcpyAsync(b, a + 24, 1000, NULL));
     CU_OK(D.cuMemsetD8Async(b + 10, 0xee, 5, NULL));
@@ -110,7 +134,7 @@ static void test_memalloc(void)
     range_is(a, a, sizeof(buf));
     range_is(a + 4095, a, sizeof(buf));
     range_is(b + 999, b, 1000);
-    range_none(b + 1000);
+    range_none(b + 1000); /* "range.memalloc-small.end" */
     {
         /* both outputs are optional (doc) */
         CUdeviceptr base = 0;
@@ -119,7 +143,7 @@ static void test_memalloc(void)
         CU_OK(D.cuMemGetAddressRange(NULL, &size, b + 7));
         CHECK(base == b && size == 1000);
     }
-    /* frees: an interior pointer, twice, NULL (guess: NULL is fine) */
+    /* frees: an interior pointer, twice (guess), NULL (guess: fine) */
     CU_RC(D.cuMemFree(a + 256), CUDA_ERROR_INVALID_VALUE);
     CU_OK(D.cuMemFree(a));
     CU_RC(D.cuMemFree(a), CUDA_ERROR_INVALID_VALUE);
@@ -245,7 +269,7 @@ static void test_ranges_pool_vmm(void)
         CHECK(attr(CU_POINTER_ATTRIBUTE_MAPPING_SIZE, base + 3 * MiB, NULL) == 2 * MiB);
         CHECK(attr(CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, base + 3 * MiB, &w) ==
                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
-              w == 4);
+              w == 8);
         CHECK(attr(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, base + 3 * MiB, NULL) == 0);
     }
     CU_OK(D.cuMemUnmap(base + 2 * MiB, 2 * MiB));
@@ -276,16 +300,27 @@ static void test_attributes(void)
     CU_OK(D.cuMemAllocHost(&h, 4096));
     CU_OK(D.cuMemAllocFromPoolAsync(&pp, 512, pool, NULL));
 
-    /* widths as cuda-python declares them: 4-byte enums and ordinals,
-     * 1-byte booleans, 8-byte ids, sizes, addresses and handles */
+    /* widths as the H200 wrote them: 4-byte enums, ordinals and booleans,
+     * 8-byte ALLOWED_HANDLE_TYPES, ids, sizes, addresses and handles
+     * ("attr.memalloc.IS_MANAGED ... 0:w4", "ALLOWED_HANDLE_TYPES 0:w8");
+     * the values as it gave them for each kind */
     CHECK(attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a, &w) == CU_MEMORYTYPE_DEVICE && w == 4);
-    CHECK(attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, m, NULL) == CU_MEMORYTYPE_DEVICE); /* (guess) */
+    CHECK(attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, m, NULL) == CU_MEMORYTYPE_DEVICE);
     CHECK(attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h, NULL) ==
           CU_MEMORYTYPE_HOST);
     CHECK(attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pp, NULL) == CU_MEMORYTYPE_DEVICE);
-    CHECK(attr(CU_POINTER_ATTRIBUTE_IS_MANAGED, a, &w) == 0 && w == 1);
-    CHECK(attr(CU_POINTER_ATTRIBUTE_IS_MANAGED, m, &w) == 1 && w == 1);
-    CHECK(attr(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a + 100, &w) == 1 && w == 1);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_IS_MANAGED, a, &w) == 0 && w == 4);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_IS_MANAGED, m, &w) == 1 && w == 4);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a + 100, &w) == 1 && w == 4);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_MAPPED, a, &w) == 1 && w == 4);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, a, &w) == 0 && w == 8);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, pp, NULL) == 0); /* a NONE pool */
+    CHECK(attr(CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, a, &w) == 1 && w == 4);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, m, NULL) == 0);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, pp, NULL) == 0);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_MAPPING_SIZE, m, NULL) == 2 * MiB);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_MAPPING_SIZE, pp, NULL) == 4 * MiB); /* capped pool */
+    CHECK(attr(CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, pp + 8, NULL) == pp);
     CHECK(attr(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, m, NULL) == 0);
     CHECK(attr(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, pp, NULL) == 0);
     CHECK(attr(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
@@ -299,7 +334,8 @@ static void test_attributes(void)
     CHECK(attr(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, pp, &w) == (uintptr_t)pool && w == 8);
     CHECK(attr(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a, NULL) == 0);
     CHECK(attr(CU_POINTER_ATTRIBUTE_CONTEXT, a, NULL) == (uintptr_t)ctx);
-    CHECK(attr(CU_POINTER_ATTRIBUTE_CONTEXT, pp, NULL) == 0); /* (guess) */
+    CHECK(attr(CU_POINTER_ATTRIBUTE_CONTEXT, pp, NULL) == 0);
+    CHECK(attr(CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)(uintptr_t)h, NULL) == (uintptr_t)ctx);
     CHECK(attr(CU_POINTER_ATTRIBUTE_DEVICE_POINTER, a + 5, NULL) == a + 5);
     CHECK(attr(CU_POINTER_ATTRIBUTE_HOST_POINTER, m + 5, NULL) == m + 5);
     CHECK(attr(CU_POINTER_ATTRIBUTE_MAPPED, pp, NULL) == 1);
@@ -311,14 +347,19 @@ static void test_attributes(void)
     {
         unsigned char slot[8];
         memset(slot, 0xa5, sizeof(slot));
-        /* (doc) no host address for device memory */
+        /* no host address for device memory: INVALID_VALUE, and NULL
+         * written ("attr.memalloc.HOST_POINTER CUDA_ERROR_INVALID_VALUE
+         * null") */
         CU_RC(D.cuPointerGetAttribute(slot, CU_POINTER_ATTRIBUTE_HOST_POINTER, a),
               CUDA_ERROR_INVALID_VALUE);
+        for (int i = 0; i < 8; i++)
+            CHECK(slot[i] == 0);
+        memset(slot, 0xa5, sizeof(slot));
         CU_RC(D.cuPointerGetAttribute(slot, CU_POINTER_ATTRIBUTE_P2P_TOKENS, a),
               CUDA_ERROR_INVALID_VALUE);
         CU_RC(D.cuPointerGetAttribute(slot, (CUpointer_attribute)999, a),
               CUDA_ERROR_INVALID_VALUE);
-        /* (doc) not CUDA's memory */
+        /* not CUDA's memory, nothing written ("attr.malloc.*") */
         CU_RC(D.cuPointerGetAttribute(slot, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                       (CUdeviceptr)(uintptr_t)&x),
               CUDA_ERROR_INVALID_VALUE);
@@ -338,32 +379,36 @@ static void test_attributes(void)
     id2 = attr(CU_POINTER_ATTRIBUTE_BUFFER_ID, a, NULL);
     CHECK(id2 != id1);
 
-    /* cuPointerGetAttributes: the same values, all at once; an unknown
-     * pointer is no error and reads as zeroes (doc) */
+    /* cuPointerGetAttributes: the same values, all at once, NULL where the
+     * single call fails; a pointer that is not CUDA's is no error (doc):
+     * zeroes, but HOST_POINTER is the pointer, DEVICE_ORDINAL -2 and the
+     * range is left alone ("attrs.malloc.*") */
     {
-        CUpointer_attribute as[5] = {
+        CUpointer_attribute as[6] = {
             CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
             CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_HOST_POINTER,
-            CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
-        unsigned int mt = 77;
-        bool managed = true;
+            CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+        unsigned int mt = 77, managed = 77;
+        int ord = 77;
         size_t rs = 77;
         void *hp = &x;
         CUmemoryPool mp = (CUmemoryPool)&x;
-        void *data[5] = {&mt, &managed, &rs, &hp, &mp};
+        void *data[6] = {&mt, &managed, &rs, &hp, &mp, &ord};
 
-        CU_OK(D.cuPointerGetAttributes(5, as, data, pp + 1));
+        CU_OK(D.cuPointerGetAttributes(6, as, data, pp + 1));
         CHECK(mt == CU_MEMORYTYPE_DEVICE && !managed && rs == 512 && hp == NULL &&
-              mp == pool);
-        CU_OK(D.cuPointerGetAttributes(5, as, data, m));
+              mp == pool && ord == 1);
+        CU_OK(D.cuPointerGetAttributes(6, as, data, m));
         CHECK(managed && rs == 4096 && hp == (void *)(uintptr_t)m && mp == NULL);
-        CU_OK(D.cuPointerGetAttributes(5, as, data, (CUdeviceptr)(uintptr_t)&x));
-        CHECK(mt == 0 && !managed && rs == 0 && hp == NULL && mp == NULL);
+        rs = 77;
+        CU_OK(D.cuPointerGetAttributes(6, as, data, (CUdeviceptr)(uintptr_t)&x));
+        CHECK(mt == 0 && !managed && rs == 77 && hp == (void *)&x && mp == NULL &&
+              ord == -2);
         mt = 77;
         as[1] = (CUpointer_attribute)999; /* nothing is written */
-        CU_RC(D.cuPointerGetAttributes(5, as, data, pp), CUDA_ERROR_INVALID_VALUE);
+        CU_RC(D.cuPointerGetAttributes(6, as, data, pp), CUDA_ERROR_INVALID_VALUE);
         CHECK(mt == 77);
-        CU_RC(D.cuPointerGetAttributes(5, NULL, data, pp), CUDA_ERROR_INVALID_VALUE);
+        CU_RC(D.cuPointerGetAttributes(6, NULL, data, pp), CUDA_ERROR_INVALID_VALUE);
         CU_OK(D.cuPointerGetAttributes(0, NULL, NULL, pp));
     }
     CU_OK(D.cuMemFree(a));
@@ -387,15 +432,18 @@ static void test_ipc_local(void)
     a = dalloc(MiB);
     memset(&h1, 0, sizeof(h1));
     memset(&h2, 0xff, sizeof(h2));
+    CHECK(shm_files() == 0);
     CU_OK(D.cuIpcGetMemHandle(&h1, a));
-    CHECK(test_fd_count() == n0 + 1); /* the memfd, until cuMemFree */
+    /* no fd, as on the H200 ("ipcget.memalloc.fds +0"): a shared file
+     * until the chunk goes */
+    CHECK(test_fd_count() == n0 && shm_files() == 1);
     CU_OK(D.cuIpcGetMemHandle(&h2, a));
-    CHECK(test_fd_count() == n0 + 1);
-    CHECK(memcmp(&h1, &h2, sizeof(h1)) == 0); /* (doc) harmless to repeat */
-    /* a pointer inside names its allocation (guess) */
+    CHECK(test_fd_count() == n0 && shm_files() == 1);
+    CHECK(memcmp(&h1, &h2, sizeof(h1)) == 0); /* "ipcget.memalloc.twice-vs-first same" */
+    /* a pointer inside names its allocation ("interior-vs-base same") */
     CU_OK(D.cuIpcGetMemHandle(&h3, a + 4096));
     CHECK(memcmp(&h1, &h3, sizeof(h1)) == 0);
-    CU_RC(D.cuIpcGetMemHandle(&h3, a + MiB), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuIpcGetMemHandle(&h3, a + MiB), CUDA_ERROR_INVALID_VALUE); /* nothing there */
     CU_RC(D.cuIpcGetMemHandle(NULL, a), CUDA_ERROR_INVALID_VALUE);
     /* the copy into a memfd kept the bytes and the address */
     CU_OK(D.cuMemsetD8Async(a, 0x42, 16, NULL));
@@ -405,24 +453,27 @@ static void test_ipc_local(void)
         CU_OK(D.cuMemcpyDtoHAsync(&c, a + 15, 1, NULL));
         CHECK(c == 0x42);
     }
-    /* opening it in the process that made it (guess, as IPC events) */
+    /* opening it in the process that made it ("ipcopen.same-process") */
     CU_RC(D.cuIpcOpenMemHandle(&op, h1, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
           CUDA_ERROR_INVALID_CONTEXT);
     CHECK(op == 9);
-    /* (guess) garbage and zeroes are CUDA_ERROR_MAP_FAILED; (doc) other
-     * flags are CUDA_ERROR_INVALID_VALUE */
+    /* zeroes, garbage and flags other than LAZY_ENABLE_PEER_ACCESS are
+     * CUDA_ERROR_INVALID_VALUE ("xipc.open-zero-handle", "-garbage-handle",
+     * "reopen-flags0", "open-flags2") */
     memset(&junk, 0, sizeof(junk));
     CU_RC(D.cuIpcOpenMemHandle(&op, junk, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-          CUDA_ERROR_MAP_FAILED);
+          CUDA_ERROR_INVALID_VALUE);
     memset(&junk, 0x5a, sizeof(junk));
     CU_RC(D.cuIpcOpenMemHandle(&op, junk, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-          CUDA_ERROR_MAP_FAILED);
+          CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuIpcOpenMemHandle(&op, h1, 2), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuIpcOpenMemHandle(&op, h1, 0), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuIpcOpenMemHandle(NULL, h1, 1), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuIpcCloseMemHandle(a), CUDA_ERROR_INVALID_VALUE);
     CHECK(op == 9);
 
-    /* not cuMemAlloc memory: CUDA_ERROR_INVALID_VALUE (guess) */
+    /* not cuMemAlloc memory: CUDA_ERROR_INVALID_VALUE ("ipcget.pool",
+     * ".managed", ".allochost", ".malloc", ".zero") */
     CU_OK(D.cuMemAllocFromPoolAsync(&pp, 256, pool, NULL));
     CU_OK(D.cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL));
     CU_OK(D.cuMemAllocHost(&host, 4096));
@@ -436,10 +487,23 @@ static void test_ipc_local(void)
     CU_OK(D.cuMemFree(m));
     CU_OK(D.cuMemFreeHost(host));
 
-    /* (doc) freed and allocated again at the same address: a new handle */
+    /* freed ("ipcget.freed"), and allocated again at the same place while
+     * its chunk lives on: the same handle, against cuda.h's word, as on
+     * the H200 ("ipc.realloc same-address=1", "realloc-handle-vs-old
+     * same") */
+    b = dalloc(1000); /* keeps the chunk */
     CU_OK(D.cuMemFree(a));
-    CHECK(test_fd_count() == n0);
     CU_RC(D.cuIpcGetMemHandle(&h3, a), CUDA_ERROR_INVALID_VALUE);
+    CHECK(shm_files() == 1);
+    CU_OK(D.cuMemAlloc(&op, MiB));
+    CHECK(op == a);
+    CU_OK(D.cuIpcGetMemHandle(&h3, op));
+    CHECK(memcmp(&h1, &h3, sizeof(h1)) == 0);
+    CU_OK(D.cuMemFree(op));
+    /* the chunk's last block freed: the chunk and its file go; a new one
+     * is a new handle (not seen) */
+    CU_OK(D.cuMemFree(b));
+    CHECK(test_fd_count() == n0 && shm_files() == 0);
     b = dalloc(MiB);
     CU_OK(D.cuIpcGetMemHandle(&h3, b));
     CHECK(memcmp(&h1, &h3, sizeof(h1)) != 0);
@@ -447,7 +511,7 @@ static void test_ipc_local(void)
     CHECK(test_fd_count() == n0);
 }
 
-/* A released primary context takes its allocations and their fds. */
+/* A released primary context takes its allocations and their files. */
 static void test_ctx_release(void)
 {
     CUcontext c2;
@@ -461,9 +525,9 @@ static void test_ctx_release(void)
     a = dalloc(4096);
     CU_OK(D.cuIpcGetMemHandle(&h, a));
     CHECK(attr(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a, NULL) == 2);
-    CHECK(test_fd_count() == n0 + 1);
+    CHECK(shm_files() == 1);
     CU_OK(D.cuDevicePrimaryCtxRelease(2));
-    CHECK(test_fd_count() == n0);
+    CHECK(test_fd_count() == n0 && shm_files() == 0);
     CU_OK(D.cuDevicePrimaryCtxRetain(&c2, 2));
     CU_OK(D.cuCtxSetCurrent(c2));
     CU_RC(D.cuMemcpyDtoHAsync(&c, a, 1, NULL), CUDA_ERROR_INVALID_VALUE);
@@ -670,26 +734,28 @@ static void test_ipc_cross(void)
     ask(&pr, OP_WRITE, 0, NULL, 0, 0xee, "ok"); /* the child writes byte 1 */
     CU_OK(D.cuMemcpyDtoHAsync(b, a, 2, NULL));
     CHECK(b[0] == 0x5a && b[1] == 0xee);
-    /* (doc) a second open in the same context: the same pointer, one more
-     * reference; (guess) closing more often than opened is
-     * CUDA_ERROR_INVALID_VALUE */
+    /* a second open in the same context: the same pointer, one more
+     * reference (doc; "xipc.open-again ... ptr=p+0"); closing more often
+     * than opened is CUDA_ERROR_INVALID_VALUE ("xipc.close-4") */
     ask(&pr, OP_OPEN, 1, &h, LAZY, 0, "ok same=0");
     ask(&pr, OP_CLOSE, 0, NULL, 0, 0, "ok");
     ask(&pr, OP_READ, 1, NULL, 0, 0, "5a"); /* still mapped */
     ask(&pr, OP_CLOSE, 1, NULL, 0, 0, "ok");
     ask(&pr, OP_READ, 1, NULL, 0, 0, "CUDA_ERROR_INVALID_VALUE");
     ask(&pr, OP_CLOSE, 1, NULL, 0, 0, "CUDA_ERROR_INVALID_VALUE");
-    /* flags 0 are taken (guess); other flags are not (doc) */
+    /* only LAZY_ENABLE_PEER_ACCESS ("xipc.reopen-flags0") */
     ask(&pr, OP_OPEN, 2, &h, 2, 0, "CUDA_ERROR_INVALID_VALUE");
-    ask(&pr, OP_OPEN, 2, &h, 0, 0, "ok same=-1");
+    ask(&pr, OP_OPEN, 2, &h, 0, 0, "CUDA_ERROR_INVALID_VALUE");
+    ask(&pr, OP_OPEN, 2, &h, LAZY, 0, "ok same=-1");
     /* (guess) the same handle from another context of the process */
     ask(&pr, OP_CTX, 0, NULL, 0, 3, "ok");
     ask(&pr, OP_OPEN, 3, &h, LAZY, 0, "CUDA_ERROR_INVALID_CONTEXT");
     ask(&pr, OP_CTX, 0, NULL, 0, 0, "ok");
 
-    /* the exporter frees while the child maps: the child still reads what
-     * was there (guess: the driver calls it undefined); the old handle no
-     * longer opens, a new allocation's handle does */
+    /* the exporter frees while the child maps (the block alone in its
+     * chunk, which goes): the child still reads what was there (guess:
+     * the driver calls it undefined); the old handle no longer opens
+     * (guess), a new allocation's handle does */
     CU_OK(D.cuMemFree(a));
     ask(&pr, OP_READ, 2, NULL, 0, 4096, "3c");
     /* opened still: one more reference to the mapping there (doc) */
@@ -704,9 +770,34 @@ static void test_ipc_cross(void)
     ask(&pr, OP_READ, 2, NULL, 0, 0, "5a"); /* the old mapping is the old memory */
     ask(&pr, OP_CLOSE, 2, NULL, 0, 0, "ok");
     /* closed, its memory freed: the old handle opens nothing (guess) */
-    ask(&pr, OP_OPEN, 4, &h, LAZY, 0, "CUDA_ERROR_MAP_FAILED");
+    ask(&pr, OP_OPEN, 4, &h, LAZY, 0, "CUDA_ERROR_INVALID_VALUE");
     ask(&pr, OP_CLOSE, 5, NULL, 0, 0, "ok");
     ask(&pr, OP_FDS, 0, NULL, 0, 0, "+0");
+
+    /* freed and allocated again where a neighbour keeps the chunk, as the
+     * probe did: the same handle, and the mapping the child kept shows
+     * the new block's bytes ("xipc.read-after-exporter-free ... a7",
+     * "xipc.open-new-handle ... ptr=p+0") */
+    {
+        CUdeviceptr big = dalloc(MiB), small = dalloc(1000), again;
+        CUipcMemHandle hb, hb2;
+        CU_OK(D.cuMemsetD8Async(big, 0x5a, MiB, NULL));
+        CU_OK(D.cuIpcGetMemHandle(&hb, big));
+        ask(&pr, OP_OPEN, 6, &hb, LAZY, 0, "ok same=-1");
+        ask(&pr, OP_READ, 6, NULL, 0, 4096, "5a");
+        CU_OK(D.cuMemFree(big));
+        CU_OK(D.cuMemAlloc(&again, MiB));
+        CHECK(again == big);
+        CU_OK(D.cuMemsetD8Async(again, 0xa7, MiB, NULL));
+        CU_OK(D.cuIpcGetMemHandle(&hb2, again));
+        CHECK(memcmp(&hb, &hb2, sizeof(hb)) == 0);
+        ask(&pr, OP_READ, 6, NULL, 0, 4096, "a7");
+        ask(&pr, OP_OPEN, 7, &hb2, LAZY, 0, "ok same=6");
+        ask(&pr, OP_CLOSE, 7, NULL, 0, 0, "ok");
+        ask(&pr, OP_CLOSE, 6, NULL, 0, 0, "ok");
+        CU_OK(D.cuMemFree(again));
+        CU_OK(D.cuMemFree(small));
+    }
     peer_end(&pr);
 
     /* another visibility: GPU 1 is ordinal 2 under "3,2,1,0", and not
@@ -722,10 +813,17 @@ static void test_ipc_cross(void)
     peer_end(&pr);
     CU_OK(D.cuMemFree(a2));
     CU_OK(D.cuDevicePrimaryCtxRelease(1));
+    {
+        CUcontext c0;
+        CU_OK(D.cuDevicePrimaryCtxRetain(&c0, 0));
+        CU_OK(D.cuCtxSetCurrent(c0));
+        CU_OK(D.cuDevicePrimaryCtxRelease(0)); /* the retain above */
+    }
 }
 
-/* Child: exports a block and exits; its handle goes to the parent. */
-static int child_export_exit(void)
+/* Child: exports a block, sends its handle, then exits, or (argv[3]
+ * "wait") waits to be killed. */
+static int child_export_exit(int argc, char **argv)
 {
     CUdeviceptr a;
     CUipcMemHandle h;
@@ -735,26 +833,68 @@ static int child_export_exit(void)
     CU_OK(D.cuMemAlloc(&a, 4096));
     CU_OK(D.cuIpcGetMemHandle(&h, a));
     sim_t_write_all(fd, &h, sizeof(h));
+    if (argc > 3 && strcmp(argv[3], "wait") == 0)
+        for (;;)
+            pause();
     return 0;
 }
 
-/* A handle whose exporter is gone opens nothing (guess). */
+static int shm_files_of(pid_t pid)
+{
+    char prefix[64];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int n = 0;
+
+    CHECK(d != NULL);
+    snprintf(prefix, sizeof(prefix), "cucore-sim-ipc-%ld-", (long)pid);
+    while ((e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+/* A handle whose exporter is gone opens nothing (guess; the H200's
+ * answer for garbage), whether it exited (its files went with it) or was
+ * killed (its file stays until the next exporter clears it). */
 static void test_exporter_gone(void)
 {
+    static const char *const wait_arg[] = {"wait", NULL};
     CUipcMemHandle h;
     struct peer pr;
     int p[2];
     pid_t pid;
 
-    CHECK(pipe2(p, O_CLOEXEC) == 0);
-    pid = spawn_self("export_exit", NULL, NULL, p[1]);
-    close(p[1]);
-    CHECK(read(p[0], &h, sizeof(h)) == (ssize_t)sizeof(h));
-    close(p[0]);
-    CHECK(wait_child(pid) == 0);
-    pr = peer_start(NULL);
-    ask(&pr, OP_OPEN, 0, &h, LAZY, 0, "CUDA_ERROR_MAP_FAILED");
-    peer_end(&pr);
+    for (int killed = 0; killed < 2; killed++) {
+        CHECK(pipe2(p, O_CLOEXEC) == 0);
+        pid = spawn_self("export_exit", killed ? wait_arg : NULL, NULL, p[1]);
+        close(p[1]);
+        CHECK(read(p[0], &h, sizeof(h)) == (ssize_t)sizeof(h));
+        close(p[0]);
+        if (killed) {
+            /* alive: the handle opens */
+            pr = peer_start(NULL);
+            ask(&pr, OP_OPEN, 0, &h, LAZY, 0, "ok same=-1");
+            ask(&pr, OP_CLOSE, 0, NULL, 0, 0, "ok");
+            peer_end(&pr);
+            CHECK(kill(pid, SIGKILL) == 0);
+            CHECK(wait_child(pid) == 128 + SIGKILL);
+            CHECK(shm_files_of(pid) == 1);
+        } else {
+            CHECK(wait_child(pid) == 0);
+            CHECK(shm_files_of(pid) == 0);
+        }
+        pr = peer_start(NULL);
+        ask(&pr, OP_OPEN, 0, &h, LAZY, 0, "CUDA_ERROR_INVALID_VALUE");
+        peer_end(&pr);
+    }
+    /* our next export clears what the killed one left */
+    {
+        CUdeviceptr a = dalloc(64);
+        CU_OK(D.cuIpcGetMemHandle(&h, a));
+        CHECK(shm_files_of(pid) == 0);
+        CU_OK(D.cuMemFree(a));
+    }
 }
 
 int main(int argc, char **argv)
@@ -763,7 +903,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[2], "ipc") == 0)
             return child_ipc();
         if (strcmp(argv[2], "export_exit") == 0)
-            return child_export_exit();
+            return child_export_exit(argc, argv);
         return 2;
     }
     sim_t_clean_env();
