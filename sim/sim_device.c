@@ -307,7 +307,8 @@ SIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer,
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev_valid(dev) || !sim_dev_valid(peerDev))
         return CUDA_ERROR_INVALID_DEVICE;
-    /* a device and itself: 0 (guess, the probe asks "canaccesspeer.0-0") */
+    /* a device and itself: 0, as the H200 ("canaccesspeer.0-0"); other
+     * pairs not seen (one GPU) */
     *canAccessPeer = dev != peerDev && sim_peer_ok(dev, peerDev);
     return CUDA_SUCCESS;
 }

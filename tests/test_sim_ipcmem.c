@@ -136,7 +136,7 @@ static void test_memalloc(void)
     range_is(b + 999, b, 1000);
     range_none(b + 1000); /* "range.memalloc-small.end" */
     {
-        /* both outputs are optional (doc) */
+        /* both outputs are optional ("range.memalloc.null-size") */
         CUdeviceptr base = 0;
         size_t size = 0;
         CU_OK(D.cuMemGetAddressRange(&base, NULL, b + 7));
@@ -199,7 +199,7 @@ static void test_managed_and_host(void)
     CU_RC(D.cuMemFreeHost((void *)(uintptr_t)m), CUDA_ERROR_INVALID_VALUE);
     CU_OK(D.cuMemFreeHost(h));
     CU_RC(D.cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
-    CU_OK(D.cuMemFree(m)); /* (doc) managed memory goes with cuMemFree */
+    CU_OK(D.cuMemFree(m)); /* (doc) managed memory goes with cuMemFree (the probe did so) */
     CU_OK(D.cuMemFree(d));
 }
 
@@ -217,7 +217,7 @@ static void test_ranges_pool_vmm(void)
 
     CU_OK(D.cuMemAllocFromPoolAsync(&a, 1000, pool, NULL));
     CU_OK(D.cuMemAllocFromPoolAsync(&b, 64, pool, NULL));
-    /* a pool allocation's range is the bytes asked for (guess), on the
+    /* a pool allocation's range is the bytes asked for ("range.pool"), on the
      * exporter and on the importer alike */
     range_is(a, a, 1000);
     range_is(a + 999, a, 1000);
@@ -242,8 +242,8 @@ static void test_ranges_pool_vmm(void)
     CU_OK(D.cuMemFreeAsync(b, NULL));
     CU_OK(D.cuMemPoolDestroy(pool));
 
-    /* VMM: the mapping (guess); the unmapped rest of the reservation is
-     * no allocation (guess) */
+    /* VMM: the mapping ("range.vmm"); the unmapped rest of the
+     * reservation is no allocation ("range.vmm.reserved-unmapped") */
     memset(&ap, 0, sizeof(ap));
     ap.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     ap.location.type = CU_MEM_LOCATION_TYPE_DEVICE;

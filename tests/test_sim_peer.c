@@ -76,7 +76,7 @@ static void test_can_access_peer(void)
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++) {
             CU_OK(D.cuDeviceCanAccessPeer(&v, a, b));
-            CHECK(v == (a != b)); /* a device and itself: 0 (guess) */
+            CHECK(v == (a != b)); /* a device and itself: 0 ("canaccesspeer.0-0") */
         }
     CU_RC(D.cuDeviceCanAccessPeer(&v, 0, 4), CUDA_ERROR_INVALID_DEVICE);
     CU_RC(D.cuDeviceCanAccessPeer(NULL, 0, 1), CUDA_ERROR_INVALID_VALUE);
