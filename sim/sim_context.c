@@ -31,6 +31,8 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx,
                                                   CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDevicePrimaryCtxRetain);
     if (rc)
         return rc;
     if (!pctx)
@@ -49,6 +51,8 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx,
 SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDevicePrimaryCtxRelease);
     if (rc)
         return rc;
     if (!sim_dev_valid(dev))
@@ -62,6 +66,7 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
         sim_streams_ctx_gone(&sim_ctx[dev]);
         sim_events_ctx_gone(&sim_ctx[dev]);
         sim_functions_ctx_gone(&sim_ctx[dev]);
+        sim_allocs_ctx_gone(&sim_ctx[dev]);
     }
     sim_unlock();
     return rc;
@@ -70,6 +75,8 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 SIM_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuCtxSetCurrent);
     if (rc)
         return rc;
     if (ctx == NULL) {
@@ -88,6 +95,8 @@ SIM_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 SIM_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuCtxGetCurrent);
     if (rc)
         return rc;
     if (!pctx)
@@ -96,7 +105,7 @@ SIM_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-SIM_API CUresult CUDAAPI cuCtxSynchronize(void)
+static CUresult sync_current(void)
 {
     struct CUctx_st *c;
     CUresult rc = sim_check_init();
@@ -109,14 +118,21 @@ SIM_API CUresult CUDAAPI cuCtxSynchronize(void)
     return rc; /* all work is synchronous */
 }
 
+SIM_API CUresult CUDAAPI cuCtxSynchronize(void)
+{
+    SIM_FAULT(cuCtxSynchronize);
+    return sync_current();
+}
+
 SIM_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 {
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuCtxSynchronize);
     if (rc)
         return rc;
     if (!ctx)
-        return cuCtxSynchronize();
+        return sync_current();
     sim_lock();
     if (!sim_ctx_valid(ctx) || ctx->magic != SIM_CTX_MAGIC)
         rc = CUDA_ERROR_INVALID_CONTEXT;

@@ -159,11 +159,51 @@ CUresult sim_devices_setup(void)
     return CUDA_SUCCESS;
 }
 
+static CUresult nopeer_bad(void)
+{
+    return sim_init_why(CUDA_ERROR_INVALID_VALUE,
+                        "CUCORE_SIM_NO_PEER=\"%.64s\" is not a list of A-B pairs of "
+                        "distinct physical GPUs below CUCORE_SIM_GPUS (e.g. 0-1,2-3)",
+                        getenv("CUCORE_SIM_NO_PEER"));
+}
+
+CUresult sim_peers_setup(void)
+{
+    const char *s = getenv("CUCORE_SIM_NO_PEER");
+
+    memset(sim.nopeer, 0, sizeof(sim.nopeer));
+    while (s && *s) {
+        char *end;
+        long a, b;
+        errno = 0;
+        a = strtol(s, &end, 10);
+        if (errno || end == s || *end != '-')
+            return nopeer_bad();
+        s = end + 1;
+        b = strtol(s, &end, 10);
+        if (errno || end == s || (*end && *end != ',') || a < 0 || b < 0 ||
+            a >= sim.nphys || b >= sim.nphys || a == b)
+            return nopeer_bad();
+        sim.nopeer[a][b] = sim.nopeer[b][a] = 1;
+        if (*end && !end[1])
+            return nopeer_bad(); /* a trailing comma */
+        s = *end ? end + 1 : end;
+    }
+    return CUDA_SUCCESS;
+}
+
+int sim_peer_ok(int a, int b)
+{
+    return a == b || !sim.nopeer[sim.vis[a]][sim.vis[b]];
+}
+
 /* ---- entry points ------------------------------------------------------ */
 
 SIM_API CUresult CUDAAPI cuDeviceGetCount(int *count)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceGetCount);
     if (rc)
         return rc;
     if (!count)
@@ -175,6 +215,8 @@ SIM_API CUresult CUDAAPI cuDeviceGetCount(int *count)
 SIM_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceGet);
     if (rc)
         return rc;
     if (!device)
@@ -188,6 +230,8 @@ SIM_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 SIM_API CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceGetUuid);
     if (rc)
         return rc;
     if (!uuid)
@@ -215,6 +259,8 @@ static CUresult copy_str(char *dst, int len, const char *src)
 SIM_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceGetName);
     if (rc)
         return rc;
     if (!name || len <= 0)
@@ -227,6 +273,8 @@ SIM_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 SIM_API CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceTotalMem);
     if (rc)
         return rc;
     if (!bytes)
@@ -245,6 +293,7 @@ SIM_API CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len,
     const struct sim_gpu *g;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuDeviceGetPCIBusId);
     if (rc)
         return rc;
     if (!pciBusId || len <= 0)
@@ -265,13 +314,17 @@ SIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer,
                                                CUdevice peerDev)
 {
     CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDeviceCanAccessPeer);
     if (rc)
         return rc;
     if (!canAccessPeer)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev_valid(dev) || !sim_dev_valid(peerDev))
         return CUDA_ERROR_INVALID_DEVICE;
-    *canAccessPeer = dev != peerDev;
+    /* a device and itself: 0, as the H200 ("canaccesspeer.0-0"); other
+     * pairs not seen (one GPU) */
+    *canAccessPeer = dev != peerDev && sim_peer_ok(dev, peerDev);
     return CUDA_SUCCESS;
 }
 
@@ -449,6 +502,7 @@ SIM_API CUresult CUDAAPI cuDeviceGetAttribute(int *pi,
     int phys;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuDeviceGetAttribute);
     if (rc)
         return rc;
     if (!pi)

@@ -3,6 +3,7 @@
 #include "sim_internal.h"
 
 #include <stddef.h>
+#include <string.h>
 
 #define SIM_ERRORS(X)                                                          \
     X(CUDA_SUCCESS, "no error")                                                \
@@ -190,10 +191,29 @@ static const struct sim_error *lookup(CUresult e)
     return NULL;
 }
 
+int sim_error_by_name(const char *name, size_t len, CUresult *out)
+{
+    for (size_t i = 0; i < sizeof(sim_errors) / sizeof(sim_errors[0]); i++)
+        if (strlen(sim_errors[i].name) == len &&
+            memcmp(sim_errors[i].name, name, len) == 0) {
+            *out = sim_errors[i].code;
+            return 1;
+        }
+    return 0;
+}
+
+const char *sim_error_name(CUresult e)
+{
+    const struct sim_error *r = lookup(e);
+
+    return r ? r->name : NULL;
+}
+
 SIM_API CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr)
 {
     const struct sim_error *e;
 
+    SIM_FAULT(cuGetErrorName);
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     e = lookup(error);
@@ -209,6 +229,7 @@ SIM_API CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
 {
     const struct sim_error *e;
 
+    SIM_FAULT(cuGetErrorString);
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     e = lookup(error);

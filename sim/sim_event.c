@@ -112,6 +112,7 @@ SIM_API CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
     struct CUevent_st *e;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuEventCreate);
     if (rc)
         return rc;
     if (!phEvent || (Flags & ~known))
@@ -153,6 +154,7 @@ SIM_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
     struct CUevent_st *e;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuEventRecord);
     if (rc)
         return rc;
     sim_lock();
@@ -189,11 +191,13 @@ static CUresult event_simple(CUevent hEvent)
 
 SIM_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
 {
+    SIM_FAULT(cuEventSynchronize);
     return event_simple(hEvent);
 }
 
 SIM_API CUresult CUDAAPI cuEventQuery(CUevent hEvent)
 {
+    SIM_FAULT(cuEventQuery);
     return event_simple(hEvent); /* complete at record, or never recorded */
 }
 
@@ -203,6 +207,7 @@ SIM_API CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds,
     struct CUevent_st *a, *b;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuEventElapsedTime);
     if (rc)
         return rc;
     if (!pMilliseconds)
@@ -228,6 +233,7 @@ SIM_API CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
     struct CUevent_st **pp;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuEventDestroy);
     if (rc)
         return rc;
     sim_lock();
@@ -252,6 +258,7 @@ SIM_API CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *pHandle,
     struct CUevent_st *e;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuIpcGetEventHandle);
     if (rc)
         return rc;
     if (!pHandle)
@@ -276,6 +283,7 @@ SIM_API CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent,
     struct CUevent_st *e;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuIpcOpenEventHandle);
     if (rc)
         return rc;
     if (!phEvent)

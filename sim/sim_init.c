@@ -1,5 +1,6 @@
 /* cuInit, cuDriverGetVersion, the global lock and the initialised state. */
 #include "sim_internal.h"
+#include "cucore_sim.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -111,12 +112,17 @@ static CUresult sim_do_init(void)
     CUresult rc;
     const char *pb;
 
+    if (cucore_sim_env_error()) /* a malformed CUCORE_SIM_FAIL / _TRACE */
+        return sim_init_why(CUDA_ERROR_INVALID_VALUE, "%s", cucore_sim_env_error());
     rc = sim_devices_setup();
     if (rc != CUDA_SUCCESS)
         return rc;
     if (sim.nphys == 0)
         return sim_init_why(CUDA_ERROR_NO_DEVICE,
                             "CUCORE_SIM_GPUS=0: the simulator has no GPU");
+    rc = sim_peers_setup();
+    if (rc != CUDA_SUCCESS)
+        return rc;
     rc = sim_parse_visible(getenv("CUDA_VISIBLE_DEVICES"), sim.phys,
                            sim.nphys, sim.vis, &sim.nvis);
     if (rc != CUDA_SUCCESS) {
@@ -137,6 +143,7 @@ SIM_API CUresult CUDAAPI cuInit(unsigned int flags)
 {
     CUresult rc;
 
+    SIM_FAULT(cuInit);
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
@@ -167,6 +174,7 @@ SIM_API const char *cucoreSimInitError(void)
 
 SIM_API CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
 {
+    SIM_FAULT(cuDriverGetVersion);
     if (!driverVersion)
         return CUDA_ERROR_INVALID_VALUE;
     *driverVersion = SIM_DRIVER_VERSION;

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim_fault.h"
+
 #define SIM_API __attribute__((visibility("default")))
 
 #define SIM_MAX_GPUS 16
@@ -36,6 +38,8 @@ struct sim_state {
     int nvis;                           /* visible devices */
     int vis[SIM_MAX_GPUS];              /* visible ordinal -> physical index */
     size_t pool_bytes;                  /* default pool capacity */
+    /* CUCORE_SIM_NO_PEER: nopeer[a][b] for physical GPUs a, b */
+    unsigned char nopeer[SIM_MAX_GPUS][SIM_MAX_GPUS];
 };
 
 extern struct sim_state sim;
@@ -63,6 +67,9 @@ uint64_t sim_random64(void);
 /* Fills sim.phys from CUCORE_SIM_GPUS / CUCORE_SIM_UUIDS; on failure says
  * which variable and why through sim_init_why(). */
 CUresult sim_devices_setup(void);
+/* Fills sim.nopeer from CUCORE_SIM_NO_PEER ("0-1,2-3": physical GPUs
+ * that cannot reach each other); CUDA_ERROR_INVALID_VALUE if malformed. */
+CUresult sim_peers_setup(void);
 void sim_uuid_format(const CUuuid *u, char out[44]);
 
 /* ---- CUDA_VISIBLE_DEVICES (sim_visible.c) ----------------------------- */
@@ -174,16 +181,68 @@ CUresult sim_image_scan_len(const void *code, size_t len,
                             struct sim_names *out);
 void sim_functions_ctx_gone(struct CUctx_st *ctx);
 
-/* ---- memory ranges (sim_memory.c, sim_pool.c, sim_vmm.c) -------------- */
+/* ---- memory ranges (sim_memory.c, sim_alloc.c, sim_pool.c, sim_vmm.c) -- */
 
 enum sim_range {
     SIM_RANGE_UNKNOWN = 0, /* not device memory we know: host memory */
     SIM_RANGE_OK,          /* inside a live allocation, size fits */
     SIM_RANGE_BAD          /* inside a pool / reservation but not usable */
 };
-/* Locked. */
-enum sim_range sim_pool_range(uintptr_t p, size_t n);
+/* Locked. dev is the local ordinal of the device the copy is issued from
+ * (its stream's context): pool memory that device has no access to is
+ * SIM_RANGE_BAD. */
+enum sim_range sim_alloc_range(uintptr_t p, size_t n);
+/* dev_side: the copy needs device memory there (HtoD's destination,
+ * DtoH's source). */
+enum sim_range sim_pool_range(uintptr_t p, size_t n, int dev, int dev_side);
 enum sim_range sim_vmm_range(uintptr_t p, size_t n, int write);
+
+/* What a pointer is, for cuMemGetAddressRange and cuPointerGetAttribute
+ * (sim_pointer.c). Filled by the *_info functions of the owning module;
+ * 0 from them means "not mine". Locked. */
+enum sim_ptr_kind {
+    SIM_PTR_NONE = 0,
+    SIM_PTR_MEMALLOC, /* cuMemAlloc */
+    SIM_PTR_MANAGED,  /* cuMemAllocManaged */
+    SIM_PTR_HOST,     /* cuMemAllocHost */
+    SIM_PTR_OPENED,   /* cuIpcOpenMemHandle */
+    SIM_PTR_POOL,     /* a pool allocation, or an imported pool pointer */
+    SIM_PTR_VMM       /* a cuMemMap mapping */
+};
+struct sim_ptr_info {
+    enum sim_ptr_kind kind;
+    uintptr_t base;        /* the allocation: cuMemGetAddressRange */
+    size_t size;
+    int no_range;          /* cuMemGetAddressRange says NOT_FOUND anyway */
+    uintptr_t range_base;  /* RANGE_START_ADDR / RANGE_SIZE */
+    size_t range_size;
+    uintptr_t map_base;    /* MAPPING_BASE_ADDR / MAPPING_SIZE */
+    size_t map_size;
+    int host;              /* host memory (CU_MEMORYTYPE_HOST) */
+    int no_devptr;         /* DEVICE_POINTER is INVALID_VALUE */
+    int dev;               /* DEVICE_ORDINAL: a local ordinal */
+    struct CUctx_st *ctx;  /* CONTEXT, or NULL */
+    CUmemoryPool pool;     /* MEMPOOL_HANDLE, or NULL */
+    uint64_t id;           /* BUFFER_ID / MEMORY_BLOCK_ID */
+    unsigned int handle_types; /* ALLOWED_HANDLE_TYPES */
+    unsigned int access;   /* ACCESS_FLAGS of the device asked about */
+    int rdma;              /* IS_GPU_DIRECT_RDMA_CAPABLE */
+};
+/* dev: local ordinal of the current context's device, or -1. */
+int sim_alloc_info(uintptr_t p, int dev, struct sim_ptr_info *out);
+int sim_pool_info(uintptr_t p, int dev, struct sim_ptr_info *out);
+int sim_vmm_info(uintptr_t p, int dev, struct sim_ptr_info *out);
+/* A new BUFFER_ID: unique in the process, never reused. Locked. */
+uint64_t sim_next_buffer_id(void);
+/* cuMemAlloc / managed / host allocations and IPC mappings made in ctx go
+ * with it (its primary context released to zero). Locked. */
+void sim_allocs_ctx_gone(struct CUctx_st *ctx);
+
+/* ---- peers (sim_device.c) ----------------------------------------------- */
+
+/* Whether local device a can reach local device b's memory (always for
+ * a == b; CUCORE_SIM_NO_PEER lists the pairs that cannot). */
+int sim_peer_ok(int a, int b);
 
 /* ---- small helpers ----------------------------------------------------- */
 

@@ -105,6 +105,7 @@ SIM_API CUresult CUDAAPI cuLibraryLoadData(
     struct CUlib_st *l;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuLibraryLoadData);
     (void)jitOptionsValues;
     (void)libraryOptionValues;
     if (rc)
@@ -151,6 +152,7 @@ SIM_API CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
     struct CUlib_st **pp, *found = NULL;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuLibraryUnload);
     if (rc)
         return rc;
     sim_lock();
@@ -174,6 +176,7 @@ SIM_API CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel,
     struct CUlib_st *l;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuLibraryGetKernel);
     if (rc)
         return rc;
     if (!pKernel || !name)
@@ -204,6 +207,7 @@ SIM_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc,
     struct CUkern_st *k;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuKernelGetFunction);
     if (rc)
         return rc;
     if (!pFunc)
@@ -242,6 +246,7 @@ SIM_API CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config,
     CUresult rc = sim_check_init();
     uint64_t threads;
 
+    SIM_FAULT(cuLaunchKernelEx);
     (void)kernelParams;
     (void)extra;
     if (rc)

@@ -1,16 +1,23 @@
 /* Copies and memset. Device pointers are host addresses (pool mappings and
  * VMM mappings), so a copy is memmove; pointers inside known device ranges
- * are checked (a freed block, an unmapped or inaccessible VMM range, or a
- * size running past the allocation give CUDA_ERROR_INVALID_VALUE). */
+ * are checked (a freed block, an unmapped or inaccessible VMM range, a
+ * size running past the allocation, or pool memory the stream's device has
+ * no access to give CUDA_ERROR_INVALID_VALUE). cuMemAlloc, managed,
+ * cuMemAllocHost and IPC-opened memory count as device memory. */
 #include "sim_internal.h"
 
 #include <string.h>
 
-/* Classifies [p, p+n): device memory we know (checked), or not ours. */
-static enum sim_range classify(uintptr_t p, size_t n, int write)
+/* Classifies [p, p+n), used from local device dev (as the device side of
+ * the copy when dev_side): device memory we know (checked), or not ours. */
+static enum sim_range classify(uintptr_t p, size_t n, int write, int dev,
+                               int dev_side)
 {
-    enum sim_range r = sim_pool_range(p, n);
+    enum sim_range r = sim_alloc_range(p, n);
 
+    if (r != SIM_RANGE_UNKNOWN)
+        return r;
+    r = sim_pool_range(p, n, dev, dev_side);
     if (r != SIM_RANGE_UNKNOWN)
         return r;
     return sim_vmm_range(p, n, write);
@@ -38,8 +45,8 @@ static CUresult copy_common(void *dst, const void *src, size_t n,
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
-    rd = classify((uintptr_t)dst, n, 1);
-    rs = classify((uintptr_t)src, n, 0);
+    rd = classify((uintptr_t)dst, n, 1, ctx->dev, dev_dst);
+    rs = classify((uintptr_t)src, n, 0, ctx->dev, dev_src);
     if (rd == SIM_RANGE_BAD || rs == SIM_RANGE_BAD ||
         (dev_dst && rd != SIM_RANGE_OK) || (dev_src && rs != SIM_RANGE_OK))
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -53,6 +60,7 @@ out:
 SIM_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src,
                                        size_t ByteCount, CUstream hStream)
 {
+    SIM_FAULT(cuMemcpyAsync);
     return copy_common((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
                        ByteCount, hStream, 0, 0);
 }
@@ -61,6 +69,7 @@ SIM_API CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
                                            const void *srcHost,
                                            size_t ByteCount, CUstream hStream)
 {
+    SIM_FAULT(cuMemcpyHtoDAsync);
     return copy_common((void *)(uintptr_t)dstDevice, srcHost, ByteCount,
                        hStream, 1, 0);
 }
@@ -68,6 +77,7 @@ SIM_API CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
 SIM_API CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
                                            size_t ByteCount, CUstream hStream)
 {
+    SIM_FAULT(cuMemcpyDtoHAsync);
     return copy_common(dstHost, (const void *)(uintptr_t)srcDevice,
                        ByteCount, hStream, 0, 1);
 }
@@ -80,12 +90,13 @@ SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
     void *dst = (void *)(uintptr_t)dstDevice;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemsetD8Async);
     if (rc)
         return rc;
     sim_lock();
     rc = sim_stream_check(hStream, &ctx);
     if (rc == CUDA_SUCCESS && N &&
-        (!dst || classify((uintptr_t)dst, N, 1) != SIM_RANGE_OK))
+        (!dst || classify((uintptr_t)dst, N, 1, ctx->dev, 0) != SIM_RANGE_OK))
         rc = CUDA_ERROR_INVALID_VALUE;
     sim_unlock();
     if (rc == CUDA_SUCCESS && N)

@@ -58,11 +58,15 @@ struct sim_block { /* exporter: every block, in offset order */
     size_t off, size;
     size_t req; /* bytes asked for (USED_MEM counts these) */
     int used;
+    uint64_t id; /* BUFFER_ID */
+    int dev;     /* the allocating stream's device (DEVICE_ORDINAL, host pools) */
     struct sim_block *prev, *next;
 };
 
 struct sim_import { /* importer: imported pointers */
-    size_t off, size;
+    size_t off, size; /* size: the bytes the exporter asked for */
+    uint64_t id;      /* BUFFER_ID */
+    int dev;          /* the importing context's device */
     struct sim_import *next;
 };
 
@@ -173,12 +177,12 @@ static void update_reserved(struct CUmemPoolHandle_st *p, int after_free)
                                    SIM_POOL_CHUNK;
         if (floor > keep)
             keep = floor;
-        if (keep < old) {
-            /* Give the pages back; importers see zeroes there. */
-            fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                      (off_t)(SIM_PAGE + keep), (off_t)(old - keep));
+        /* Counted as given back, but the bytes stay: an importer still
+         * mapping a freed block reads what was there, as on the H200
+         * (probe_lifetimes: "finding1.n20.intact 20" after the exporter
+         * freed). */
+        if (keep < old)
             p->reserved = keep;
-        }
     }
     if (p->reserved > p->reserved_high)
         p->reserved_high = p->reserved;
@@ -188,7 +192,7 @@ static void update_reserved(struct CUmemPoolHandle_st *p, int after_free)
 
 /* ---- allocator ----------------------------------------------------------- */
 
-static int block_alloc(struct CUmemPoolHandle_st *p, size_t size,
+static int block_alloc(struct CUmemPoolHandle_st *p, size_t size, int dev,
                        size_t *off_out)
 {
     size_t need;
@@ -214,6 +218,8 @@ static int block_alloc(struct CUmemPoolHandle_st *p, size_t size,
         }
         b->used = 1;
         b->req = size;
+        b->id = sim_next_buffer_id();
+        b->dev = dev;
         *off_out = b->off;
         p->used += size;
         p->nlive++;
@@ -253,28 +259,107 @@ static void block_free(struct CUmemPoolHandle_st *p, struct sim_block *b)
     }
 }
 
-/* ---- range check for copies ---------------------------------------------- */
+/* ---- range check for copies, pointer queries ------------------------------ */
 
-enum sim_range sim_pool_range(uintptr_t a, size_t n)
+/* The allocation of p holding a (the bytes asked for: what the pool's
+ * USED_MEM counts and what cuMemGetAddressRange reports, guess), as
+ * [*start, *start + *len) offsets, and its id. 0 when a is in none. */
+struct pool_alloc {
+    size_t start, len; /* offsets in the data area */
+    uint64_t id;
+    int dev;
+};
+
+static int alloc_at(const struct CUmemPoolHandle_st *p, uintptr_t a,
+                    struct pool_alloc *out)
+{
+    size_t off = (size_t)(a - (uintptr_t)p->base);
+
+    if (!p->imported) {
+        for (const struct sim_block *b = p->blocks; b; b = b->next)
+            if (b->used && off >= b->off && off - b->off < b->req) {
+                out->start = b->off;
+                out->len = b->req;
+                out->id = b->id;
+                out->dev = b->dev;
+                return 1;
+            }
+        return 0;
+    }
+    for (const struct sim_import *i = p->imports; i; i = i->next)
+        if (off >= i->off && off - i->off < i->size) {
+            out->start = i->off;
+            out->len = i->size;
+            out->id = i->id;
+            out->dev = i->dev;
+            return 1;
+        }
+    return 0;
+}
+
+/* Whether local device dev may touch p's memory: the owner always, a
+ * peer with read-write access set (cuMemPoolSetAccess, by this process
+ * for an imported pool). Pinned host pools: any device (not modelled). */
+static int device_may_use(const struct CUmemPoolHandle_st *p, int dev)
+{
+    return p->dev < 0 || dev < 0 || dev == p->dev ||
+           p->access[dev] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+}
+
+enum sim_range sim_pool_range(uintptr_t a, size_t n, int dev, int dev_side)
 {
     struct CUmemPoolHandle_st *p = pool_of(a);
-    size_t off;
+    struct pool_alloc al;
 
     if (!p)
         return SIM_RANGE_UNKNOWN;
-    off = (size_t)(a - (uintptr_t)p->base);
-    if (!p->imported) {
-        for (struct sim_block *b = p->blocks; b; b = b->next)
-            if (b->used && off >= b->off && off - b->off < b->size)
-                return n <= b->size - (off - b->off) ? SIM_RANGE_OK
-                                                     : SIM_RANGE_BAD;
+    if (!alloc_at(p, a, &al) ||
+        n > al.start + al.len - (size_t)(a - (uintptr_t)p->base))
         return SIM_RANGE_BAD;
-    }
-    for (struct sim_import *i = p->imports; i; i = i->next)
-        if (off >= i->off && off - i->off < i->size &&
-            n <= i->size - (off - i->off))
-            return SIM_RANGE_OK;
-    return SIM_RANGE_BAD;
+    /* An imported pinned host pool's pointer as the device side of a copy:
+     * refused on the H200 ("xpool.hostpool.bytes CUDA_ERROR_INVALID_VALUE",
+     * cuMemcpyDtoHAsync; HtoD by analogy, not seen) */
+    if (dev_side && p->imported && p->dev < 0)
+        return SIM_RANGE_BAD;
+    /* Used from a device without access: CUDA_ERROR_INVALID_VALUE for the
+     * copy (a choice: not observed, one GPU was all the probe had). */
+    return device_may_use(p, dev) ? SIM_RANGE_OK : SIM_RANGE_BAD;
+}
+
+/* As the H200 answers for pool pointers (probe_ipc.real.txt, "attr.pool",
+ * "attr.hostpool", "xpool.range" and the "-imported" lines). */
+int sim_pool_info(uintptr_t a, int dev, struct sim_ptr_info *out)
+{
+    struct CUmemPoolHandle_st *p = pool_of(a);
+    struct pool_alloc al;
+    size_t chunk;
+
+    if (!p || !alloc_at(p, a, &al))
+        return 0;
+    memset(out, 0, sizeof(*out));
+    out->kind = SIM_PTR_POOL;
+    out->base = (uintptr_t)p->base + al.start;
+    out->size = out->range_size = al.len;
+    out->host = p->dev < 0;
+    /* a pinned host pool's: no address range on the exporter (its
+     * importer has one), RANGE_START_ADDR 0 on both, no device pointer on
+     * the exporter */
+    out->no_range = out->host && !p->imported;
+    out->range_base = out->host ? 0 : out->base;
+    out->no_devptr = out->host && !p->imported;
+    /* the 32 MiB the pool reserves at a time */
+    chunk = al.start / SIM_POOL_CHUNK * SIM_POOL_CHUNK;
+    out->map_base = (uintptr_t)p->base + chunk;
+    out->map_size = p->capacity - chunk < SIM_POOL_CHUNK ? p->capacity - chunk
+                                                         : SIM_POOL_CHUNK;
+    out->dev = p->dev >= 0 ? p->dev : al.dev;
+    out->ctx = NULL;
+    out->pool = p;
+    out->id = al.id;
+    out->handle_types = p->imported ? 0 : p->handle_types;
+    out->access = device_may_use(p, dev) ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+                                         : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+    return 1;
 }
 
 /* ---- entry points ---------------------------------------------------------- */
@@ -344,6 +429,7 @@ SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
     size_t cap;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolCreate);
     if (rc)
         return rc;
     if (!pool || !poolProps)
@@ -430,6 +516,7 @@ SIM_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolDestroy);
     if (rc)
         return rc;
     sim_lock();
@@ -447,11 +534,29 @@ SIM_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     return rc;
 }
 
+/* As the H200 answers (probe_ipc "access.*" and "xaccess.*", the same in
+ * an importer): a host location on a device pool, or a location of no
+ * known type, is CUDA_ERROR_NOT_SUPPORTED there; on a pinned host pool a
+ * host location is taken (and changes nothing here: the host's access
+ * to its own memory) and an unknown type is CUDA_ERROR_INVALID_VALUE. */
+static int host_location(CUmemLocationType t)
+{
+    return t == CU_MEM_LOCATION_TYPE_HOST || t == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+           t == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
 static CUresult check_access_desc(const struct CUmemPoolHandle_st *p,
                                   const CUmemAccessDesc *d)
 {
-    if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+        if (p->dev >= 0)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        if (!host_location(d->location.type))
+            return CUDA_ERROR_INVALID_VALUE;
+        /* read-only or none for the host on host memory: not seen */
+        return d->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? CUDA_SUCCESS
+                                                              : CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (!sim_dev_valid(d->location.id))
         return CUDA_ERROR_INVALID_DEVICE;
     /* as the driver: read-only is not supported for pools, and the owner
@@ -464,6 +569,10 @@ static CUresult check_access_desc(const struct CUmemPoolHandle_st *p,
     if (d->location.id == p->dev &&
         d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
         return CUDA_ERROR_INVALID_DEVICE;
+    /* a device that cannot reach the owner (CUCORE_SIM_NO_PEER): guess */
+    if (p->dev >= 0 && d->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+        !sim_peer_ok(d->location.id, p->dev))
+        return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
 
@@ -474,6 +583,7 @@ SIM_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool,
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolSetAccess);
     if (rc)
         return rc;
     if (count && !map)
@@ -488,7 +598,8 @@ SIM_API CUresult CUDAAPI cuMemPoolSetAccess(CUmemoryPool pool,
         rc = check_access_desc(p, &map[i]);
     if (rc == CUDA_SUCCESS)
         for (size_t i = 0; i < count; i++)
-            p->access[map[i].location.id] = (unsigned char)map[i].flags;
+            if (map[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+                p->access[map[i].location.id] = (unsigned char)map[i].flags;
 out:
     sim_unlock();
     return rc;
@@ -501,6 +612,7 @@ SIM_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags,
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolGetAccess);
     if (rc)
         return rc;
     if (!flags || !location)
@@ -511,7 +623,7 @@ SIM_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags,
         rc = CUDA_ERROR_INVALID_VALUE;
     } else if (location->type == CU_MEM_LOCATION_TYPE_DEVICE) {
         if (!sim_dev_valid(location->id))
-            rc = CUDA_ERROR_INVALID_DEVICE;
+            rc = CUDA_ERROR_INVALID_VALUE; /* as the H200 ("get-dev5") */
         else
             *flags = (CUmemAccess_flags)p->access[location->id];
     } else if (location->type == CU_MEM_LOCATION_TYPE_HOST ||
@@ -533,6 +645,7 @@ SIM_API CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool,
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolSetAttribute);
     if (rc)
         return rc;
     if (!value)
@@ -581,6 +694,7 @@ SIM_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool,
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolGetAttribute);
     if (rc)
         return rc;
     if (!value)
@@ -632,6 +746,7 @@ SIM_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(
     struct CUmemPoolHandle_st *p;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolExportToShareableHandle);
     if (rc)
         return rc;
     if (!handle_out || flags != 0 ||
@@ -669,6 +784,7 @@ SIM_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
     int fd = (int)(intptr_t)handle, dev = -1;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolImportFromShareableHandle);
     if (rc)
         return rc;
     if (!pool_out || flags != 0 ||
@@ -738,6 +854,7 @@ SIM_API CUresult CUDAAPI cuMemPoolExportPointer(
     struct sim_ptr_export d;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolExportPointer);
     if (rc)
         return rc;
     if (!shareData_out)
@@ -755,7 +872,7 @@ SIM_API CUresult CUDAAPI cuMemPoolExportPointer(
         d.magic = SIM_PTR_EXPORT_MAGIC;
         d.uid = p->uid;
         d.offset = b->off;
-        d.size = b->size;
+        d.size = b->req;
         memcpy(shareData_out, &d, sizeof(d)); /* 48 bytes, as the driver */
     }
     sim_unlock();
@@ -770,6 +887,7 @@ SIM_API CUresult CUDAAPI cuMemPoolImportPointer(
     struct sim_import *imp;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemPoolImportPointer);
     if (rc)
         return rc;
     if (!ptr_out || !shareData)
@@ -801,6 +919,11 @@ SIM_API CUresult CUDAAPI cuMemPoolImportPointer(
     }
     imp->off = (size_t)d.offset;
     imp->size = (size_t)d.size;
+    imp->id = sim_next_buffer_id();
+    {
+        struct CUctx_st *cur;
+        imp->dev = sim_ctx_current(&cur) == CUDA_SUCCESS ? cur->dev : 0;
+    }
     imp->next = p->imports;
     p->imports = imp;
     p->nlive++;
@@ -821,6 +944,7 @@ SIM_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
     int r;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemAllocFromPoolAsync);
     if (rc)
         return rc;
     if (!dptr)
@@ -841,7 +965,7 @@ SIM_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
     rc = pool_materialize(p);
     if (rc)
         goto out;
-    r = block_alloc(p, bytesize, &off);
+    r = block_alloc(p, bytesize, ctx->dev, &off);
     if (r != 0) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
@@ -860,6 +984,7 @@ SIM_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
     size_t off;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemFreeAsync);
     if (rc)
         return rc;
     sim_lock();

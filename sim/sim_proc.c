@@ -42,6 +42,9 @@ SIM_ALIAS(CUresult, cuDeviceGetUuid, (CUuuid * u, CUdevice d), (u, d),
           cuDeviceGetUuid)
 SIM_ALIAS(CUresult, cuEventElapsedTime, (float *ms, CUevent a, CUevent b),
           (ms, a, b), cuEventElapsedTime)
+SIM_ALIAS(CUresult, cuIpcOpenMemHandle,
+          (CUdeviceptr * p, CUipcMemHandle h, unsigned int f), (p, h, f),
+          cuIpcOpenMemHandle)
 
 /* libcuda's plain cuGetProcAddress is the CUDA 11.3 form (no status),
  * which cuGetProcAddress also returns for requests in [11030, 12000). */
@@ -150,6 +153,18 @@ static const struct sim_entry sim_table[] = {
     E(cuMemUnmap, 10020)
     E(cuMemSetAccess, 10020)
     E(cuMemGetAccess, 10020)
+    E(cuMemAlloc, 3020)
+    E(cuMemFree, 3020)
+    E(cuMemGetAddressRange, 3020)
+    E(cuMemAllocHost, 3020)
+    E(cuMemFreeHost, 2000)
+    E(cuMemAllocManaged, 6000)
+    E(cuIpcGetMemHandle, 4010)
+    EF(cuIpcOpenMemHandle, 4010, sim_alias_cuIpcOpenMemHandle)
+    E(cuIpcOpenMemHandle, 11000)
+    E(cuIpcCloseMemHandle, 4010)
+    E(cuPointerGetAttribute, 4000)
+    E(cuPointerGetAttributes, 7000)
     EF(cuGetProcAddress, 11030, sim_cuGetProcAddress_v1)
     E(cuGetProcAddress, 12000)
 };

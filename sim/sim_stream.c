@@ -76,6 +76,7 @@ SIM_API CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority,
     struct CUctx_st *cur;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuCtxGetStreamPriorityRange);
     if (rc)
         return rc;
     sim_lock();
@@ -98,6 +99,7 @@ SIM_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream,
     struct CUstream_st *s;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuStreamCreateWithPriority);
     if (rc)
         return rc;
     if (!phStream)
@@ -135,6 +137,7 @@ SIM_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
     struct CUstream_st **pp;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuStreamDestroy);
     if (rc)
         return rc;
     if (is_special(hStream))
@@ -170,11 +173,13 @@ static CUresult stream_simple(CUstream hStream)
 
 SIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 {
+    SIM_FAULT(cuStreamSynchronize);
     return stream_simple(hStream);
 }
 
 SIM_API CUresult CUDAAPI cuStreamQuery(CUstream hStream)
 {
+    SIM_FAULT(cuStreamQuery);
     return stream_simple(hStream); /* always complete */
 }
 
@@ -184,6 +189,7 @@ SIM_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
     struct CUctx_st *ctx;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuStreamWaitEvent);
     if (rc)
         return rc;
     if (Flags & ~(unsigned int)CU_EVENT_WAIT_EXTERNAL)
@@ -201,6 +207,7 @@ SIM_API CUresult CUDAAPI cuStreamGetPriority(CUstream hStream, int *priority)
     struct CUctx_st *ctx;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuStreamGetPriority);
     if (rc)
         return rc;
     if (!priority)
@@ -219,6 +226,7 @@ SIM_API CUresult CUDAAPI cuStreamGetFlags(CUstream hStream,
     struct CUctx_st *ctx;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuStreamGetFlags);
     if (rc)
         return rc;
     if (!flags)

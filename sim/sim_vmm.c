@@ -54,6 +54,7 @@ struct sim_mapping {
     struct sim_alloc *alloc;
     unsigned char access[SIM_MAX_GPUS + 1];
     int prot;
+    uint64_t id; /* BUFFER_ID */
     struct sim_mapping *next; /* address order */
 };
 
@@ -162,6 +163,39 @@ enum sim_range sim_vmm_range(uintptr_t p, size_t n, int write)
     return at >= end ? SIM_RANGE_OK : SIM_RANGE_BAD;
 }
 
+int sim_vmm_info(uintptr_t p, int dev, struct sim_ptr_info *out)
+{
+    struct sim_resv *r = resv_of(p);
+    int slot = dev >= 0 ? dev : SIM_HOST_SLOT;
+
+    if (!r)
+        return 0;
+    for (struct sim_mapping *m = r->maps; m; m = m->next) {
+        if (p < m->addr || p - m->addr >= m->size)
+            continue;
+        memset(out, 0, sizeof(*out));
+        out->kind = SIM_PTR_VMM;
+        out->base = m->addr; /* the mapping, as on the H200 */
+        out->size = m->size;
+        out->range_base = r->base; /* the reservation (doc, and H200) */
+        out->range_size = r->size;
+        out->map_base = m->addr;
+        out->map_size = m->size;
+        out->host = m->alloc->dev < 0;
+        out->dev = m->alloc->dev >= 0 ? m->alloc->dev : CU_DEVICE_CPU;
+        out->ctx = NULL;
+        out->id = m->id;
+        out->handle_types = m->alloc->handle_types;
+        out->access = m->access[slot] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                          ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+                      : m->access[slot] == CU_MEM_ACCESS_FLAGS_PROT_READ
+                          ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ
+                          : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE;
+        return 1;
+    }
+    return 0; /* reserved, not mapped: no allocation ("vmm.reserved-unmapped") */
+}
+
 /* Location -> access slot, or -1 (with *rc set). */
 static int location_slot(const CUmemLocation *loc, CUresult *rc)
 {
@@ -210,6 +244,7 @@ SIM_API CUresult CUDAAPI cuMemGetAllocationGranularity(
     int dev;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemGetAllocationGranularity);
     if (rc)
         return rc;
     if (!granularity || !prop ||
@@ -251,6 +286,7 @@ SIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
     int dev = -1, fd;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemCreate);
     if (rc)
         return rc;
     if (!handle || !prop || flags != 0)
@@ -299,6 +335,7 @@ SIM_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     struct sim_alloc *a;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemRelease);
     if (rc)
         return rc;
     sim_lock();
@@ -320,6 +357,7 @@ SIM_API CUresult CUDAAPI cuMemExportToShareableHandle(
     struct sim_alloc *a;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemExportToShareableHandle);
     if (rc)
         return rc;
     if (!shareableHandle || flags != 0)
@@ -352,6 +390,7 @@ SIM_API CUresult CUDAAPI cuMemImportFromShareableHandle(
     int fd = (int)(intptr_t)osHandle, dev = -1, mine;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemImportFromShareableHandle);
     if (rc)
         return rc;
     if (!handle)
@@ -406,6 +445,7 @@ SIM_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
     const int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemAddressReserve);
     if (rc)
         return rc;
     /* the driver wants whole granules (64 KiB was refused) */
@@ -473,6 +513,7 @@ SIM_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
     struct sim_resv **pp, *r = NULL;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemAddressFree);
     if (rc)
         return rc;
     sim_lock();
@@ -508,6 +549,7 @@ SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     void *got;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemMap);
     if (rc)
         return rc;
     if (flags != 0 || size == 0 || size % SIM_GRANULARITY != 0 ||
@@ -554,6 +596,7 @@ SIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     }
     m->addr = p;
     m->size = size;
+    m->id = sim_next_buffer_id();
     m->alloc = a;
     m->prot = PROT_NONE;
     m->next = *pp;
@@ -587,6 +630,7 @@ SIM_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     uintptr_t p = (uintptr_t)ptr, end;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemUnmap);
     if (rc)
         return rc;
     if (size == 0 || __builtin_add_overflow(p, size, &end))
@@ -632,6 +676,7 @@ SIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
     struct sim_mapping *first, *last = NULL;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemSetAccess);
     if (rc)
         return rc;
     if (!desc || count == 0)
@@ -681,6 +726,7 @@ SIM_API CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags,
     int slot;
     CUresult rc = sim_check_init();
 
+    SIM_FAULT(cuMemGetAccess);
     if (rc)
         return rc;
     if (!flags || !location)

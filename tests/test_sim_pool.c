@@ -209,6 +209,18 @@ static void test_copies(void)
     CU_OK(D.cuStreamCreateWithPriority(&s, 0, 0));
     a = alloc(pool, sizeof(host));
     b = alloc(pool, sizeof(host));
+    /* The pool is GPU 1's, the stream GPU 0's: no access, so no copy
+     * (the sim's choice, not observed on hardware) until GPU 0 has it. */
+    CU_RC(D.cuMemcpyHtoDAsync(a, host, sizeof(host), s), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemsetD8Async(a, 0, 16, s), CUDA_ERROR_INVALID_VALUE);
+    {
+        CUmemAccessDesc d0;
+        memset(&d0, 0, sizeof(d0));
+        d0.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        d0.location.id = 0;
+        d0.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CU_OK(D.cuMemPoolSetAccess(pool, &d0, 1));
+    }
     CU_OK(D.cuMemcpyHtoDAsync(a, host, sizeof(host), s));
     CU_OK(D.cuMemcpyAsync(b, a, sizeof(host), s));
     memset(back, 0, sizeof(back));
@@ -305,8 +317,23 @@ static void test_access(void)
     d[0].location.id = 1;
     d[0].flags = (CUmemAccess_flags)2;
     CU_RC(D.cuMemPoolSetAccess(pool, d, 1), CUDA_ERROR_INVALID_VALUE);
+    /* as the H200 (probe_ipc "access.devpool.*"): asking about a device
+     * that is not there is CUDA_ERROR_INVALID_VALUE ("get-dev5"); a host
+     * location or no known type on a device pool CUDA_ERROR_NOT_SUPPORTED
+     * ("set-host-rw", "set-hostnuma0-rw", "set-invalid-type-rw"); no
+     * descriptor at all is fine ("set-count0") */
     loc.id = 7;
-    CU_RC(D.cuMemPoolGetAccess(&f, pool, &loc), CUDA_ERROR_INVALID_DEVICE);
+    f = (CUmemAccess_flags)99;
+    CU_RC(D.cuMemPoolGetAccess(&f, pool, &loc), CUDA_ERROR_INVALID_VALUE);
+    CHECK(f == (CUmemAccess_flags)99);
+    d[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    d[0].location = (CUmemLocation){CU_MEM_LOCATION_TYPE_HOST, 0};
+    CU_RC(D.cuMemPoolSetAccess(pool, d, 1), CUDA_ERROR_NOT_SUPPORTED);
+    d[0].location = (CUmemLocation){CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
+    CU_RC(D.cuMemPoolSetAccess(pool, d, 1), CUDA_ERROR_NOT_SUPPORTED);
+    d[0].location = (CUmemLocation){CU_MEM_LOCATION_TYPE_INVALID, 0};
+    CU_RC(D.cuMemPoolSetAccess(pool, d, 1), CUDA_ERROR_NOT_SUPPORTED);
+    CU_OK(D.cuMemPoolSetAccess(pool, d, 0));
     CU_OK(D.cuMemPoolDestroy(pool));
     CU_RC(D.cuMemPoolGetAccess(&f, pool, &loc), CUDA_ERROR_INVALID_VALUE);
 }
@@ -524,6 +551,31 @@ static void test_host_pool(void)
     CHECK(memcmp((void *)(uintptr_t)a, buf, sizeof(buf)) == 0);
     CU_OK(D.cuMemPoolGetAccess(&f, pool, &host));
     CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    {
+        /* as the H200 (probe_ipc "access.hostpool.*"): the host is taken,
+         * no known type is CUDA_ERROR_INVALID_VALUE; a device starts with
+         * none and may be given and refused read-write */
+        CUmemAccessDesc d;
+        CUmemLocation dev0 = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+        memset(&d, 0, sizeof(d));
+        d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        d.location = host;
+        CU_OK(D.cuMemPoolSetAccess(pool, &d, 1));
+        d.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
+        CU_OK(D.cuMemPoolSetAccess(pool, &d, 1));
+        d.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_INVALID, 0};
+        CU_RC(D.cuMemPoolSetAccess(pool, &d, 1), CUDA_ERROR_INVALID_VALUE);
+        CU_OK(D.cuMemPoolGetAccess(&f, pool, &dev0));
+        CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_NONE);
+        d.location = dev0;
+        CU_OK(D.cuMemPoolSetAccess(pool, &d, 1));
+        CU_OK(D.cuMemPoolGetAccess(&f, pool, &dev0));
+        CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        d.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        CU_OK(D.cuMemPoolSetAccess(pool, &d, 1));
+        CU_OK(D.cuMemPoolGetAccess(&f, pool, &dev0));
+        CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    }
     CU_OK(D.cuMemFreeAsync(a, NULL));
     CU_OK(D.cuMemPoolDestroy(pool));
     p.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
@@ -538,6 +590,40 @@ static void test_host_pool(void)
     p.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
     p.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
     CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* An importer still mapping a block its exporter freed reads what was
+ * there, as on the H200 (probe_lifetimes: "finding1.n20.intact 20"): the
+ * pool's reserve is counted as given back, its bytes stay. */
+static void test_freed_bytes_stay(void)
+{
+    CUmemPoolProps p = dev_props(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 64 * MiB);
+    CUmemPoolPtrExportData data;
+    CUmemoryPool pool, imp;
+    CUdeviceptr a, keep, ia;
+    unsigned char got[4] = {0};
+    int fd;
+
+    CU_OK(D.cuMemPoolCreate(&pool, &p));
+    CU_OK(D.cuMemPoolExportToShareableHandle(&fd, pool,
+                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    keep = alloc(pool, 256);
+    a = alloc(pool, 40 * MiB); /* a second 32 MiB chunk of reserve */
+    CU_OK(D.cuMemsetD8Async(a + 33 * MiB, 0x5a, 4, NULL));
+    CU_OK(D.cuMemPoolExportPointer(&data, a));
+    CU_OK(D.cuMemPoolImportFromShareableHandle(&imp, (void *)(uintptr_t)fd,
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CU_OK(D.cuMemPoolImportPointer(&ia, imp, &data));
+    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 64 * MiB);
+    CU_OK(D.cuMemFreeAsync(a, NULL));
+    CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 32 * MiB);
+    CU_OK(D.cuMemcpyDtoHAsync(got, ia + 33 * MiB, 4, NULL));
+    CHECK(got[0] == 0x5a && got[3] == 0x5a);
+    CU_OK(D.cuMemFreeAsync(ia, NULL));
+    CU_OK(D.cuMemPoolDestroy(imp));
+    CU_OK(D.cuMemFreeAsync(keep, NULL));
+    CU_OK(D.cuMemPoolDestroy(pool));
+    close(fd);
 }
 
 /* One pointer imported twice (cuda.core's account of the driver, NVIDIA
@@ -611,7 +697,7 @@ static void *alloc_thread(void *arg)
 
 static void test_threads(void)
 {
-    CUmemPoolProps p = dev_props(3, CU_MEM_HANDLE_TYPE_NONE, 32 * MiB);
+    CUmemPoolProps p = dev_props(0, CU_MEM_HANDLE_TYPE_NONE, 32 * MiB);
     struct thr t[4];
     pthread_t th[4];
     CUcontext ctx;
@@ -648,7 +734,7 @@ static unsigned char pattern(uint32_t seed, size_t i)
  * pool's device(s) with read-write access, writes a reply at offset 1. */
 static int child_import(void)
 {
-    int sock = sim_t_child_fd(), fd = -1, n = 0, devs = 0;
+    int sock = sim_t_child_fd(), fd = -1, n = 0, devs = 0, gave_access = 0;
     struct xfer x;
     CUmemoryPool pool;
     CUdeviceptr ptr;
@@ -671,7 +757,38 @@ static int child_import(void)
     CU_OK(D.cuMemPoolImportPointer(&ptr, pool, &x.data));
     buf = malloc(x.size);
     CHECK(buf);
-    CU_OK(D.cuMemcpyDtoHAsync(buf, ptr, x.size, NULL));
+    {
+        /* GPU 0 here may not be the owner: it needs access, which the
+         * importer grants itself (the sim's choice for the copy; not
+         * observed on hardware) */
+        CUmemAccess_flags f, fh;
+        CUmemLocation loc0 = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+        CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
+        CU_OK(D.cuMemPoolGetAccess(&f, pool, &loc0));
+        CU_OK(D.cuMemPoolGetAccess(&fh, pool, &host));
+        /* (a pinned host pool is not checked) */
+        if (f != CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+            fh != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+            CUmemAccessDesc d0;
+            CU_RC(D.cuMemcpyDtoHAsync(buf, ptr, x.size, NULL),
+                  CUDA_ERROR_INVALID_VALUE);
+            memset(&d0, 0, sizeof(d0));
+            d0.location = loc0;
+            d0.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            CU_OK(D.cuMemPoolSetAccess(pool, &d0, 1));
+            gave_access = 1;
+        }
+        if (fh == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+            /* an imported pinned host pool's pointer is no device pointer
+             * to cuMemcpyDtoHAsync, as on the H200 ("xpool.hostpool.bytes
+             * CUDA_ERROR_INVALID_VALUE"); cuMemcpyAsync takes it */
+            CU_RC(D.cuMemcpyDtoHAsync(buf, ptr, x.size, NULL),
+                  CUDA_ERROR_INVALID_VALUE);
+            CU_OK(D.cuMemcpyAsync((CUdeviceptr)(uintptr_t)buf, ptr, x.size, NULL));
+        } else {
+            CU_OK(D.cuMemcpyDtoHAsync(buf, ptr, x.size, NULL));
+        }
+    }
     for (size_t i = 0; i < x.size; i++)
         if (buf[i] != pattern(x.seed, i)) {
             sim_t_report("bytes differ at %zu", i);
@@ -684,7 +801,7 @@ static int child_import(void)
         CUmemAccess_flags f;
         CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, d};
         CU_OK(D.cuMemPoolGetAccess(&f, pool, &loc));
-        if (f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+        if (f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE && !(d == 0 && gave_access)) {
             sim_t_report("%s%d", devs ? "," : "", d);
             devs++;
         }
@@ -761,6 +878,15 @@ static void test_cross_process(void)
     char want[64];
 
     CU_OK(D.cuMemPoolCreate(&pool, &p));
+    {
+        /* we write from GPU 0; the children's access is their own */
+        CUmemAccessDesc d0;
+        memset(&d0, 0, sizeof(d0));
+        d0.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        d0.location.id = 0;
+        d0.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CU_OK(D.cuMemPoolSetAccess(pool, &d0, 1));
+    }
     CU_OK(D.cuMemPoolExportToShareableHandle(
         &fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     a = alloc(pool, 100000);
@@ -850,6 +976,7 @@ int main(int argc, char **argv)
     test_fds_and_export_bytes();
     test_host_pool();
     test_duplicate_imports();
+    test_freed_bytes_stay();
     test_threads();
     test_cross_process();
     CHECK(sim_t_run("pool_bytes", NULL, pb, out, sizeof(out)) == 0);

@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "driver/driver_syms.h"
+#include "../cucore_sim.h"
 
 struct sim_drv {
     void *handle;
@@ -29,6 +30,15 @@ struct sim_drv {
 };
 
 static struct sim_drv D;
+
+/* The simulator's own controls (sim/cucore_sim.h), after sim_t_load. */
+struct sim_ctl {
+    cucore_sim_fail_fn fail;
+    cucore_sim_calls_fn calls;
+    cucore_sim_faults_fn faults;
+    cucore_sim_env_error_fn env_error;
+};
+static struct sim_ctl S;
 
 static inline const char *sim_t_errname(CUresult r)
 {
@@ -61,6 +71,9 @@ static inline void sim_t_clean_env(void)
     unsetenv("CUCORE_SIM_UUIDS");
     unsetenv("CUCORE_SIM_HIDE");
     unsetenv("CUCORE_SIM_POOL_BYTES");
+    unsetenv("CUCORE_SIM_FAIL");
+    unsetenv("CUCORE_SIM_TRACE");
+    unsetenv("CUCORE_SIM_NO_PEER");
     setenv("CUCORE_SIM_GPUS", "4", 1);
 }
 
@@ -93,6 +106,17 @@ static inline void sim_t_load(void)
     } while (0);
     CUC_DRIVER_SYMS(SIM_T_RESOLVE)
 #undef SIM_T_RESOLVE
+#define SIM_T_CTL(member, name)                                                \
+    do {                                                                       \
+        void *p_ = dlsym(D.handle, name);                                      \
+        CHECK(p_ != NULL);                                                     \
+        memcpy(&S.member, &p_, sizeof(p_));                                    \
+    } while (0)
+    SIM_T_CTL(fail, "cucore_sim_fail");
+    SIM_T_CTL(calls, "cucore_sim_calls");
+    SIM_T_CTL(faults, "cucore_sim_faults");
+    SIM_T_CTL(env_error, "cucore_sim_env_error");
+#undef SIM_T_CTL
 }
 
 /* Load, cuInit, and make device dev's primary context current. */

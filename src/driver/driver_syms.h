@@ -70,6 +70,17 @@
     X(cuMemMap, 10020)                              \
     X(cuMemUnmap, 10020)                            \
     X(cuMemSetAccess, 10020)                        \
-    X(cuMemGetAccess, 10020)
+    X(cuMemGetAccess, 10020)                        \
+    X(cuMemAlloc, 3020)                             \
+    X(cuMemFree, 3020)                              \
+    X(cuMemGetAddressRange, 3020)                   \
+    X(cuMemAllocHost, 3020)                         \
+    X(cuMemFreeHost, 2000)                          \
+    X(cuMemAllocManaged, 6000)                      \
+    X(cuIpcGetMemHandle, 4010)                      \
+    X(cuIpcOpenMemHandle, 11000)                    \
+    X(cuIpcCloseMemHandle, 4010)                    \
+    X(cuPointerGetAttribute, 4000)                  \
+    X(cuPointerGetAttributes, 7000)
 
 #endif
