@@ -101,7 +101,7 @@ static void test_layout(void)
  * word at offset 12 zero). */
 static void test_generic_records(void)
 {
-    uint8_t payload[300];
+    uint8_t payload[51 + 40 * 7];
     struct cuc__record rec;
     cuc_msg *m, *r;
     size_t i;

@@ -293,7 +293,7 @@ static const uint8_t *le(uint64_t v, size_t n)
 
     CHECK(pool_used + n <= sizeof(pool_of_bytes));
     for (i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+        p[i] = i < 8 ? (uint8_t)(v >> (8 * i)) : 0;
     pool_used += n;
     return p;
 }
