@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* Ids per release record: 64 KiB of payload. */
-#define RELEASE_IDS_PER_RECORD 8192u
+#define RELEASE_IDS_PER_RECORD CUC__RELEASE_MAX_IDS
 
 static size_t slot_of(uint64_t id, size_t cap)
 {
@@ -310,7 +310,7 @@ int cuc_channel_release(cuc_channel *ch, const uint64_t *ids, size_t n)
         cuc_msg *m;
         rc = cuc_msg_create(&m);
         /* 1000 records of 64 KiB keep a message under CUC_MSG_MAX_BYTES */
-        for (size_t r = 0; !rc && r < 1000 && done < n; r++) {
+        for (size_t r = 0; !rc && r < CUC__RELEASE_MAX_RECORDS && done < n; r++) {
             size_t k = n - done < RELEASE_IDS_PER_RECORD ? n - done : RELEASE_IDS_PER_RECORD;
             for (size_t i = 0; i < k; i++)
                 cuc__put64(payload + 8 * i, ids[done + i]);

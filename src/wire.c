@@ -32,6 +32,7 @@ struct cuc_msg {
     uint32_t nrecs, rec_cap;
     uint32_t nfds, fd_cap;
     uint32_t fds_owned; /* entries of fds that are not -1 */
+    uint32_t nrelease;  /* release records, at most CUC__RELEASE_MAX_RECORDS */
     size_t data_len, data_cap;
     size_t wire_len; /* encoded size */
     struct cuc__lease_att *atts; /* leases to register when sent */
@@ -45,18 +46,20 @@ struct cuc_msg {
 struct rec_shape {
     uint16_t type, version;
     uint32_t min_len, max_len, multiple, min_fds, max_fds;
+    uint32_t rsv_off, rsv_len; /* a reserved field that must be zero */
 };
 
 /* Payload multiples are powers of two, so a mask checks them: a division
  * by a table value was a tenth of a device record's round trip. */
-#define MULTIPLE_OK_(type, ver, lo, hi, mul, flo, fhi) \
-    _Static_assert((mul) > 0 && ((mul) & ((mul) - 1)) == 0, #type ": multiple of a power of two");
+#define MULTIPLE_OK_(type, ver, lo, hi, mul, flo, fhi, roff, rlen)                              \
+    _Static_assert((mul) > 0 && ((mul) & ((mul) - 1)) == 0, #type ": multiple of a power of two"); \
+    _Static_assert((roff) + (rlen) <= (lo), #type ": the reserved field is in every payload");
 CUC__RECORD_TYPES(MULTIPLE_OK_)
 #undef MULTIPLE_OK_
 
 /* Indexed by type: record types are small, dense integers. */
-#define SHAPE_(type, ver, lo, hi, mul, flo, fhi) \
-    [type] = {type, ver, lo, hi, mul, flo, fhi},
+#define SHAPE_(type, ver, lo, hi, mul, flo, fhi, roff, rlen) \
+    [type] = {type, ver, lo, hi, mul, flo, fhi, roff, rlen},
 static const struct rec_shape shapes[] = {CUC__RECORD_TYPES(SHAPE_)};
 #undef SHAPE_
 
@@ -81,6 +84,16 @@ const char *cuc__record_type_name(unsigned type)
 static size_t pad8(size_t n)
 {
     return (n + 7u) & ~(size_t)7u;
+}
+
+static int check_zero(const uint8_t *p, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
 }
 
 /* One freed message struct kept per thread: the common create (or decode),
@@ -138,6 +151,7 @@ static void msg_init(cuc_msg *m)
     m->nfds = 0;
     m->fd_cap = INLINE_FDS;
     m->fds_owned = 0;
+    m->nrelease = 0;
     m->data_len = 0;
     m->data_cap = INLINE_DATA;
     m->wire_len = CUC__WIRE_HDR;
@@ -312,6 +326,13 @@ static int check_add(const cuc_msg *m, uint16_t type, uint16_t version,
     if (nfds < s->min_fds || nfds > s->max_fds)
         return cuc__seterr(CUC_E_INVALID, "%s record: %u fds, it carries %u..%u",
                            cuc__record_type_name(s->type), nfds, s->min_fds, s->max_fds);
+    if (s->rsv_len && !check_zero((const uint8_t *)payload + s->rsv_off, s->rsv_len))
+        return cuc__seterr(CUC_E_INVALID, "%s record: reserved field (payload offset "
+                           "%u, %u bytes) is not 0", cuc__record_type_name(s->type),
+                           s->rsv_off, s->rsv_len);
+    if (type == CUC_RECORD_RELEASE && m->nrelease >= CUC__RELEASE_MAX_RECORDS)
+        return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of %u "
+                           "release records", CUC__RELEASE_MAX_RECORDS);
     if (m->nrecs >= CUC_MSG_MAX_RECORDS)
         return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of "
                            "%u records", CUC_MSG_MAX_RECORDS);
@@ -360,6 +381,7 @@ static int append(cuc_msg *m, uint16_t type, uint16_t version,
         memcpy(m->fds + m->nfds, fds, nfds * sizeof(int));
     m->nfds += nfds;
     m->fds_owned += nfds;
+    m->nrelease += type == CUC_RECORD_RELEASE;
     m->wire_len += CUC__WIRE_REC_HDR + pad8(len);
     return 0;
 }
@@ -657,6 +679,12 @@ static int check_header(const uint8_t *b, size_t len, size_t nfds, struct hdr *h
 static int check_shape(const struct rec_shape *s, uint32_t i, size_t off,
                        const uint8_t *b, uint32_t len, uint32_t nfds)
 {
+    size_t rsv = off + CUC__WIRE_REC_HDR + s->rsv_off;
+
+    if (s->type == CUC_RECORD_RELEASE && len > s->max_len)
+        return cuc__badmsg("record %u at offset %zu: release payload length %u is more "
+                           "than the %u lease ids a release record holds", i, off, len,
+                           CUC__RELEASE_MAX_IDS);
     if (len < s->min_len || len > s->max_len || (len & (s->multiple - 1)))
         return cuc__badmsg("record %u at offset %zu: %s payload length %u outside "
                            "%u..%u (multiple of %u)", i, off,
@@ -666,9 +694,10 @@ static int check_shape(const struct rec_shape *s, uint32_t i, size_t off,
         return cuc__badmsg("record %u at offset %zu: %s record with %u fds (it carries "
                            "%u..%u)", i, off, cuc__record_type_name(s->type), nfds,
                            s->min_fds, s->max_fds);
-    if (s->type == CUC_RECORD_FD && cuc__get32(b + off + CUC__WIRE_REC_HDR + 4))
-        return cuc__badmsg("record %u at offset %zu: reserved fd record field at "
-                           "offset %zu is not 0", i, off, off + CUC__WIRE_REC_HDR + 4);
+    if (!check_zero(b + rsv, s->rsv_len))
+        return cuc__badmsg("record %u at offset %zu: reserved %s record field at "
+                           "offset %zu (payload offset %u, %u bytes) is not 0", i, off,
+                           cuc__record_type_name(s->type), rsv, s->rsv_off, s->rsv_len);
     return 0;
 }
 
@@ -696,22 +725,12 @@ static int check_fd_range(uint32_t i, size_t off, uint32_t first, uint32_t n,
     return 0;
 }
 
-static int check_zero(const uint8_t *p, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        if (p[i])
-            return 0;
-    return 1;
-}
-
 /* Walks the records, checking each against the bytes left; fills m->recs
  * (offsets relative to the record area, which m->data copies). */
 static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h)
 {
     size_t off = CUC__WIRE_HDR;
-    uint32_t i, next_fd = 0;
+    uint32_t i, next_fd = 0, nrelease = 0;
     int rc;
 
     for (i = 0; i < h->nrecs; i++) {
@@ -753,6 +772,10 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
             return cuc__badmsg("record %u at offset %zu: padding after the payload "
                                "(offset %zu) is not zero", i, off,
                                off + CUC__WIRE_REC_HDR + r->len);
+        if (r->type == CUC_RECORD_RELEASE && ++nrelease > CUC__RELEASE_MAX_RECORDS)
+            return cuc__badmsg("record %u at offset %zu: more than the %u release "
+                               "records a message holds", i, off,
+                               CUC__RELEASE_MAX_RECORDS);
         r->off = (uint32_t)(off + CUC__WIRE_REC_HDR - CUC__WIRE_HDR);
         off += CUC__WIRE_REC_HDR + (size_t)padded;
     }
@@ -761,6 +784,7 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
     if (next_fd != h->nfds)
         return cuc__badmsg("fds %u..%u arrived with the message but no record "
                            "references them", next_fd, h->nfds - 1);
+    m->nrelease = nrelease;
     return 0;
 }
 

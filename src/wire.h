@@ -18,28 +18,39 @@
 #define CUC__WIRE_HDR 24u
 #define CUC__WIRE_REC_HDR 16u
 
+/* Release records (lease.h): at most this many lease ids a record, and
+ * release records a message (what fits CUC_MSG_MAX_BYTES); decode and add
+ * refuse more. */
+#define CUC__RELEASE_MAX_IDS 8192u
+#define CUC__RELEASE_MAX_RECORDS 1000u
+/* The longest payload one message can hold. */
+#define CUC__WIRE_PAYLOAD_MAX (CUC_MSG_MAX_BYTES - CUC__WIRE_HDR - CUC__WIRE_REC_HDR)
+
 /* Every record type the decoder knows, with the newest payload version it
  * reads and the shape it enforces on decode and on add:
- *   X(type, version, min_len, max_len, len_multiple (a power of two), min_fds, max_fds)
- * A record outside its shape is CUC_E_BADMSG on decode (CUC_E_INVALID on
- * add); a type not listed, or a version above the one listed, is
- * CUC_E_VERSION on decode. The module that owns a payload owns its line:
- * bump the version when the payload changes, narrow the shape to what the
- * payload needs. */
-#define CUC__RECORD_TYPES(X)                                               \
-    X(CUC_RECORD_DEVICE, 1, 16, 16, 1, 0, 0)                               \
-    X(CUC_RECORD_STREAM, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                 \
-    X(CUC_RECORD_EVENT, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                  \
-    X(CUC_RECORD_LAUNCH_CONFIG, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)          \
-    X(CUC_RECORD_KERNEL, 1, 0, CUC_MSG_MAX_BYTES, 1, 0, 0)                 \
-    X(CUC_RECORD_POOL, 1, 40, 40, 8, 1, 1)                                 \
-    X(CUC_RECORD_BUFFER, 1, 104, 104, 8, 0, 0)                             \
-    X(CUC_RECORD_VMM, 1, 48, 9256, 8, 1, 1024) /* wire_vmm.c */            \
-    X(CUC_RECORD_FD, 1, 8, 8, 1, 1, 1)                                     \
-    X(CUC_RECORD_RELEASE, 1, 8, CUC_MSG_MAX_BYTES, 8, 0, 0)
+ *   X(type, version, min_len, max_len, len_multiple (a power of two),
+ *     min_fds, max_fds, reserved_off, reserved_len)
+ * reserved_len bytes at payload offset reserved_off must be zero (0, 0: the
+ * type has no reserved field). A record outside its shape is CUC_E_BADMSG
+ * on decode (CUC_E_INVALID on add); a type not listed, or a version above
+ * the one listed, is CUC_E_VERSION on decode. The module that owns a
+ * payload owns its line, and docs/wire-format.md its table: bump the
+ * version when the payload changes, keep the shape what the payload needs
+ * (tests/test_wire_doc.c checks the doc against the encoders). */
+#define CUC__RECORD_TYPES(X)                                                    \
+    X(CUC_RECORD_DEVICE, 1, 16, 16, 8, 0, 0, 0, 0)          /* wire_device.c */ \
+    X(CUC_RECORD_STREAM, 1, 24, 24, 8, 0, 0, 4, 4)          /* wire_stream.c */ \
+    X(CUC_RECORD_EVENT, 1, 88, 88, 8, 0, 0, 4, 4)           /* wire_event.c */  \
+    X(CUC_RECORD_LAUNCH_CONFIG, 1, 64, 64, 8, 0, 0, 44, 20) /* wire_launch.c */ \
+    X(CUC_RECORD_KERNEL, 1, 51, CUC__WIRE_PAYLOAD_MAX, 1, 0, 0, 12, 4) /* wire_kernel.c */ \
+    X(CUC_RECORD_POOL, 1, 40, 40, 8, 1, 1, 0, 0)            /* wire_pool.c */   \
+    X(CUC_RECORD_BUFFER, 1, 104, 104, 8, 0, 0, 24, 8)       /* wire_buffer.c */ \
+    X(CUC_RECORD_VMM, 1, 48, 9256, 8, 1, 1024, 12, 4)       /* wire_vmm.c */    \
+    X(CUC_RECORD_FD, 1, 8, 8, 8, 1, 1, 4, 4)                /* wire_fd.c */     \
+    X(CUC_RECORD_RELEASE, 1, 8, 8u * CUC__RELEASE_MAX_IDS, 8, 0, 0, 0, 0) /* lease.c */
 
 /* Payload versions, for cuc__msg_add_record callers. */
-#define CUC__RECORD_VERSION_OF_(type, version, a, b, c, d, e) type##_VERSION = version,
+#define CUC__RECORD_VERSION_OF_(type, version, a, b, c, d, e, f, g) type##_VERSION = version,
 enum { CUC__RECORD_TYPES(CUC__RECORD_VERSION_OF_) };
 #undef CUC__RECORD_VERSION_OF_
 

@@ -1,9 +1,12 @@
 /* Event records: an IPC event as its driver handle and its device's UUID.
  * Payload (88 bytes): flags u32 (CUC_EVENT_*: IPC set, TIMING clear),
- * reserved u32 = 0, device UUID[16], CUipcEventHandle[64]. */
+ * reserved u32 = 0 (checked by the decoder: its shape in wire.h), device
+ * UUID[16], CUipcEventHandle[64]. */
 #include "objects.h"
 
 #include <string.h>
+
+_Static_assert(CUC__EVENT_PAYLOAD == 88u, "update the event shape in wire.h");
 
 #define WIRE_EVENT_FLAGS (CUC_EVENT_BLOCKING_SYNC | CUC_EVENT_IPC)
 
@@ -49,10 +52,6 @@ int cuc__event_rec_parse(const cuc_msg *m, size_t index, struct cuc__event_rec *
         return cuc__seterr(CUC_E_BADMSG, "event record %zu: flags 0x%x (payload "
                            "offset 0) must have CUC_EVENT_IPC and at most "
                            "CUC_EVENT_BLOCKING_SYNC besides", index, flags);
-    if (cuc__get32(r.payload + 4))
-        return cuc__seterr(CUC_E_BADMSG, "event record %zu: reserved field (payload "
-                           "offset 4) is 0x%08x, must be 0", index,
-                           cuc__get32(r.payload + 4));
     out->flags = flags;
     memcpy(out->uuid.bytes, r.payload + 8, 16);
     memcpy(out->handle.reserved, r.payload + 24, sizeof(out->handle.reserved));

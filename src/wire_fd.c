@@ -1,5 +1,6 @@
 /* Plain fd records: an fd with the caller's tag, for what is not a CUDA
- * object (a socket, a memfd, an eventfd). Payload: tag u32, reserved u32. */
+ * object (a socket, a memfd, an eventfd). Payload: tag u32, reserved u32
+ * (0, checked by the decoder: the shape in wire.h). */
 #include "internal.h"
 #include "wire.h"
 

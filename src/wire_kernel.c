@@ -1,11 +1,16 @@
 /* Kernel records: the image bytes, their kind and SHA-256, and the symbol.
  * Payload: kind u32, name_len u32 (with the NUL, 2..4096), image_len u32,
- * reserved u32 = 0, sha256[32], name[name_len], image[image_len]; the
- * payload is exactly 48 + name_len + image_len bytes. */
+ * reserved u32 = 0 (checked by the decoder: its shape in wire.h),
+ * sha256[32], name[name_len], image[image_len]; the payload is exactly
+ * 48 + name_len + image_len bytes. */
 #include "objects.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* the shape in wire.h: 48 bytes, a name of at least one character and its
+ * NUL, an image of at least one byte */
+_Static_assert(CUC__KERNEL_FIXED + 2u + 1u == 51u, "update the kernel shape in wire.h");
 
 int cuc_msg_add_kernel(cuc_msg *m, const cuc_kernel *k)
 {
@@ -63,10 +68,6 @@ int cuc__kernel_rec_parse(const cuc_msg *m, size_t index, struct cuc__kernel_rec
     if (kind < CUC_IMAGE_CUBIN || kind > CUC_IMAGE_FATBIN)
         return cuc__seterr(CUC_E_BADMSG, "kernel record %zu: image kind %u (payload "
                            "offset 0) is not cubin (1), PTX (2) or fatbin (3)", index, kind);
-    if (cuc__get32(r.payload + 12))
-        return cuc__seterr(CUC_E_BADMSG, "kernel record %zu: reserved field (payload "
-                           "offset 12) is 0x%08x, must be 0", index,
-                           cuc__get32(r.payload + 12));
     if (name_len < 2 || name_len > CUC_KERNEL_NAME_MAX + 1)
         return cuc__seterr(CUC_E_BADMSG, "kernel record %zu: name length %u (payload "
                            "offset 4) is outside 2..%d (with the NUL)", index, name_len,

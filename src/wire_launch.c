@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+_Static_assert(CUC__LAUNCH_PAYLOAD == 64u, "update the launch config shape in wire.h");
+
 #define N_FIELDS (CUC__LAUNCH_PAYLOAD / 4)
 
 static void to_words(const cuc_launch_config *c, uint32_t w[N_FIELDS])

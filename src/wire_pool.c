@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+_Static_assert(CUC__POOL_PAYLOAD == 40u, "update the pool shape in wire.h");
+
 /* Find-or-import is one step: two threads getting the same new pool must
  * not import it twice. */
 static pthread_mutex_t import_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -1,9 +1,11 @@
 /* Stream records: a default stream as its kind and its device's UUID.
- * Payload (24 bytes): kind u32 (1 legacy, 2 per-thread), reserved u32 = 0,
- * device UUID[16]. */
+ * Payload (24 bytes): kind u32 (1 legacy, 2 per-thread), reserved u32 = 0
+ * (checked by the decoder: its shape in wire.h), device UUID[16]. */
 #include "objects.h"
 
 #include <string.h>
+
+_Static_assert(CUC__STREAM_PAYLOAD == 24u, "update the stream shape in wire.h");
 
 int cuc_msg_add_stream(cuc_msg *m, const cuc_stream *s)
 {
@@ -45,10 +47,6 @@ int cuc__stream_rec_parse(const cuc_msg *m, size_t index, struct cuc__stream_rec
         return cuc__seterr(CUC_E_BADMSG, "stream record %zu: kind %u (payload offset "
                            "0) is neither legacy (1) nor per-thread (2)%s", index, kind,
                            kind == 0 ? "; the \"default\" stream is never sent as 0" : "");
-    if (cuc__get32(r.payload + 4))
-        return cuc__seterr(CUC_E_BADMSG, "stream record %zu: reserved field (payload "
-                           "offset 4) is 0x%08x, must be 0", index,
-                           cuc__get32(r.payload + 4));
     out->kind = kind;
     memcpy(out->uuid.bytes, r.payload + 8, 16);
     return 0;

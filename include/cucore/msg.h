@@ -4,12 +4,15 @@
  * A message is an ordered list of records. The sender adds objects; the
  * message serializes to bytes (and, for objects backed by file descriptors,
  * a list of fds that must travel beside the bytes: see cucore/channel.h).
- * The receiver parses the bytes, which checks every length, count, index
- * and enum but resolves nothing; cuc_msg_get_*() then resolves one record
- * to a local object (a device by UUID, an IPC event by its handle, ...).
+ * The receiver parses the bytes, which checks the container (every length,
+ * count and fd index, each record type's payload length, fd count and
+ * reserved fields) but no field's value and resolves nothing;
+ * cuc_msg_get_*() then checks one record's fields and resolves it to a
+ * local object (a device by UUID, an IPC event by its handle, ...).
  *
  * Serialized input is untrusted: malformed bytes give CUC_E_BADMSG, an
- * unknown record type or a newer version CUC_E_VERSION, never a crash.
+ * unknown record type or a newer version CUC_E_VERSION for the whole
+ * message (its fds are closed), never a crash.
  * A message is not thread-safe; use one per thread or lock around it.
  */
 #ifndef CUCORE_MSG_H
