@@ -1,6 +1,7 @@
 /* Writes the seed corpus of fuzz_msg_decode into the directory given:
  * valid messages of every record type cucore's wire module owns, and the
- * edge cases tests/test_wire_hostile.c checks. Each file is one control
+ * edge cases tests/test_wire_hostile.c checks (every type's shape and
+ * reserved bytes, the release limits, unknown types with fds, no records). Each file is one control
  * byte (fd count, see fuzz_msg_decode.c) + the message.
  *
  *   CUCORE_DRIVER=sim CUCORE_SIM_GPUS=4 fuzz_gen_corpus_msg fuzz/corpus/msg_decode
@@ -68,34 +69,23 @@ static cuc_msg *new_msg(void)
     return m;
 }
 
-static uint16_t odd_type(void)
-{
-    static const uint16_t types[] = {CUC_RECORD_KERNEL, CUC_RECORD_STREAM, CUC_RECORD_EVENT,
-                                     CUC_RECORD_LAUNCH_CONFIG, CUC_RECORD_BUFFER};
-    uint8_t p[13] = {0};
-    cuc_msg *m = new_msg();
-    uint16_t t = 0;
-
-    for (size_t i = 0; i < CUC_ARRAY_LEN(types) && !t; i++)
-        if (cuc__msg_add_record(m, types[i], 1, p, 13, NULL, 0) == 0)
-            t = types[i];
-    cuc_msg_destroy(m);
-    return t;
-}
+/* Device, fd, a record of odd length (a kernel record's 53 bytes: the
+ * decoder checks its shape and reserved word only), fd, release. */
+#define ODD_LEN 53
 
 static cuc_msg *mixed(void)
 {
-    uint8_t odd[13], rel[16];
+    uint8_t odd[ODD_LEN], rel[16];
     cuc_device *d;
     cuc_msg *m = new_msg();
-    uint16_t t = odd_type();
 
     memset(odd, 0x5a, sizeof(odd));
+    memset(odd + 12, 0, 4); /* reserved */
     cuc__put64(rel, 1);
     cuc__put64(rel + 8, 2);
     if (cuc_device_get(0, &d) || cuc_msg_add_device(m, d) ||
         cuc_msg_add_fd(m, null_fd, 7) ||
-        (t && cuc__msg_add_record(m, t, 1, odd, sizeof(odd), NULL, 0)) ||
+        cuc__msg_add_record(m, CUC_RECORD_KERNEL, 1, odd, sizeof(odd), NULL, 0) ||
         cuc_msg_add_fd(m, null_fd, 8) ||
         cuc__msg_add_record(m, CUC_RECORD_RELEASE, 1, rel, sizeof(rel), NULL, 0))
         die("mixed");
@@ -120,6 +110,106 @@ static void put_patched(const char *name, size_t at, int width, uint32_t v, unsi
     }
     free(b);
     cuc_msg_destroy(m);
+}
+
+/* A message of n records built byte by byte (add would refuse some):
+ * each record i of type types[i], header length lens[i] over body_lens[i]
+ * bytes of fill (zero where the type has its reserved field), nfds[i] fds. */
+struct rec {
+    uint16_t type;
+    uint32_t len, body_len, nfds;
+    uint8_t fill;
+};
+
+static void put_raw(const char *name, const struct rec *r, size_t n)
+{
+    static uint8_t b[1 << 17];
+    size_t off = 24, i;
+    uint32_t fds = 0;
+
+    memset(b, 0, sizeof(b));
+    for (i = 0; i < n; i++) {
+        size_t padded = (r[i].body_len + 7u) & ~(size_t)7u;
+        if (off + 16 + padded > sizeof(b))
+            die(name);
+        cuc__put16(b + off, r[i].type);
+        cuc__put16(b + off + 2, 1);
+        cuc__put32(b + off + 4, r[i].len);
+        cuc__put32(b + off + 8, r[i].nfds ? fds : 0);
+        cuc__put32(b + off + 12, r[i].nfds);
+        memset(b + off + 16, r[i].fill, r[i].body_len);
+        fds += r[i].nfds;
+        off += 16 + padded;
+    }
+    cuc__put32(b, 0x4d435543u);
+    cuc__put16(b + 4, 1);
+    cuc__put32(b + 8, (uint32_t)n);
+    cuc__put32(b + 12, fds);
+    cuc__put32(b + 16, (uint32_t)off);
+    put(name, b, off, fds);
+}
+
+/* The shape edges of every record type (tests/test_wire_hostile.c). */
+static void shapes(void)
+{
+    static const struct {
+        const char *name;
+        uint16_t type;
+        uint32_t min, fds;
+    } t[] = {{"device", CUC_RECORD_DEVICE, 16, 0},  {"stream", CUC_RECORD_STREAM, 24, 0},
+             {"event", CUC_RECORD_EVENT, 88, 0},    {"launch", CUC_RECORD_LAUNCH_CONFIG, 64, 0},
+             {"kernel", CUC_RECORD_KERNEL, 51, 0},  {"pool", CUC_RECORD_POOL, 40, 1},
+             {"buffer", CUC_RECORD_BUFFER, 104, 0}, {"vmm", CUC_RECORD_VMM, 48, 1},
+             {"fd", CUC_RECORD_FD, 8, 1},           {"release", CUC_RECORD_RELEASE, 8, 0}};
+    char name[64];
+
+    for (size_t i = 0; i < CUC_ARRAY_LEN(t); i++) {
+        struct rec r = {t[i].type, t[i].min, t[i].min, t[i].fds, 0};
+        snprintf(name, sizeof(name), "shape_%s_min", t[i].name);
+        put_raw(name, &r, 1);
+        r.len = r.body_len = t[i].min - 1;
+        snprintf(name, sizeof(name), "shape_%s_short", t[i].name);
+        put_raw(name, &r, 1);
+        r.len = r.body_len = t[i].min + 1;
+        snprintf(name, sizeof(name), "shape_%s_long", t[i].name);
+        put_raw(name, &r, 1);
+        r.len = r.body_len = t[i].min;
+        r.fill = 0xff; /* every reserved byte set */
+        snprintf(name, sizeof(name), "shape_%s_reserved", t[i].name);
+        put_raw(name, &r, 1);
+        r.fill = 0;
+        r.len = UINT32_MAX - 3;
+        snprintf(name, sizeof(name), "shape_%s_len_lie", t[i].name);
+        put_raw(name, &r, 1);
+    }
+}
+
+/* Release limits, both edges; unknown types that carry fds; no records
+ * but an fd ("empty" is the valid message of no records). */
+static void limits(void)
+{
+    static struct rec many[1001];
+    struct rec one = {CUC_RECORD_RELEASE, 8 * 8192, 8 * 8192, 0, 0x11};
+    struct rec unknown[3] = {{CUC_RECORD_FD, 8, 8, 1, 0},
+                             {200, 24, 24, 2, 0x77},
+                             {CUC_RECORD_FD, 8, 8, 1, 0}};
+    size_t i;
+
+    put_raw("release_8192_ids", &one, 1);
+    one.len = one.body_len = 8 * 8193;
+    put_raw("release_8193_ids", &one, 1);
+    for (i = 0; i < 1001; i++)
+        many[i] = (struct rec){CUC_RECORD_RELEASE, 8, 8, 0, (uint8_t)i};
+    put_raw("release_1000_records", many, 1000);
+    put_raw("release_1001_records", many, 1001);
+    put_raw("unknown_type_with_fds", unknown, 3);
+    unknown[1].type = CUC_RECORD_FD;
+    unknown[1].len = unknown[1].body_len = 8;
+    put_raw("fd_record_v1_3", unknown, 3);
+    {
+        uint8_t b[24] = {'C', 'U', 'C', 'M', 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 24};
+        put("zero_records_one_fd", b, sizeof(b), 1);
+    }
 }
 
 int main(int argc, char **argv)
@@ -171,7 +261,7 @@ int main(int argc, char **argv)
     }
     put_msg("many_records", m);
 
-    /* edge cases, on the mixed message (records at 24, 56, 80, 112, 136) */
+    /* edge cases, on the mixed message (records at 24, 56, 80, 152, 176) */
     put_patched("bad_magic", 0, 4, 0x4d435544u, 2);
     put_patched("format_v2", 4, 2, 2, 2);
     put_patched("flags", 6, 2, 1, 2);
@@ -185,10 +275,14 @@ int main(int argc, char **argv)
     put_patched("rec_len_max_minus6", 24 + 4, 4, UINT32_MAX - 6, 2);
     put_patched("unknown_type", 24, 2, 200, 2);
     put_patched("rec_version_new", 24 + 2, 2, 9, 2);
-    put_patched("fd_index_out", 112 + 8, 4, 5, 2);
-    put_patched("fd_index_dup", 112 + 8, 4, 0, 2);
+    put_patched("fd_index_out", 152 + 8, 4, 5, 2);
+    put_patched("fd_index_dup", 152 + 8, 4, 0, 2);
     put_patched("fd_index_skip", 56 + 8, 4, 1, 2);
-    put_patched("padding", 80 + 16 + 13, 1, 1, 2);
+    put_patched("padding", 80 + 16 + ODD_LEN, 1, 1, 2);
+    put_patched("kernel_reserved", 80 + 16 + 12, 4, 1, 2);
+    put_patched("fd_reserved", 56 + 16 + 4, 4, 1, 2);
+    shapes();
+    limits();
     {
         static const uint8_t short_hdr[] = {'C', 'U', 'C', 'M', 1, 0};
         put("short_header", short_hdr, sizeof(short_hdr), 0);

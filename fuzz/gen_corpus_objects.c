@@ -66,14 +66,35 @@ static cuc_msg *new_msg(void)
     return m;
 }
 
-/* One raw record of type with payload p. */
+/* One record of type with payload p (len bytes) and nfds fds (in the
+ * header and the record), built by hand: cuc__msg_add_record's shape and
+ * reserved-field checks would refuse some of these. */
+static void put_raw_rec(const char *name, uint16_t type, uint16_t version,
+                        const uint8_t *p, uint32_t len, uint32_t nfds)
+{
+    static uint8_t b[24 + 16 + 16384];
+    size_t padded = (len + 7u) & ~(size_t)7u, total = 24 + 16 + padded;
+
+    if (padded > 16384)
+        die(name);
+    memset(b, 0, total);
+    cuc__put32(b, 0x4d435543u);
+    cuc__put16(b + 4, 1);
+    cuc__put32(b + 8, 1);
+    cuc__put32(b + 12, nfds);
+    cuc__put32(b + 16, (uint32_t)total);
+    cuc__put16(b + 24, type);
+    cuc__put16(b + 26, version);
+    cuc__put32(b + 28, len);
+    cuc__put32(b + 36, nfds);
+    memcpy(b + 40, p, len);
+    put_file(name, b, total);
+}
+
+/* One raw record of type with payload p, no fds. */
 static void put_raw(const char *name, uint16_t type, const uint8_t *p, uint32_t len)
 {
-    cuc_msg *m = new_msg();
-
-    if (cuc__msg_add_record(m, type, 1, p, len, NULL, 0))
-        die(name);
-    put_msg(name, m);
+    put_raw_rec(name, type, 1, p, len, 0);
 }
 
 static void streams(cuc_device *d)
@@ -118,6 +139,9 @@ static void events(cuc_device *d)
     cuc__put32(p, CUC_EVENT_IPC);
     memset(p + 24, 0x5a, 64);
     put_raw("event_garbage_handle", CUC_RECORD_EVENT, p, 88);
+    cuc__put32(p + 4, 0x10000);
+    put_raw("event_reserved", CUC_RECORD_EVENT, p, 88);
+    put_raw("event_short", CUC_RECORD_EVENT, p, 80);
 }
 
 static void configs(void)
@@ -144,6 +168,9 @@ static void configs(void)
     cuc__put32(p, 4);
     cuc__put32(p + 24, 3);
     put_raw("config_cluster_not_dividing", CUC_RECORD_LAUNCH_CONFIG, p, 64);
+    cuc__put32(p + 24, 1);
+    cuc__put32(p + 60, 1);
+    put_raw("config_reserved", CUC_RECORD_LAUNCH_CONFIG, p, 64);
 }
 
 static void kernel_msg(const char *name, int kind, const void *img, size_t len,
@@ -183,6 +210,11 @@ static void kernels(void)
     p[52] = 0;
     cuc__put32(p, 9);
     put_raw("kernel_bad_kind", CUC_RECORD_KERNEL, p, (uint32_t)(53 + n));
+    cuc__put32(p, CUC_IMAGE_PTX);
+    cuc__put32(p + 12, 1);
+    put_raw("kernel_reserved", CUC_RECORD_KERNEL, p, (uint32_t)(53 + n));
+    cuc__put32(p + 12, 0);
+    put_raw("kernel_shorter_than_51", CUC_RECORD_KERNEL, p, 50);
 }
 
 /* A message that carries fds, as its bytes alone. */
@@ -199,29 +231,11 @@ static void put_encoded(const char *name, cuc_msg *m)
     cuc_msg_destroy(m);
 }
 
-/* One vmm record of payload p, with nfds fds (in the header and the
- * record), built by hand: the shape checks of cuc__msg_add_record would
- * refuse some of these. */
+/* One vmm record of payload p, with nfds fds. */
 static void put_raw_vmm(const char *name, uint16_t version, const uint8_t *p,
                         uint32_t len, uint32_t nfds)
 {
-    static uint8_t b[24 + 16 + 16384];
-    size_t padded = (len + 7u) & ~(size_t)7u, total = 24 + 16 + padded;
-
-    if (padded > 16384)
-        die(name);
-    memset(b, 0, total);
-    cuc__put32(b, 0x4d435543u);
-    cuc__put16(b + 4, 1);
-    cuc__put32(b + 8, 1);
-    cuc__put32(b + 12, nfds);
-    cuc__put32(b + 16, (uint32_t)total);
-    cuc__put16(b + 24, CUC_RECORD_VMM);
-    cuc__put16(b + 26, version);
-    cuc__put32(b + 28, len);
-    cuc__put32(b + 36, nfds);
-    memcpy(b + 40, p, len);
-    put_file(name, b, total);
+    put_raw_rec(name, CUC_RECORD_VMM, version, p, len, nfds);
 }
 
 static void vmms(void)
@@ -290,6 +304,9 @@ static void vmms(void)
     put_raw_vmm("vmm_unknown_peer", 1, q, len, 2);
     memcpy(q + 40, q + 24, 16);
     put_raw_vmm("vmm_peer_is_owner", 1, q, len, 2);
+    memcpy(q, p, len);
+    cuc__put32(q + 12, 1);
+    put_raw_vmm("vmm_reserved", 1, q, len, 2);
 }
 
 /* Pool and buffer records (the variants of tests/test_pool_wire.c). A

@@ -81,6 +81,63 @@ static inline cuc_msg *msg_received(uint16_t type, const void *payload, uint32_t
     return r;
 }
 
+/* A record of a message built byte by byte, as a hostile or foreign peer
+ * could send it: none of cuc__msg_add_record's checks apply. */
+struct raw_rec {
+    uint16_t type, version;
+    uint32_t len;           /* the record header's payload length */
+    const void *payload;    /* body_len bytes (padded to 8 with zeros) */
+    uint32_t body_len;
+    uint32_t nfds;          /* the record's fd count; fd indexes follow */
+};
+
+/* Bytes of a message of n records (header counts as the records say,
+ * fds contiguous in record order); malloc'd, length in *len. */
+static inline uint8_t *raw_msg(const struct raw_rec *recs, size_t n, size_t *len)
+{
+    size_t total = 24, off, i;
+    uint32_t nfds = 0;
+    uint8_t *b;
+
+    for (i = 0; i < n; i++)
+        total += 16 + ((recs[i].body_len + 7u) & ~(size_t)7u);
+    b = calloc(1, total);
+    CHECK(b != NULL);
+    off = 24;
+    for (i = 0; i < n; i++) {
+        cuc__put16(b + off, recs[i].type);
+        cuc__put16(b + off + 2, recs[i].version);
+        cuc__put32(b + off + 4, recs[i].len);
+        cuc__put32(b + off + 8, recs[i].nfds ? nfds : 0);
+        cuc__put32(b + off + 12, recs[i].nfds);
+        if (recs[i].body_len)
+            memcpy(b + off + 16, recs[i].payload, recs[i].body_len);
+        nfds += recs[i].nfds;
+        off += 16 + ((recs[i].body_len + 7u) & ~(size_t)7u);
+    }
+    cuc__put32(b, 0x4d435543u);
+    cuc__put16(b + 4, 1);
+    cuc__put32(b + 8, (uint32_t)n);
+    cuc__put32(b + 12, nfds);
+    cuc__put32(b + 16, (uint32_t)total);
+    *len = total;
+    return b;
+}
+
+/* cuc_msg_from_bytes of a one-record message (no fds) of type with the len
+ * bytes of payload, built by hand: the decoder's status, *m on success. */
+static inline int msg_decode_one(uint16_t type, const void *payload, uint32_t len,
+                                 cuc_msg **m)
+{
+    struct raw_rec r = {type, 1, len, payload, len, 0};
+    size_t n;
+    uint8_t *b = raw_msg(&r, 1, &n);
+    int rc = cuc_msg_from_bytes(b, n, m);
+
+    free(b);
+    return rc;
+}
+
 /* A message of one record written by hand, as a peer could send it: the
  * headers say type, version, the payload length len, the record's fd count
  * rec_nfds and the message's hdr_nfds; payload (body_len bytes, zero
@@ -90,19 +147,13 @@ static inline size_t test_raw_record(uint8_t *out, uint16_t type, uint16_t versi
                                      uint32_t len, uint32_t rec_nfds, uint32_t hdr_nfds,
                                      const void *body, size_t body_len)
 {
-    size_t padded = (body_len + 7) & ~(size_t)7, n = 24 + 16 + padded;
+    struct raw_rec r = {type, version, len, body, (uint32_t)body_len, rec_nfds};
+    size_t n;
+    uint8_t *b = raw_msg(&r, 1, &n);
 
-    memset(out, 0, n);
-    cuc__put32(out, 0x4d435543u); /* "CUCM" */
-    cuc__put16(out + 4, 1);
-    cuc__put32(out + 8, 1);
-    cuc__put32(out + 12, hdr_nfds);
-    cuc__put32(out + 16, (uint32_t)n);
-    cuc__put16(out + 24, type);
-    cuc__put16(out + 26, version);
-    cuc__put32(out + 28, len);
-    cuc__put32(out + 36, rec_nfds);
-    memcpy(out + 40, body, body_len);
+    cuc__put32(b + 12, hdr_nfds);
+    memcpy(out, b, n);
+    free(b);
     return n;
 }
 

@@ -98,26 +98,29 @@ static void test_layout(void)
 }
 
 /* A payload whose length is not a multiple of 8 is padded with zeros and
- * comes back exactly. */
+ * comes back exactly (kernel payloads: any length from 51 bytes, reserved
+ * word at offset 12 zero). */
 static void test_generic_records(void)
 {
-    uint8_t payload[300];
+    uint8_t payload[51 + 40 * 7];
     struct cuc__record rec;
     cuc_msg *m, *r;
     size_t i;
 
     for (i = 0; i < sizeof(payload); i++)
         payload[i] = (uint8_t)(i * 7 + 1);
+    memset(payload + 12, 0, 4);
     CHECK_OK(cuc_msg_create(&m));
     for (i = 0; i < 40; i++)
-        CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_KERNEL, 1, payload, (uint32_t)(i * 7), NULL, 0));
+        CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_KERNEL, 1, payload, (uint32_t)(51 + i * 7),
+                                     NULL, 0));
     r = roundtrip_bytes(m);
     CHECK(cuc_msg_record_count(r) == 40);
     for (i = 0; i < 40; i++) {
         CHECK_OK(cuc__msg_record(r, i, &rec));
         CHECK(rec.type == CUC_RECORD_KERNEL && rec.version == 1);
-        CHECK(rec.len == i * 7 && rec.nfds == 0);
-        CHECK(rec.len == 0 || memcmp(rec.payload, payload, rec.len) == 0);
+        CHECK(rec.len == 51 + i * 7 && rec.nfds == 0);
+        CHECK(memcmp(rec.payload, payload, rec.len) == 0);
         CHECK(((uintptr_t)rec.payload & 7) == 0);
     }
     cuc_msg_destroy(r);
@@ -138,6 +141,17 @@ static void test_add_checks(void)
     CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_DEVICE, 1, p, 15, NULL, 0), CUC_E_INVALID);
     CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_DEVICE, 1, p, 16, &fd, 1), CUC_E_INVALID);
     CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_RELEASE, 1, p, 12, NULL, 0), CUC_E_INVALID);
+    /* each type's shape, as on decode: a 23-byte stream, a 0-byte kernel */
+    CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_STREAM, 1, p, 16, NULL, 0), CUC_E_INVALID);
+    CHECK_ERRMSG("outside 24..24");
+    CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_KERNEL, 1, NULL, 0, NULL, 0), CUC_E_INVALID);
+    /* a reserved field that is not 0: the fd record's tag is free, the
+     * word after it is not */
+    p[0] = 0xff;
+    p[4] = 1;
+    CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_FD, 1, p, 8, &fd, 1), CUC_E_INVALID);
+    CHECK_ERRMSG("reserved field (payload offset 4, 4 bytes)");
+    memset(p, 0, sizeof(p));
     CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_KERNEL, 1, NULL, 4, NULL, 0), CUC_E_INVALID);
     CHECK_RC(cuc_msg_add_device(m, NULL), CUC_E_INVALID);
     CHECK_RC(cuc_msg_add_fd(m, -1, 0), CUC_E_INVALID);
@@ -154,8 +168,8 @@ static void test_limits(void)
 
     CHECK_OK(cuc_msg_create(&m));
     for (i = 0; i < CUC_MSG_MAX_RECORDS; i++)
-        CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_STREAM, 1, NULL, 0, NULL, 0));
-    CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_STREAM, 1, NULL, 0, NULL, 0), CUC_E_LIMIT);
+        CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_DEVICE, 1, big, 16, NULL, 0));
+    CHECK_RC(cuc__msg_add_record(m, CUC_RECORD_DEVICE, 1, big, 16, NULL, 0), CUC_E_LIMIT);
     cuc_msg_destroy(m);
 
     CHECK_OK(cuc_msg_create(&m));
@@ -241,14 +255,14 @@ static void test_wrong_type(void)
 static void test_many(void)
 {
     struct cuc__record rec;
-    uint8_t p[8];
+    uint8_t p[16] = {0};
     cuc_msg *m, *r;
     uint32_t i;
 
     CHECK_OK(cuc_msg_create(&m));
     for (i = 0; i < 4096; i++) {
         cuc__put64(p, i);
-        CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_RELEASE, 1, p, 8, NULL, 0));
+        CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_DEVICE, 1, p, 16, NULL, 0));
     }
     r = roundtrip_bytes(m);
     CHECK(cuc_msg_record_count(r) == 4096);

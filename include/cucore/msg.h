@@ -5,17 +5,20 @@
  * (cuc_msg_add_*, in each object's header); the message serializes to
  * bytes and, for objects backed by file descriptors, a list of fds that
  * must travel beside the bytes (see cucore/channel.h). The receiver parses
- * the bytes, which checks every length, count, index and enum but resolves
- * nothing. Then, per record:
+ * the bytes, which checks the container (every length, count and fd
+ * index, each record type's payload length, fd count and reserved fields)
+ * but no field's value, and resolves nothing. Then, per record:
  *   cuc_msg_record()      the raw view: type, version, payload, fd count;
- *   cuc_msg_read_*()      the record's fields, checked, resolving nothing:
- *                         no driver call, no object, no reference;
+ *   cuc_msg_read_*()      the record's fields, each value checked,
+ *                         resolving nothing: no driver call, no object, no
+ *                         reference;
  *   cuc_msg_get_*()       the local object the record names (a device by
  *                         UUID, an IPC event opened from its handle, an
  *                         imported pool, ...).
  *
  * Serialized input is untrusted: malformed bytes give CUC_E_BADMSG, an
- * unknown record type or a newer version CUC_E_VERSION, never a crash.
+ * unknown record type or a newer version CUC_E_VERSION for the whole
+ * message (its fds are closed), never a crash.
  *
  * Threads: a message is not thread-safe; use one per thread, or lock
  * around every call on it. The functions that only read a message

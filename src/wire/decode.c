@@ -66,6 +66,12 @@ static int check_header(const uint8_t *b, size_t len, size_t nfds, struct hdr *h
 static int check_shape(const struct cuc__rec_shape *s, uint32_t i, size_t off,
                        const uint8_t *b, uint32_t len, uint32_t nfds)
 {
+    size_t rsv = off + CUC__WIRE_REC_HDR + s->rsv_off;
+
+    if (s->type == CUC_RECORD_RELEASE && len > s->max_len)
+        return cuc__badmsg("record %u at offset %zu: release payload length %u is more "
+                           "than the %u lease ids a release record holds", i, off, len,
+                           CUC__RELEASE_MAX_IDS);
     if (len < s->min_len || len > s->max_len || (len & (s->multiple - 1)))
         return cuc__badmsg("record %u at offset %zu: %s payload length %u outside "
                            "%u..%u (multiple of %u)", i, off,
@@ -75,9 +81,10 @@ static int check_shape(const struct cuc__rec_shape *s, uint32_t i, size_t off,
         return cuc__badmsg("record %u at offset %zu: %s record with %u fds (it carries "
                            "%u..%u)", i, off, cuc_record_type_name(s->type), nfds,
                            s->min_fds, s->max_fds);
-    if (s->type == CUC_RECORD_FD && cuc__get32(b + off + CUC__WIRE_REC_HDR + 4))
-        return cuc__badmsg("record %u at offset %zu: reserved fd record field at "
-                           "offset %zu is not 0", i, off, off + CUC__WIRE_REC_HDR + 4);
+    if (!cuc__all_zero(b + rsv, s->rsv_len))
+        return cuc__badmsg("record %u at offset %zu: reserved %s record field at "
+                           "offset %zu (payload offset %u, %u bytes) is not 0", i, off,
+                           cuc_record_type_name(s->type), rsv, s->rsv_off, s->rsv_len);
     return 0;
 }
 
@@ -110,7 +117,7 @@ static int check_fd_range(uint32_t i, size_t off, uint32_t first, uint32_t n,
 static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h)
 {
     size_t off = CUC__WIRE_HDR;
-    uint32_t i, next_fd = 0;
+    uint32_t i, next_fd = 0, nrelease = 0;
     int rc;
 
     for (i = 0; i < h->nrecs; i++) {
@@ -152,6 +159,10 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
             return cuc__badmsg("record %u at offset %zu: padding after the payload "
                                "(offset %zu) is not zero", i, off,
                                off + CUC__WIRE_REC_HDR + r->len);
+        if (r->type == CUC_RECORD_RELEASE && ++nrelease > CUC__RELEASE_MAX_RECORDS)
+            return cuc__badmsg("record %u at offset %zu: more than the %u release "
+                               "records a message holds", i, off,
+                               CUC__RELEASE_MAX_RECORDS);
         r->off = (uint32_t)(off + CUC__WIRE_REC_HDR - CUC__WIRE_HDR);
         off += CUC__WIRE_REC_HDR + (size_t)padded;
     }
@@ -160,6 +171,7 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
     if (next_fd != h->nfds)
         return cuc__badmsg("fds %u..%u arrived with the message but no record "
                            "references them", next_fd, h->nfds - 1);
+    m->nrelease = nrelease;
     return 0;
 }
 

@@ -13,14 +13,15 @@
 
 /* Payload multiples are powers of two, so a mask checks them: a division
  * by a table value was a tenth of a device record's round trip. */
-#define MULTIPLE_OK_(name, ver, lo, hi, mul, flo, fhi) \
-    _Static_assert((mul) > 0 && ((mul) & ((mul) - 1)) == 0, #name ": multiple of a power of two");
+#define MULTIPLE_OK_(name, ver, lo, hi, mul, flo, fhi, roff, rlen)                              \
+    _Static_assert((mul) > 0 && ((mul) & ((mul) - 1)) == 0, #name ": multiple of a power of two"); \
+    _Static_assert((roff) + (rlen) <= (lo), #name ": the reserved field is in every payload");
 CUC__RECORD_SHAPES(MULTIPLE_OK_)
 #undef MULTIPLE_OK_
 
 /* Indexed by type: record types are small, dense integers. */
-#define SHAPE_(name, ver, lo, hi, mul, flo, fhi) \
-    [CUC_RECORD_##name] = {CUC_RECORD_##name, ver, lo, hi, mul, flo, fhi},
+#define SHAPE_(name, ver, lo, hi, mul, flo, fhi, roff, rlen) \
+    [CUC_RECORD_##name] = {CUC_RECORD_##name, ver, lo, hi, mul, flo, fhi, roff, rlen},
 static const struct cuc__rec_shape shapes[] = {CUC__RECORD_SHAPES(SHAPE_)};
 #undef SHAPE_
 
@@ -99,6 +100,7 @@ cuc_msg *cuc__msg_new(void)
     m->nfds = 0;
     m->fd_cap = CUC__MSG_INLINE_FDS;
     m->fds_owned = 0;
+    m->nrelease = 0;
     m->data_len = 0;
     m->data_cap = CUC__MSG_INLINE_DATA;
     m->wire_len = CUC__WIRE_HDR;
@@ -187,6 +189,12 @@ static int check_add(const cuc_msg *m, uint16_t type, uint16_t version,
     if (nfds < s->min_fds || nfds > s->max_fds)
         return cuc__seterr(CUC_E_INVALID, "%s record: %u fds, it carries %u..%u",
                            name, nfds, s->min_fds, s->max_fds);
+    if (s->rsv_len && !cuc__all_zero((const uint8_t *)payload + s->rsv_off, s->rsv_len))
+        return cuc__seterr(CUC_E_INVALID, "%s record: reserved field (payload offset "
+                           "%u, %u bytes) is not 0", name, s->rsv_off, s->rsv_len);
+    if (type == CUC_RECORD_RELEASE && m->nrelease >= CUC__RELEASE_MAX_RECORDS)
+        return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of %u "
+                           "release records", CUC__RELEASE_MAX_RECORDS);
     if (m->nrecs >= CUC_MSG_MAX_RECORDS)
         return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of "
                            "%u records", CUC_MSG_MAX_RECORDS);
@@ -227,6 +235,7 @@ static int append(cuc_msg *m, uint16_t type, uint16_t version,
         memcpy(m->fds + m->nfds, fds, nfds * sizeof(int));
     m->nfds += nfds;
     m->fds_owned += nfds;
+    m->nrelease += type == CUC_RECORD_RELEASE;
     m->wire_len += CUC__WIRE_REC_HDR + cuc__pad8(len);
     return 0;
 }
@@ -402,16 +411,6 @@ int cuc__msg_record_fixed(const cuc_msg *m, size_t index, unsigned type, uint32_
                            r.len, r.nfds, len, nfds);
     *rec = r;
     return 0;
-}
-
-int cuc__rec_check_reserved(const struct cuc__record *r, size_t index, uint32_t off)
-{
-    uint32_t v = cuc__get32(r->payload + off);
-
-    if (v == 0)
-        return 0;
-    return cuc__badmsg("%s record %zu: reserved field (payload offset %u) is 0x%08x, "
-                       "must be 0", cuc_record_type_name(r->type), index, off, v);
 }
 
 int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd)

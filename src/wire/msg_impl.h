@@ -27,6 +27,7 @@ struct cuc_msg {
     uint32_t nrecs, rec_cap;
     uint32_t nfds, fd_cap;
     uint32_t fds_owned; /* entries of fds that are not -1 */
+    uint32_t nrelease;  /* release records, at most CUC__RELEASE_MAX_RECORDS */
     size_t data_len, data_cap;
     size_t wire_len; /* encoded size */
     struct cuc__lease_att *atts; /* objects kept, leases to begin when sent */
@@ -52,6 +53,7 @@ int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len);
 struct cuc__rec_shape {
     uint16_t type, version;
     uint32_t min_len, max_len, multiple, min_fds, max_fds;
+    uint32_t rsv_off, rsv_len; /* a reserved field that must be zero */
 };
 const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type);
 

@@ -1,10 +1,13 @@
 /* Buffer records: a buffer of an IPC pool as bytes. Payload (104 bytes):
- * pool id[16], size u64, offset u64 (0: no sub-buffer views yet), lease id
- * u64 (never 0), export data[64]. */
+ * pool id[16], size u64, offset u64 (0: no sub-buffer views yet; the
+ * decoder checks it as a reserved field, the shape in record_types.h),
+ * lease id u64 (never 0), export data[64]. */
 #include "wire/records.h"
 #include "base/error.h"
 
 #include <string.h>
+
+_Static_assert(CUC__BUFFER_PAYLOAD == 104u, "update the buffer shape in record_types.h");
 
 int cuc__buffer_rec_put(cuc_msg *m, const struct cuc_buffer_record *r)
 {
@@ -39,10 +42,6 @@ int cuc_msg_read_buffer(const cuc_msg *m, size_t index, struct cuc_buffer_record
     if (size == 0 || size > SIZE_MAX)
         return cuc__seterr(CUC_E_BADMSG, "buffer record %zu: size %llu (payload offset "
                            "16) is not a buffer size", index, (unsigned long long)size);
-    if (off)
-        return cuc__seterr(CUC_E_BADMSG, "buffer record %zu: offset %llu (payload "
-                           "offset 24) must be 0 in record version 1", index,
-                           (unsigned long long)off);
     if (lease == 0)
         return cuc__seterr(CUC_E_BADMSG, "buffer record %zu: lease id 0 (payload "
                            "offset 32) is reserved", index);

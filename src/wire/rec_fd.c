@@ -1,6 +1,7 @@
 /* Plain fd records: an fd with the caller's tag, for what is not a CUDA
- * object (a socket, a memfd, an eventfd). Payload: tag u32, reserved u32.
- * No object stands behind them, so the public add and take live here. */
+ * object (a socket, a memfd, an eventfd). Payload: tag u32, reserved u32
+ * (0, checked by the decoder: the shape in record_types.h). No object
+ * stands behind them, so the public add and take live here. */
 #include "wire/records.h"
 #include "base/error.h"
 

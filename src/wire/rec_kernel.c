@@ -1,12 +1,17 @@
 /* Kernel records: the image bytes, their kind and SHA-256, and the symbol.
  * Payload: kind u32, name_len u32 (with the NUL, 2..4096), image_len u32,
- * reserved u32 = 0, sha256[32], name[name_len], image[image_len]; the
- * payload is exactly 48 + name_len + image_len bytes. */
+ * reserved u32 = 0 (checked by the decoder: its shape in record_types.h),
+ * sha256[32], name[name_len], image[image_len]; the payload is exactly
+ * 48 + name_len + image_len bytes. */
 #include "wire/records.h"
 #include "base/error.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* the shape in record_types.h: 48 bytes, a name of at least one character
+ * and its NUL, an image of at least one byte */
+_Static_assert(CUC__KERNEL_FIXED + 2u + 1u == 51u, "update the kernel shape in record_types.h");
 
 int cuc__kernel_rec_put(cuc_msg *m, const struct cuc_kernel_record *r)
 {
@@ -15,7 +20,7 @@ int cuc__kernel_rec_put(cuc_msg *m, const struct cuc_kernel_record *r)
     int rc;
 
     total = CUC__KERNEL_FIXED + name_len + r->image_len;
-    if (total > CUC_MSG_MAX_BYTES - CUC__WIRE_HDR - CUC__WIRE_REC_HDR)
+    if (total > CUC__WIRE_PAYLOAD_MAX)
         return cuc__seterr(CUC_E_LIMIT, "kernel \"%.256s\": its %zu-byte image does not "
                            "fit a message (at most %u bytes)", r->name, r->image_len,
                            CUC_MSG_MAX_BYTES);
@@ -55,8 +60,6 @@ static int check_fixed(const struct cuc__record *r, size_t index, uint32_t *name
     if (kind < CUC_IMAGE_CUBIN || kind > CUC_IMAGE_FATBIN)
         return cuc__seterr(CUC_E_BADMSG, "kernel record %zu: image kind %u (payload "
                            "offset 0) is not cubin (1), PTX (2) or fatbin (3)", index, kind);
-    if (cuc__rec_check_reserved(r, index, 12))
-        return CUC_E_BADMSG;
     if (*name_len < 2 || *name_len > CUC_KERNEL_NAME_MAX + 1)
         return cuc__seterr(CUC_E_BADMSG, "kernel record %zu: name length %u (payload "
                            "offset 4) is outside 2..%d (with the NUL)", index, *name_len,

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <string.h>
 
+_Static_assert(CUC__LAUNCH_PAYLOAD == 64u, "update the launch config shape in record_types.h");
+
 #define N_WORDS (CUC__LAUNCH_PAYLOAD / 4)
 
 _Static_assert(sizeof(cuc_launch_config) == CUC__LAUNCH_PAYLOAD &&

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+_Static_assert(CUC__POOL_PAYLOAD == 40u, "update the pool shape in record_types.h");
+
 int cuc__pool_rec_put(cuc_msg *m, const struct cuc_pool_record *r)
 {
     uint8_t p[CUC__POOL_PAYLOAD];

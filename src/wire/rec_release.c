@@ -5,18 +5,18 @@
 
 #include <stdlib.h>
 
-/* Appends records of up to CUC__RELEASE_IDS_PER_RECORD ids from
- * ids[*done..n), at most CUC__RELEASE_RECORDS_PER_MSG of them. */
+/* Appends records of up to CUC__RELEASE_MAX_IDS ids from
+ * ids[*done..n), at most CUC__RELEASE_MAX_RECORDS of them. */
 static int fill(cuc_msg *m, const uint64_t *ids, size_t n, size_t *done)
 {
-    size_t most = n - *done < CUC__RELEASE_IDS_PER_RECORD ? n - *done
-                                                         : CUC__RELEASE_IDS_PER_RECORD;
+    size_t most = n - *done < CUC__RELEASE_MAX_IDS ? n - *done
+                                                         : CUC__RELEASE_MAX_IDS;
     uint8_t *payload = malloc(8 * most);
     int rc = 0;
 
     if (!payload)
         return cuc__seterr(CUC_E_NOMEM, "out of memory releasing %zu leases", n);
-    for (size_t r = 0; !rc && r < CUC__RELEASE_RECORDS_PER_MSG && *done < n; r++) {
+    for (size_t r = 0; !rc && r < CUC__RELEASE_MAX_RECORDS && *done < n; r++) {
         size_t k = n - *done < most ? n - *done : most;
         for (size_t i = 0; i < k; i++)
             cuc__put64(payload + 8 * i, ids[*done + i]);

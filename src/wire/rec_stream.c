@@ -1,10 +1,12 @@
 /* Stream records: a default stream as its kind and its device's UUID.
- * Payload (24 bytes): kind u32 (1 legacy, 2 per-thread), reserved u32 = 0,
- * device UUID[16]. */
+ * Payload (24 bytes): kind u32 (1 legacy, 2 per-thread), reserved u32 = 0
+ * (checked by the decoder: its shape in record_types.h), device UUID[16]. */
 #include "wire/records.h"
 #include "base/error.h"
 
 #include <string.h>
+
+_Static_assert(CUC__STREAM_PAYLOAD == 24u, "update the stream shape in record_types.h");
 
 int cuc__stream_rec_put(cuc_msg *m, const struct cuc_stream_record *r)
 {
@@ -33,9 +35,6 @@ int cuc_msg_read_stream(const cuc_msg *m, size_t index, struct cuc_stream_record
         return cuc__seterr(CUC_E_BADMSG, "stream record %zu: kind %u (payload offset "
                            "0) is neither legacy (1) nor per-thread (2)%s", index, kind,
                            kind == 0 ? "; the \"default\" stream is never sent as 0" : "");
-    rc = cuc__rec_check_reserved(&r, index, 4);
-    if (rc)
-        return rc;
     out->kind = (int)kind;
     memcpy(out->device.bytes, r.payload + 8, 16);
     return 0;

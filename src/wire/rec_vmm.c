@@ -6,7 +6,7 @@
  *   0  u32 handle type (CUC_VMM_HANDLE_POSIX_FD)
  *   4  u32 nchunks, = the record's fd count, 1..CUC_VMM_MAX_CHUNKS
  *   8  u32 npeers, 0..CUC_VMM_MAX_PEERS
- *   12 u32 reserved, 0
+ *   12 u32 reserved, 0 (checked by the decoder: the shape in record_types.h)
  *   16 u64 lease id, not 0
  *   24 owner UUID[16]
  *   40 peer UUIDs[16 * npeers]
@@ -93,8 +93,6 @@ static int read_counts(const struct cuc__record *r, size_t index, struct cuc_vmm
     if (npeers > CUC_VMM_MAX_PEERS)
         return bad(index, "peer count %u (payload offset 8) exceeds %u", npeers,
                    CUC_VMM_MAX_PEERS);
-    if (cuc__rec_check_reserved(r, index, 12))
-        return CUC_E_BADMSG;
     want = CUC__VMM_FIXED + 16ull * npeers + 8ull * nchunks;
     if (r->len != want)
         return bad(index, "%u-byte payload; %u peers and %u chunks make %llu", r->len,

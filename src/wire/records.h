@@ -31,10 +31,6 @@
 #define CUC__VMM_FIXED 40u
 #define CUC__VMM_PAYLOAD_MAX \
     (CUC__VMM_FIXED + 16u * CUC_VMM_MAX_PEERS + 8u * CUC_VMM_MAX_CHUNKS)
-/* Ids per release record (64 KiB of payload), records per release
- * message (keeping it under CUC_MSG_MAX_BYTES). */
-#define CUC__RELEASE_IDS_PER_RECORD 8192u
-#define CUC__RELEASE_RECORDS_PER_MSG 1000u
 
 int cuc__device_rec_put(cuc_msg *m, const cuc_uuid *uuid);
 int cuc__stream_rec_put(cuc_msg *m, const struct cuc_stream_record *r);
@@ -57,7 +53,7 @@ int cuc__vmm_rec_put(cuc_msg *m, uint64_t lease_id, const cuc_uuid *owner,
 int cuc__vmm_rec_room(const cuc_msg *m, size_t nchunks);
 
 /* Release messages: as many as n ids need (each with up to
- * CUC__RELEASE_RECORDS_PER_MSG records), built one at a time. */
+ * CUC__RELEASE_MAX_RECORDS records), built one at a time. */
 int cuc__release_msg_build(const uint64_t *ids, size_t n, size_t *done, cuc_msg **out);
 /* How many of m's records are release records (a message holds only
  * releases or none). */

@@ -16,9 +16,6 @@
 
 /* Format version of the message container. */
 #define CUC__WIRE_FORMAT 1u
-/* Message header and record header sizes; payloads pad to 8 bytes. */
-#define CUC__WIRE_HDR 24u
-#define CUC__WIRE_REC_HDR 16u
 
 /* Appends a record. payload is copied; fds are dup'ed (close-on-exec)
  * into the message, which owns the copies. CUC_E_INVALID outside the
@@ -54,10 +51,6 @@ int cuc__msg_record_of(const cuc_msg *m, size_t index, unsigned type,
  * and 0") otherwise. */
 int cuc__msg_record_fixed(const cuc_msg *m, size_t index, unsigned type, uint32_t len,
                           uint32_t nfds, struct cuc__record *rec);
-
-/* 0 if the u32 at payload offset off of record index (r) is 0, the one
- * message for a reserved field otherwise (CUC_E_BADMSG). */
-int cuc__rec_check_reserved(const struct cuc__record *r, size_t index, uint32_t off);
 
 /* Moves fd k of record index out of the message to the caller. */
 int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd);
