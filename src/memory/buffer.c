@@ -202,13 +202,72 @@ int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
     return 0;
 }
 
+/* The stream that drops the root waits for what the view's last unref
+ * ordered the free after. */
+static int wait_free_after(cuc_buffer *v, cuc_stream *stream)
+{
+    cuc_stream *s;
+    CUresult r;
+    int rc;
+
+    if (!v->free_after)
+        return 0;
+    rc = cuc__stream_or_legacy(v->pool->dev, stream, &s);
+    if (!rc)
+        rc = cuc__device_activate(s->dev);
+    if (!rc) {
+        r = CUC_DRV->cuStreamWaitEvent(s->cu, v->free_after, CU_EVENT_WAIT_DEFAULT);
+        if (r != CUDA_SUCCESS)
+            rc = cuc__cuda_err(r, "cuStreamWaitEvent", "releasing a %zu-byte view of "
+                               "device %s", v->size, cuc_device_uuid_string(v->pool->dev));
+    }
+    CUC_DRV->cuEventDestroy(v->free_after);
+    v->free_after = NULL;
+    return rc;
+}
+
+static int release_view(cuc_buffer *v, cuc_stream *stream)
+{
+    cuc_pool *pool = v->pool;
+    cuc_buffer *root = v->root;
+    struct cuc__upstream *extra;
+    size_t nextra;
+    int rc = wait_free_after(v, stream), rc2;
+
+    pthread_mutex_lock(&pool->lock);
+    if (v->in_views)
+        cuc__htab_remove(&pool->views, &v->node);
+    v->in_views = 0;
+    extra = v->extra;
+    nextra = v->nextra;
+    v->extra = NULL;
+    pthread_cond_broadcast(&pool->cond);
+    pthread_mutex_unlock(&pool->lock);
+    /* An imported root's last reference unmaps it and waits for the
+     * stream before the view's leases go: the exporter may free then. If
+     * the wait for the view's event failed, the root is dropped all the
+     * same (an error is returned): keeping it forever would leak it. */
+    rc2 = cuc_buffer_unref_async(root, stream);
+    if (!rc)
+        rc = rc2;
+    cuc__upstream_release(&v->anchor, 1);
+    cuc__upstream_release(extra, nextra);
+    free(extra);
+    free(v);
+    cuc_pool_unref(pool);
+    return rc;
+}
+
 int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream)
 {
     cuc_pool *pool = b->pool;
     struct cuc__upstream *extra;
     size_t nextra;
-    int rc = cuc__buffer_free_memory(b, stream, 1);
+    int rc;
 
+    if (b->root)
+        return release_view(b, stream);
+    rc = cuc__buffer_free_memory(b, stream, 1);
     pthread_mutex_lock(&pool->lock);
     cuc__buffer_forget_locked(b);
     extra = take_extra_locked(b, &nextra);

@@ -4,7 +4,8 @@
  * batch frees them all, synchronizes each stream once and sends one
  * release per channel. Buffers that need more than that (other references
  * left, leases of their own, a deferred free, not imported) take the
- * ordinary cuc_buffer_unref_async() path. */
+ * ordinary cuc_buffer_unref_async() path, and so do views (no memory of
+ * their own: their allocation's last reference may be elsewhere). */
 #include "memory/buffer.h"
 
 #include <stdlib.h>
@@ -18,7 +19,7 @@ static int take_simple(cuc_buffer *b)
     int take;
 
     pthread_mutex_lock(&pool->lock);
-    take = b->imported && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
+    take = b->imported && !b->root && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
            b->state != CUC__BUF_FREEING;
     if (take) {
         b->refs = 0;
