@@ -250,6 +250,21 @@ static int release_view(cuc_buffer *v, cuc_stream *stream)
     rc2 = cuc_buffer_unref_async(root, stream);
     if (!rc)
         rc = rc2;
+    /* The exporter may write the view's bytes once it is released: what
+     * this process queued on them must be done (the allocation may stay
+     * mapped for other views, with no free to wait for). */
+    if (v->imported && (v->anchor.leases || nextra)) {
+        cuc_stream *s;
+        CUresult r;
+        rc2 = cuc__stream_or_legacy(pool->dev, stream, &s);
+        if (!rc2)
+            rc2 = cuc__device_activate(s->dev);
+        if (!rc2 && (r = CUC_DRV->cuStreamSynchronize(s->cu)) != CUDA_SUCCESS)
+            rc2 = cuc__cuda_err(r, "cuStreamSynchronize", "before releasing an "
+                                "imported %zu-byte view", v->size);
+        if (!rc)
+            rc = rc2;
+    }
     cuc__upstream_release(&v->anchor, 1);
     cuc__upstream_release(extra, nextra);
     free(extra);

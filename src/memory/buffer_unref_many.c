@@ -4,8 +4,9 @@
  * batch frees them all, synchronizes each stream once and sends one
  * release per channel. Buffers that need more than that (other references
  * left, leases of their own, a deferred free, not imported) take the
- * ordinary cuc_buffer_unref_async() path, and so do views (no memory of
- * their own: their allocation's last reference may be elsewhere). */
+ * ordinary cuc_buffer_unref_async() path. A view in the batch frees no
+ * memory: it drops its allocation (whose last reference unmaps it and
+ * waits for the stream) before the releases go. */
 #include "memory/buffer.h"
 
 #include <stdlib.h>
@@ -19,7 +20,7 @@ static int take_simple(cuc_buffer *b)
     int take;
 
     pthread_mutex_lock(&pool->lock);
-    take = b->imported && !b->root && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
+    take = b->imported && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
            b->state != CUC__BUF_FREEING;
     if (take) {
         b->refs = 0;
@@ -88,6 +89,9 @@ static void forget_all(cuc_buffer **batch, size_t n)
         cuc_pool *pool = batch[i]->pool;
         pthread_mutex_lock(&pool->lock);
         cuc__buffer_forget_locked(batch[i]);
+        if (batch[i]->in_views)
+            cuc__htab_remove(&pool->views, &batch[i]->node);
+        batch[i]->in_views = 0;
         pthread_cond_broadcast(&pool->cond);
         pthread_mutex_unlock(&pool->lock);
     }
@@ -127,7 +131,7 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
             rc = rc1;
     }
     for (size_t i = 0; i < nb; i++) {
-        int rc1 = cuc__buffer_free_memory(batch[i], stream, 0);
+        int rc1 = batch[i]->root ? 0 : cuc__buffer_free_memory(batch[i], stream, 0);
         if (rc1 && !rc)
             rc = rc1;
     }
@@ -137,6 +141,12 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
             rc = rc1;
     }
     forget_all(batch, nb);
+    for (size_t i = 0; i < nb; i++) {
+        /* before the releases: an allocation's last view unmaps it */
+        int rc1 = batch[i]->root ? cuc_buffer_unref_async(batch[i]->root, stream) : 0;
+        if (rc1 && !rc)
+            rc = rc1;
+    }
     release_grouped(batch, nb, ids);
     destroy_all(batch, nb);
     free(batch);
