@@ -8,12 +8,17 @@
  *  - chain: A -> B -> C of views, B forwarding the views it imported; A's
  *    free waits for both;
  *  - SIGKILL of a child holding view leases: the parent's deferred frees
- *    run, and fds and mappings are back to what they were.
+ *    run, and fds and mappings are back to what they were;
+ *  - finding 13.7 with the driver's own import: a buffer record claiming
+ *    6400 bytes of a 64-byte allocation is CUC_E_BADMSG in the child,
+ *    giving both sizes (cuMemGetAddressRange of what it mapped), and the
+ *    true record then imports.
  * Runs as well on a real GPU as on the simulator. */
 #include <signal.h>
 
 #include "pool_test.h"
 #include "memory/buffer.h"
+#include "wire/records.h"
 
 #define RECV_MS 30000
 #define NV 16
@@ -354,6 +359,72 @@ static void test_sigkill(void)
     }
 }
 
+/* ---- a forged size (13.7) ---- */
+
+static int child_forged(int argc, char **argv)
+{
+    cuc_channel *ch = child_channel();
+    cuc_msg *m = recv_msg(ch);
+    cuc_buffer *b = (cuc_buffer *)0x1;
+    cuc_pool *p;
+
+    CHECK(argc == 1);
+    CHECK_OK(cuc_msg_get_pool(m, 0, &p));
+    CHECK(!strcmp(cuc_device_uuid_string(cuc_pool_device(p)), argv[0]));
+    CHECK_RC(cuc_msg_get_buffer(m, 1, &b), CUC_E_BADMSG);
+    CHECK_ERRMSG("6400-byte allocation");
+    CHECK_ERRMSG("is 64 bytes");
+    CHECK(b == (cuc_buffer *)0x1);
+    CHECK_OK(cuc_msg_get_buffer(m, 2, &b));
+    CHECK(cuc_buffer_size(b) == 64);
+    CHECK(holds_at(cuc_buffer_ptr(b), 64, 5, 0, cuc_pool_device(p)));
+    cuc_msg_destroy(m);
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    cuc_pool_unref(p);
+    send_empty(ch);
+    cuc_channel_destroy(ch);
+    return test_finish();
+}
+
+static void test_forged(void)
+{
+    cuc_device *d = devs[0];
+    cuc_pool *p = pt_new_pool(d, CUC_POOL_DEVICE, CUC_POOL_IPC);
+    char env[512], uuid[CUC_UUID_STRLEN];
+    const char *args[2] = {uuid, NULL};
+    struct cuc__record r;
+    uint8_t pl[104];
+    cuc_buffer *b;
+    cuc_channel *ch;
+    cuc_msg *m, *tmp;
+    pid_t pid;
+
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
+    pt_child_cvd(env, sizeof(env));
+    ch = start("forged", args, env, &pid);
+    CHECK_OK(cuc_buffer_alloc_async(p, 64, NULL, &b));
+    pt_fill(b, 5);
+    CHECK_OK(cuc_msg_create(&tmp));
+    CHECK_OK(cuc_msg_add_buffer(tmp, b));
+    CHECK_OK(cuc__msg_record(tmp, 0, &r));
+    memcpy(pl, r.payload, sizeof(pl));
+    cuc_msg_destroy(tmp);
+    cuc__put64(pl + 16, 6400); /* the lie */
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_pool(m, p));
+    CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_BUFFER, 1, pl, sizeof(pl), NULL, 0));
+    CHECK_OK(cuc_msg_add_buffer(m, b)); /* the truth, leased */
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    wait_empty(ch);
+    CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
+    CHECK(pt_used(p) == 0);
+    CHECK(wait_child(pid) == 0);
+    cuc_channel_destroy(ch);
+    cuc_pool_unref(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "--child")) {
@@ -367,6 +438,8 @@ int main(int argc, char **argv)
             return child_leaf(argc - 3, argv + 3);
         if (!strcmp(role, "hold"))
             return child_hold(argc - 3, argv + 3);
+        if (!strcmp(role, "forged"))
+            return child_forged(argc - 3, argv + 3);
         return 2;
     }
     unsetenv("CUDA_VISIBLE_DEVICES");
@@ -375,6 +448,7 @@ int main(int argc, char **argv)
     FD_BASELINE();
     test_reversed();
     test_chain();
+    test_forged();
     FD_CHECK_NO_LEAK();
     return test_finish();
 }
