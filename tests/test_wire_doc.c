@@ -675,7 +675,7 @@ static void sample_buffer_view(struct sample *s)
     CUmemPoolPtrExportData d;
     uint8_t id[CUC_POOL_ID_LEN];
 
-    s->heading = "### buffer view (type 12)";
+    s->heading = "### buffer view (type 13)";
     s->m = new_msg();
     CHECK_OK(cuc_buffer_view(buf, 1024, 512, &view));
     CHECK_OK(cuc_msg_add_buffer(s->m, view));

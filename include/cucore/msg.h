@@ -57,7 +57,7 @@ typedef struct cuc_msg cuc_msg;
     X(VMM, 8, "vmm")                       \
     X(FD, 9, "fd")                         \
     X(RELEASE, 10, "release")              \
-    X(BUFFER_VIEW, 12, "buffer view")
+    X(BUFFER_VIEW, 13, "buffer view")
 
 enum cuc_record_type {
 #define CUC_RECORD_ENUM_(name, value, text) CUC_RECORD_##name = (value),
