@@ -43,5 +43,6 @@
 #include <cucore/pool.h>
 #include <cucore/memory.h>
 #include <cucore/vmm.h>
+#include <cucore/slab.h>
 
 #endif

@@ -243,6 +243,13 @@ static int release_view(cuc_buffer *v, cuc_stream *stream)
     v->extra = NULL;
     pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->lock);
+    /* A carved range is reusable once what stream queued on it is done
+     * (it waited for the last unref's stream above). */
+    if (v->carve) {
+        rc2 = v->carve->freed(v->carve, stream);
+        if (!rc)
+            rc = rc2;
+    }
     /* An imported root's last reference unmaps it and waits for the
      * stream before the view's leases go: the exporter may free then. If
      * the wait for the view's event failed, the root is dropped all the

@@ -29,6 +29,8 @@ struct cuc__upstream {
  * pool->lock. A view (root set) has no driver memory of its own: it holds
  * a reference to the allocation it is part of, and is found in
  * pool->views through node (it never has export data). */
+struct cuc__carve;
+
 struct cuc_buffer {
     cuc_pool *pool; /* a reference */
     CUdeviceptr ptr;
@@ -48,6 +50,7 @@ struct cuc_buffer {
     cuc_buffer *root; /* a view: its allocation (a reference); else NULL */
     size_t offset;    /* a view: where it starts in root */
     int in_views;     /* a view findable in pool->views */
+    struct cuc__carve *carve; /* a view carved by a slab allocator: its range */
 };
 
 /* The ops of the leases a message holding the buffer begins. */
@@ -99,6 +102,15 @@ cuc_buffer *cuc__view_find_locked(cuc_buffer *root, size_t off, size_t size);
 /* Makes v findable (pool->lock held); a view of the same part already
  * there stays the one found. */
 void cuc__view_index_locked(cuc_buffer *v);
+
+/* ---- carved views (slab.c) ---- */
+/* The range a sub-allocator carved a view from: a view's release calls
+ * freed once the view is out of pool->views, to give the range back in
+ * order after stream. A callback, as lease ops are: the allocator sits
+ * above buffers and views. */
+struct cuc__carve {
+    int (*freed)(struct cuc__carve *c, cuc_stream *stream);
+};
 
 /* What a wait for b's leases watches. */
 struct cuc__lease_gauge *cuc__buffer_gauge(cuc_buffer *b, struct cuc__lease_gauge *g);

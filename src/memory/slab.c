@@ -1,0 +1,375 @@
+/* Slabs (cucore/slab.h): buffers carved as views out of large pool
+ * allocations. Each slab keeps its free ranges (sorted by offset, merged)
+ * and the ranges whose free's event has not been seen complete; a carved
+ * buffer owns the node that describes its range, which goes to the
+ * pending list at its release (buffer.c calls range_freed through the
+ * view's carve hook, from its release, once its references, holds and leases are gone),
+ * so a free allocates nothing and cannot fail half-way. */
+#include "memory/slab.h"
+
+#include <stdlib.h>
+
+struct cuc__slab_range {
+    struct cuc__carve carve; /* first: a carved view's release finds us by it */
+    struct cuc__slab_chunk *chunk;
+    size_t off, size; /* size: rounded up to CUC_SLAB_ALIGN */
+    CUevent ev;       /* pending: the free's event */
+    struct cuc__slab_range *next;
+};
+
+struct cuc__slab_chunk {
+    cuc_slab *slab;
+    cuc_buffer *root; /* the slab's allocation (a reference) */
+    size_t live;      /* bytes carved out and not released */
+    size_t lost;      /* bytes whose free could not be ordered: never reused */
+    struct cuc__slab_range *free, *pend;
+    struct cuc__slab_chunk *next;
+};
+
+struct cuc_slab {
+    pthread_mutex_t lock;
+    int refs;
+    cuc_pool *pool; /* a reference */
+    size_t slab_size;
+    struct cuc__slab_chunk *chunks;
+};
+
+static size_t round_up(size_t n) { return (n + CUC_SLAB_ALIGN - 1) / CUC_SLAB_ALIGN * CUC_SLAB_ALIGN; }
+
+int cuc_slab_create(cuc_pool *pool, size_t slab_size, cuc_slab **out)
+{
+    cuc_slab *s;
+
+    if (!pool || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_slab_create: NULL argument");
+    if (slab_size == 0 || slab_size > SIZE_MAX - CUC_SLAB_ALIGN)
+        return cuc__seterr(CUC_E_INVALID, "cuc_slab_create: slab size %zu (give the "
+                           "bytes of each slab, e.g. 2 MiB)", slab_size);
+    if (pool->imported || !(pool->flags & CUC_POOL_IPC))
+        return cuc__seterr(CUC_E_INVALID, "cuc_slab_create: pool %s is %s: slabs carve "
+                           "an IPC pool of this process (a local pool's buffers are "
+                           "never exported: allocate them plainly)",
+                           cuc__pool_id_hex(pool->id).s, pool->imported ? "imported" : "not IPC");
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a slab allocator");
+    pthread_mutex_init(&s->lock, NULL);
+    s->refs = 1;
+    s->pool = cuc_pool_ref(pool);
+    s->slab_size = round_up(slab_size);
+    *out = s;
+    return 0;
+}
+
+cuc_slab *cuc_slab_ref(cuc_slab *s)
+{
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&s->lock);
+    s->refs++;
+    pthread_mutex_unlock(&s->lock);
+    return s;
+}
+
+/* Gives c's allocation back to the pool on stream, after the frees of its
+ * pending ranges (a failed wait falls back to waiting here). */
+static void chunk_return(struct cuc__slab_chunk *c, cuc_stream *stream)
+{
+    cuc_stream *st = NULL;
+    struct cuc__slab_range *r, *next;
+
+    if (cuc__stream_or_legacy(c->slab->pool->dev, stream, &st) || cuc__device_activate(st->dev))
+        st = NULL;
+    for (r = c->pend; r; r = next) {
+        next = r->next;
+        if (!st || CUC_DRV->cuStreamWaitEvent(st->cu, r->ev, CU_EVENT_WAIT_DEFAULT) !=
+                       CUDA_SUCCESS)
+            CUC_DRV->cuEventSynchronize(r->ev);
+        CUC_DRV->cuEventDestroy(r->ev);
+        free(r);
+    }
+    for (r = c->free; r; r = next) {
+        next = r->next;
+        free(r);
+    }
+    cuc_buffer_unref_async(c->root, stream);
+    free(c);
+}
+
+void cuc_slab_unref(cuc_slab *s)
+{
+    struct cuc__slab_chunk *c, *next;
+    int last;
+
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    last = --s->refs == 0;
+    pthread_mutex_unlock(&s->lock);
+    if (!last)
+        return;
+    /* Only slabs with lost ranges are left (the others went with their
+     * last range): the legacy stream orders their free after the work of
+     * every blocking stream of the device. */
+    for (c = s->chunks; c; c = next) {
+        next = c->next;
+        chunk_return(c, NULL);
+    }
+    pthread_mutex_destroy(&s->lock);
+    cuc_pool_unref(s->pool);
+    free(s);
+}
+
+/* Puts r back into c's free list, merging with its neighbours. */
+static void free_insert(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
+{
+    struct cuc__slab_range **pp = &c->free, *prev = NULL;
+
+    while (*pp && (*pp)->off < r->off) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    r->next = *pp;
+    *pp = r;
+    if (r->next && r->off + r->size == r->next->off) {
+        struct cuc__slab_range *n = r->next;
+        r->size += n->size;
+        r->next = n->next;
+        free(n);
+    }
+    if (prev && prev->off + prev->size == r->off) {
+        prev->size += r->size;
+        prev->next = r->next;
+        free(r);
+    }
+}
+
+/* Moves the pending ranges whose event has completed to the free lists
+ * (s->lock held). An event that reports anything but done stays pending. */
+static void reap_locked(cuc_slab *s)
+{
+    for (struct cuc__slab_chunk *c = s->chunks; c; c = c->next) {
+        struct cuc__slab_range **pp = &c->pend;
+        while (*pp) {
+            struct cuc__slab_range *r = *pp;
+            if (CUC_DRV->cuEventQuery(r->ev) != CUDA_SUCCESS) {
+                pp = &r->next;
+                continue;
+            }
+            *pp = r->next;
+            CUC_DRV->cuEventDestroy(r->ev);
+            r->ev = NULL;
+            free_insert(c, r);
+        }
+    }
+}
+
+/* First fit of size bytes in c: the range taken, or 0 with none. */
+static int take_locked(struct cuc__slab_chunk *c, size_t size, size_t *off)
+{
+    for (struct cuc__slab_range **pp = &c->free; *pp; pp = &(*pp)->next) {
+        struct cuc__slab_range *f = *pp;
+        if (f->size < size)
+            continue;
+        *off = f->off;
+        f->off += size;
+        f->size -= size;
+        if (f->size == 0) {
+            *pp = f->next;
+            free(f);
+        }
+        c->live += size;
+        return 1;
+    }
+    return 0;
+}
+
+/* A new slab, its whole range free, appended to s's list (not locked:
+ * linked by the caller). */
+static int chunk_new(cuc_slab *s, cuc_stream *stream, struct cuc__slab_chunk **out)
+{
+    struct cuc__slab_chunk *c = calloc(1, sizeof(*c));
+    struct cuc__slab_range *r = calloc(1, sizeof(*r));
+    int rc;
+
+    if (!c || !r) {
+        rc = cuc__seterr(CUC_E_NOMEM, "out of memory for a slab");
+        goto undo_calloc;
+    }
+    rc = cuc_buffer_alloc_async(s->pool, s->slab_size, stream, &c->root);
+    if (rc)
+        goto undo_calloc;
+    r->chunk = c;
+    r->size = s->slab_size;
+    c->free = r;
+    c->slab = s;
+    *out = c;
+    return 0;
+undo_calloc:
+    free(r);
+    free(c);
+    return rc;
+}
+
+/* Carves size (rounded) bytes: the chunk and offset, with c->live
+ * counting them (s->lock taken here). */
+static int carve(cuc_slab *s, size_t size, cuc_stream *stream,
+                 struct cuc__slab_chunk **chunk, size_t *off)
+{
+    struct cuc__slab_chunk *c, **tail;
+    int rc;
+
+    pthread_mutex_lock(&s->lock);
+    reap_locked(s);
+    for (tail = &s->chunks; (c = *tail); tail = &c->next) {
+        if (take_locked(c, size, off)) {
+            pthread_mutex_unlock(&s->lock);
+            *chunk = c;
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    rc = chunk_new(s, stream, &c);
+    if (rc)
+        return rc;
+    take_locked(c, size, off);
+    pthread_mutex_lock(&s->lock);
+    for (tail = &s->chunks; *tail; tail = &(*tail)->next)
+        ;
+    *tail = c;
+    pthread_mutex_unlock(&s->lock);
+    *chunk = c;
+    return 0;
+}
+
+/* Gives a range never used back at once (an alloc that failed after the
+ * carve). */
+static void uncarve(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
+{
+    pthread_mutex_lock(&c->slab->lock);
+    c->live -= r->size;
+    free_insert(c, r);
+    pthread_mutex_unlock(&c->slab->lock);
+}
+
+static int range_freed(struct cuc__carve *carve, cuc_stream *stream);
+
+int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffer **out)
+{
+    struct cuc__slab_chunk *c;
+    struct cuc__slab_range *r;
+    cuc_buffer *v;
+    size_t off;
+    int rc;
+
+    if (!s || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_slab_alloc_async: NULL argument");
+    if (size == 0)
+        return cuc__seterr(CUC_E_INVALID, "cuc_slab_alloc_async: size 0 (allocate at "
+                           "least one byte)");
+    if (size > s->slab_size)
+        return cuc_buffer_alloc_async(s->pool, size, stream, out);
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a slab range");
+    rc = carve(s, round_up(size), stream, &c, &off);
+    if (rc)
+        goto undo_range;
+    *r = (struct cuc__slab_range){{range_freed}, c, off, round_up(size), NULL, NULL};
+    /* c stays: its live bytes count this range */
+    rc = cuc__view_new(cuc_buffer_ref(c->root), off, size, &v);
+    if (rc) {
+        cuc_buffer_unref_async(c->root, NULL); /* not the last: c holds one */
+        uncarve(c, r);
+        return rc;
+    }
+    v->carve = &r->carve;
+    cuc_slab_ref(s);
+    pthread_mutex_lock(&s->pool->lock);
+    cuc__view_index_locked(v);
+    pthread_mutex_unlock(&s->pool->lock);
+    *out = v;
+    return 0;
+undo_range:
+    free(r);
+    return rc;
+}
+
+/* An event on st marking the free of r, or NULL where that failed and st
+ * was synchronized instead; *lost when neither worked. */
+static CUevent free_event(cuc_stream *st, int *lost)
+{
+    CUevent ev = NULL;
+
+    *lost = 0;
+    if (st && CUC_DRV->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (CUC_DRV->cuEventRecord(ev, st->cu) == CUDA_SUCCESS)
+            return ev;
+        CUC_DRV->cuEventDestroy(ev);
+    }
+    *lost = !st || CUC_DRV->cuStreamSynchronize(st->cu) != CUDA_SUCCESS;
+    return NULL;
+}
+
+static int range_freed(struct cuc__carve *carve, cuc_stream *stream)
+{
+    struct cuc__slab_range *r = (struct cuc__slab_range *)carve;
+    struct cuc__slab_chunk *c = r->chunk;
+    cuc_slab *s = c->slab;
+    cuc_stream *st = NULL;
+    CUevent ev;
+    size_t size = r->size;
+    int lost, empty;
+
+    if (cuc__stream_or_legacy(s->pool->dev, stream, &st) || cuc__device_activate(st->dev))
+        st = NULL;
+    ev = free_event(st, &lost);
+    pthread_mutex_lock(&s->lock);
+    c->live -= r->size;
+    if (lost) {
+        c->lost += r->size;
+        free(r);
+    } else if (ev) {
+        r->ev = ev;
+        r->next = c->pend;
+        c->pend = r;
+    } else {
+        free_insert(c, r);
+    }
+    empty = c->live == 0 && c->lost == 0;
+    if (empty) {
+        struct cuc__slab_chunk **pp = &s->chunks;
+        while (*pp != c)
+            pp = &(*pp)->next;
+        *pp = c->next;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (empty)
+        chunk_return(c, stream);
+    cuc_slab_unref(s);
+    return lost ? cuc__seterr(CUC_E_DRIVER, "freeing a %zu-byte slab buffer: neither an "
+                              "event nor a synchronize of its stream worked, so its range "
+                              "is not reused", size) : 0;
+}
+
+int cuc_slab_stats(cuc_slab *s, size_t *slabs, size_t *bytes_in_use)
+{
+    size_t n = 0, used = 0;
+
+    if (!s)
+        return cuc__seterr(CUC_E_INVALID, "cuc_slab_stats: NULL argument");
+    pthread_mutex_lock(&s->lock);
+    reap_locked(s);
+    for (struct cuc__slab_chunk *c = s->chunks; c; c = c->next) {
+        n++;
+        used += c->live + c->lost;
+        for (struct cuc__slab_range *r = c->pend; r; r = r->next)
+            used += r->size;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (slabs)
+        *slabs = n;
+    if (bytes_in_use)
+        *bytes_in_use = used;
+    return 0;
+}
