@@ -4,6 +4,7 @@
  *  - reuse only once the free's event has completed (the sim's events
  *    made NOT_READY by fault injection), a slab back to the pool when its
  *    ranges are all free;
+ *  - a slab the driver refuses (out of memory, other): nothing kept;
  *  - a failing cuEventRecord at the free: the stream is synchronized and
  *    the range reused; with the synchronize failing too, the range is
  *    never reused, and the slab goes back with the allocator (no leak);
@@ -157,6 +158,16 @@ static void test_event_fault(cuc_device *d)
 
     CHECK_OK(cuc_stream_create(d, 0, 0, &st));
     CHECK_OK(cuc_slab_create(p, SLAB, &s));
+    /* a slab the driver refuses: nothing carved, nothing kept */
+    sim_fail("cuMemAllocFromPoolAsync:1:CUDA_ERROR_OUT_OF_MEMORY");
+    a = (cuc_buffer *)0x1;
+    CHECK_RC(cuc_slab_alloc_async(s, 256, st, &a), CUC_E_NOMEM);
+    CHECK(a == (cuc_buffer *)0x1 && cuc_errcuda() == CUDA_ERROR_OUT_OF_MEMORY);
+    sim_fail("cuMemAllocFromPoolAsync:1");
+    CHECK_RC(cuc_slab_alloc_async(s, 256, st, &a), CUC_E_DRIVER);
+    CHECK(a == (cuc_buffer *)0x1);
+    CHECK(slabs_of(s, NULL) == 0);
+    sim_fail("");
     CHECK_OK(cuc_slab_alloc_async(s, 256, st, &keep));
     CHECK_OK(cuc_slab_alloc_async(s, 256, st, &a));
     /* no event: the stream is waited for, the range free at once */

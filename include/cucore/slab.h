@@ -72,8 +72,10 @@ CUC_API void cuc_slab_unref(cuc_slab *slab);
  * size, a buffer of its own; one reference for the caller, usable by work
  * queued on stream (NULL: the legacy default stream of the pool's device)
  * after this call. Freed by cuc_buffer_unref_async().
- * CUC_E_INVALID: a NULL argument or size 0. CUC_E_NOMEM.
- * CUC_E_DRIVER: the driver refused a new slab (cuc_errcuda()). */
+ * CUC_E_INVALID: a NULL argument or size 0. CUC_E_NOMEM: no host memory,
+ * or the pool has no room for a new slab (cuc_errcuda() is then the
+ * driver's out of memory). CUC_E_DRIVER: the driver refused a new slab
+ * otherwise (cuc_errcuda()). */
 CUC_API int cuc_slab_alloc_async(cuc_slab *slab, size_t size, cuc_stream *stream,
                                  cuc_buffer **out);
 
