@@ -6,6 +6,8 @@
 #include "base/error.h"
 #include "os/clock.h"
 #include "os/fd.h"
+#include "os/proc.h"
+#include "lease/linger.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -102,16 +104,30 @@ static void queue_free(cuc_channel *ch)
     ch->qlen = 0;
 }
 
+/* The user's handle goes; the link may stay (channel.h): read by the
+ * lingering pump while leases granted on it are held, writable while
+ * messages or objects from it hold the table. */
+static void detach(cuc_channel *ch)
+{
+    /* No shutdown(): the socket may be shared with a child (channel.h's
+     * pattern of handing one end of a pair to a child), and a shutdown
+     * would end the child's channel too. */
+    if (cuc__leases_count(ch->leases) > 0)
+        cuc__linger_add(ch->leases); /* on failure the leases stay held */
+}
+
 void cuc_channel_destroy(cuc_channel *ch)
 {
     if (!ch)
         return;
-    cuc__link_close(ch->link);
-    cuc__leases_end_all(ch->leases, CUC__LEASE_CHANNEL_CLOSED);
     pthread_mutex_lock(&ch->recv_lock);
     queue_free(ch);
     pthread_mutex_unlock(&ch->recv_lock);
     pthread_mutex_destroy(&ch->recv_lock);
+    /* Inherited through fork: only this process's memory and fd copy go
+     * (the leases are the parent's). */
+    if (ch->link->owner == cuc__pid())
+        detach(ch);
     /* messages and imports may hold the table (and through it the link) */
     cuc__leases_unref(ch->leases);
     cuc__link_unref(ch->link);
@@ -124,6 +140,9 @@ int cuc_channel_send(cuc_channel *ch, const cuc_msg *m)
 
     if (!ch || !m)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_send: NULL argument");
+    rc = cuc__link_check_owner(ch->link, "cuc_channel_send");
+    if (rc)
+        return rc;
     rc = cuc__leases_grant(ch->leases, m);
     if (rc)
         return rc;
@@ -186,8 +205,11 @@ int cuc_channel_recv(cuc_channel *ch, int timeout_ms, cuc_msg **out)
     if (!ch || !out)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_recv: NULL argument");
     rc = check_timeout("cuc_channel_recv", timeout_ms);
+    if (!rc)
+        rc = cuc__link_check_owner(ch->link, "cuc_channel_recv");
     if (rc)
         return rc;
+    cuc__linger_pump(0);
     pthread_mutex_lock(&ch->recv_lock);
     m = dequeue(ch);
     if (!m) {
@@ -250,8 +272,11 @@ int cuc_channel_pump(cuc_channel *ch, int timeout_ms)
     if (!ch)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_pump: ch is NULL");
     rc = check_timeout("cuc_channel_pump", timeout_ms);
+    if (!rc)
+        rc = cuc__link_check_owner(ch->link, "cuc_channel_pump");
     if (rc)
         return rc;
+    cuc__linger_pump(0);
     pthread_mutex_lock(&ch->recv_lock);
     rc = pump_locked(ch, timeout_ms);
     pthread_mutex_unlock(&ch->recv_lock);
@@ -263,6 +288,8 @@ int cuc_channel_release(cuc_channel *ch, const uint64_t *ids, size_t n)
     if (!ch || !ids || n == 0)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_release: %s",
                            n ? "NULL argument" : "no lease id given");
+    if (cuc__link_check_owner(ch->link, "cuc_channel_release"))
+        return CUC_E_FORKED;
     return cuc__leases_release(ch->leases, ids, n);
 }
 
@@ -270,6 +297,8 @@ int cuc_channel_lease_count(cuc_channel *ch, size_t *n)
 {
     if (!ch || !n)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_lease_count: NULL argument");
+    if (cuc__link_check_owner(ch->link, "cuc_channel_lease_count"))
+        return CUC_E_FORKED;
     *n = cuc__leases_count(ch->leases);
     return 0;
 }

@@ -6,6 +6,7 @@
  * left, leases of their own, a deferred free, not imported) take the
  * ordinary cuc_buffer_unref_async() path. */
 #include "memory/buffer.h"
+#include "os/proc.h"
 
 #include <stdlib.h>
 
@@ -18,7 +19,7 @@ static int take_simple(cuc_buffer *b)
     int take;
 
     pthread_mutex_lock(&pool->lock);
-    take = b->imported && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
+    take = b->imported && b->creator == cuc__pid() && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
            b->state != CUC__BUF_FREEING;
     if (take) {
         b->refs = 0;
