@@ -71,12 +71,6 @@ void cuc__link_close(struct cuc__link *l)
     cuc__reasm_reset(&l->rx); /* a partial message's fds go now */
 }
 
-void cuc__link_stop_reading(struct cuc__link *l)
-{
-    if (l->owner == cuc__pid())
-        shutdown(l->fd, SHUT_RD);
-}
-
 int cuc__link_check_owner(const struct cuc__link *l, const char *fn)
 {
     return cuc__check_owner(l->owner, fn, "channel");

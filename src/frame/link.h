@@ -62,11 +62,6 @@ void cuc__link_unref(struct cuc__link *l);
  * the close) and drops a partial message. Must not race a receive. The
  * object and its fd stay until the last reference. */
 void cuc__link_close(struct cuc__link *l);
-/* Stops receiving for good (shutdown SHUT_RD): the peer's later sends fail
- * with CUC_E_PEER_CLOSED, while this side can still send (releases).
- * Used when the user's channel is gone but objects imported from it live
- * on. */
-void cuc__link_stop_reading(struct cuc__link *l);
 /* 0 if this process opened l, else CUC_E_FORKED naming both pids. */
 int cuc__link_check_owner(const struct cuc__link *l, const char *fn);
 /* 1 once cuc__link_close() has run. */
