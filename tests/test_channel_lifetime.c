@@ -8,9 +8,11 @@
  *       buffer (no driver call, nothing sent) and whose channel calls fail
  *       with CUC_E_FORKED naming both pids; the parent still reads the
  *       bytes, the exporter's channel still works, and the parent's
- *       release ends the lease. */
+ *       release ends the lease.
+ *  13.10 a 0-byte datagram from a live peer: a protocol error, not a close. */
 #include <dlfcn.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -121,6 +123,32 @@ static void test_close_then_import(int n)
         cuc__linger_pump(50);
     CHECK(cuc__linger_count() == 0);
     cuc_pool_unref(p);
+}
+
+/* ---- 13.10: a 0-byte datagram from a live peer is a protocol error ---- */
+
+static void test_empty_datagram(void)
+{
+    cuc_channel *ch;
+    cuc_msg *m;
+    int sv[2];
+
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK_OK(cuc_channel_from_fd(sv[0], &ch));
+    CHECK(send(sv[1], "", 0, 0) == 0);
+    CHECK_RC(cuc_channel_recv(ch, 5000, &m), CUC_E_BADMSG);
+    CHECK_ERRMSG("0-byte datagram");
+    /* unusable from now on, also once the peer really closes */
+    CHECK(close(sv[1]) == 0);
+    CHECK_RC(cuc_channel_recv(ch, 100, &m), CUC_E_BADMSG);
+    CHECK_ERRMSG("0-byte datagram");
+    cuc_channel_destroy(ch);
+    /* a real close is still a close */
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK_OK(cuc_channel_from_fd(sv[0], &ch));
+    CHECK(close(sv[1]) == 0);
+    CHECK_RC(cuc_channel_recv(ch, 5000, &m), CUC_E_PEER_CLOSED);
+    cuc_channel_destroy(ch);
 }
 
 /* ---- 13.2: fork of an importer ---- */
@@ -245,6 +273,7 @@ int main(int argc, char **argv)
     unsetenv("CUDA_VISIBLE_DEVICES");
     pt_start(CUC_DEVICE_CAP_POOL_POSIX_FD, "cannot export pools as POSIX fds");
     FD_BASELINE();
+    test_empty_datagram();
     test_close_then_import(1);
     test_close_then_import(20);
     FD_CHECK_NO_LEAK();
