@@ -200,7 +200,7 @@ static calls_fn sim_calls(void)
 }
 
 /* The plain fork's child: no CUDA, no exec. */
-static void forked_child(cuc_channel *ch, cuc_buffer *b, pid_t parent)
+static void forked_child(cuc_channel *ch, cuc_buffer *b, cuc_msg *held, pid_t parent)
 {
     unsigned long long before = 0, after = 1;
     calls_fn calls = sim_calls();
@@ -210,6 +210,7 @@ static void forked_child(cuc_channel *ch, cuc_buffer *b, pid_t parent)
     if (test_on_sim())
         CHECK(calls != NULL && calls("*", &before) == 0);
     CHECK_OK(cuc_buffer_unref_async(b, NULL)); /* inert */
+    cuc_msg_destroy(held); /* held b: the child's copy goes, quietly */
     if (calls) {
         CHECK(calls("*", &after) == 0);
         CHECK(after == before); /* no driver call */
@@ -228,6 +229,7 @@ static void forked_child(cuc_channel *ch, cuc_buffer *b, pid_t parent)
 
 static void test_fork_importer(void)
 {
+    cuc_msg *held;
     cuc_channel *ch;
     cuc_buffer *b;
     cuc_pool *p;
@@ -240,13 +242,16 @@ static void test_fork_importer(void)
     CHECK_OK(cuc_msg_get_buffer(m, 1, &b));
     cuc_msg_destroy(m);
     CHECK(pt_holds(b, SEED));
+    CHECK_OK(cuc_msg_create(&held));
+    CHECK_OK(cuc_msg_add_buffer(held, b)); /* a message holding it */
     fflush(NULL);
     kid = fork();
     CHECK(kid >= 0);
     if (kid == 0)
-        forked_child(ch, b, getppid());
+        forked_child(ch, b, held, getppid());
     CHECK(wait_child(kid) == 0);
     CHECK(pt_holds(b, SEED)); /* still the exporter's bytes */
+    cuc_msg_destroy(held);
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_channel_send(ch, m)); /* the exporter must get it: no BADMSG */
     cuc_msg_destroy(m);

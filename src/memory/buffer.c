@@ -306,8 +306,10 @@ int cuc_buffer_unref_async(cuc_buffer *b, cuc_stream *stream)
         return 0;
     }
     if (b->creator != cuc__pid()) {
+        /* messages of the child may still hold it: the last goes then */
+        int last = cuc__buffer_unkept_locked(b);
         pthread_mutex_unlock(&pool->lock);
-        return drop_inherited(b);
+        return last ? drop_inherited(b) : 0;
     }
     /* Leases that only repeat one we keep go now (memory.h). */
     extra = take_extra_locked(b, &nextra);
@@ -346,7 +348,9 @@ static void unhold(void *obj)
     b->holds--;
     last = cuc__buffer_unkept_locked(b);
     pthread_mutex_unlock(&b->pool->lock);
-    if (last)
+    if (last && b->creator != cuc__pid())
+        drop_inherited(b); /* an inherited message destroyed in a child */
+    else if (last)
         cuc__buffer_release(b, NULL); /* no caller to report to */
 }
 
