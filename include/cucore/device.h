@@ -70,7 +70,8 @@ CUC_API int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev);
 CUC_API int cuc_device_set_current(cuc_device *dev);
 
 /* The device whose primary context is current on the calling thread, or
- * CUC_E_NOT_FOUND if none is (or another context is current). */
+ * CUC_E_NOT_FOUND if none is (or another context is current);
+ * CUC_E_DRIVER naming cuCtxGetCurrent if the driver could not say. */
 CUC_API int cuc_device_current(cuc_device **dev);
 
 /* The device's ordinal in this process. */
