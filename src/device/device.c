@@ -35,8 +35,9 @@ static const cuc_device *uuid_table_find(const cuc_uuid *u)
     return n ? CUC_CONTAINER_OF(n, cuc_device, by_uuid) : NULL;
 }
 
-/* Reads attributes into *v; the first failure is kept in *r (a failed
- * read must not pass for "not supported"). */
+/* One attribute; the first failure is kept in *r (a failed read must not
+ * pass for "not supported"), except CUDA_ERROR_INVALID_VALUE: an attribute
+ * newer than the driver, which then has no such feature. */
 static int attr(const struct cuc__driver *drv, CUdevice cu, CUdevice_attribute a,
                 CUresult *r)
 {
@@ -46,6 +47,8 @@ static int attr(const struct cuc__driver *drv, CUdevice cu, CUdevice_attribute a
     if (*r != CUDA_SUCCESS)
         return 0;
     got = drv->cuDeviceGetAttribute(&v, a, cu);
+    if (got == CUDA_ERROR_INVALID_VALUE)
+        return 0;
     if (got != CUDA_SUCCESS) {
         *r = got;
         return 0;
