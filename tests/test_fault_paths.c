@@ -234,22 +234,33 @@ static void test_importer_free_fails(cuc_device *d)
 
 /* ---- failed queries are not answers --------------------------------------- */
 
-static int child_enumerate(void)
+/* argv[3]: "fails" or "unknown" (the attribute is newer than the driver:
+ * CUDA_ERROR_INVALID_VALUE, read as a feature it lacks). */
+static int child_enumerate(int argc, char **argv)
 {
     int n = -1;
 
-    /* device 0's attributes are the first ones read */
-    CHECK_RC(cuc_device_count(&n), CUC_E_DRIVER);
-    CHECK_ERRMSG("cuDeviceGetAttribute failed");
+    CHECK(argc >= 4);
+    if (strcmp(argv[3], "fails") == 0) {
+        CHECK_RC(cuc_device_count(&n), CUC_E_DRIVER);
+        CHECK_ERRMSG("cuDeviceGetAttribute failed");
+    } else {
+        CHECK_OK(cuc_device_count(&n));
+        CHECK(n == 4);
+    }
     return test_finish();
 }
 
 static void test_attribute_fails(void)
 {
-    const char *env[] = {"CUCORE_SIM_FAIL=cuDeviceGetAttribute:3", NULL};
+    const char *fails[] = {"CUCORE_SIM_FAIL=cuDeviceGetAttribute:3", NULL};
+    const char *unknown[] = {"CUCORE_SIM_FAIL=cuDeviceGetAttribute:3:CUDA_ERROR_INVALID_VALUE",
+                             NULL};
+    const char *a1[] = {"fails", NULL}, *a2[] = {"unknown", NULL};
     char out[256];
 
-    CHECK(spawn_self_capture("enumerate", NULL, env, out, sizeof(out)) == 0);
+    CHECK(spawn_self_capture("enumerate", a1, fails, out, sizeof(out)) == 0);
+    CHECK(spawn_self_capture("enumerate", a2, unknown, out, sizeof(out)) == 0);
 }
 
 static void test_current_fails(void)
@@ -270,7 +281,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[2], "importer") == 0)
             return child_importer();
         if (strcmp(argv[2], "enumerate") == 0)
-            return child_enumerate();
+            return child_enumerate(argc, argv);
         return 2;
     }
     if (!test_on_sim())
