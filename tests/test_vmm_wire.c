@@ -8,7 +8,9 @@
  * VMM allocations, duplicated or owner-as-peer UUIDs, owner or peer not
  * visible. After each: no fd, mapping or resource left behind. */
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 #include "msg_hex.h"
 #include "vmm_test.h"
@@ -353,6 +355,22 @@ static void test_foreign_fds(void)
     }
 }
 
+/* 1 if the kernel answers kcmp(KCMP_FILE) for this process. */
+static int kcmp_works(void)
+{
+    int p[2], d, ok;
+    pid_t self = getpid();
+
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    d = fcntl(p[0], F_DUPFD_CLOEXEC, 0);
+    ok = syscall(SYS_kcmp, self, self, KCMP_FILE, p[0], d) == 0 &&
+         syscall(SYS_kcmp, self, self, KCMP_FILE, p[0], p[1]) > 0;
+    close(d);
+    close(p[0]);
+    close(p[1]);
+    return ok;
+}
+
 /* One chunk's fd twice (issue 13, finding 10): it would be mapped at two
  * offsets of one range. Refused, naming the chunks, for the same fd sent
  * twice (dups of one open file) and, where the fd is a regular file (the
@@ -372,8 +390,16 @@ static void test_duplicate_chunk(void)
         fds[i] = fcntl(src_fds[0], F_DUPFD_CLOEXEC, 0);
         CHECK(fds[i] >= 0);
     }
-    CHECK_RC(decode_get(b, n, fds, CHUNKS, &v), CUC_E_BADMSG);
-    CHECK_ERRMSG("chunks 0 and 1 are the same allocation");
+    if (test_on_sim() || kcmp_works()) {
+        CHECK_RC(decode_get(b, n, fds, CHUNKS, &v), CUC_E_BADMSG);
+        CHECK_ERRMSG("chunks 0 and 1 are the same allocation");
+    } else {
+        /* the driver's fds are not regular files and the kernel refuses
+         * kcmp here: one open file sent twice cannot be told */
+        printf("duplicate chunk fd: kcmp refused here, not checked\n");
+        for (int i = 0; i < CHUNKS; i++)
+            close(fds[i]);
+    }
     no_leftovers(__LINE__);
     if (test_on_sim()) {
         char path[64];
