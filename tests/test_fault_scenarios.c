@@ -23,6 +23,11 @@
  *    by a timeout;
  *  - no data came out wrong on either side.
  *
+ * Then once more per call with that call and every later one failing
+ * ("*:k+", as SQLite's persistent faults): nobody crashes, hangs or sees
+ * wrong data, and the side whose driver works ends with its fds and
+ * mappings back.
+ *
  * Prints scenarios x calls x sides and how many runs ended each way.
  * Under ASan the per-side sweep takes every 3rd call (the output says so;
  * CUC_FAULT_STRIDE=N overrides), so that it stays within a minute on two
@@ -661,9 +666,53 @@ static int judge(int sc, int side, unsigned long long k, const struct side s[2])
     return leak_said ? OUT_LEAK_SAID : OUT_REPORTED;
 }
 
+/* A run in which side's k-th call and every later one failed ("*:k+"):
+ * nobody crashes, hangs or sees wrong data, the failing side reports an
+ * error (or finished before any call failed), and the other side, whose
+ * driver works, ends with every fd and mapping back. 1 if it held. */
+static int judge_persistent(int sc, int side, unsigned long long k, const struct side s[2])
+{
+    const struct side *me = &s[side], *peer = &s[!side];
+
+    for (int i = 0; i < 2; i++) {
+        if (s[i].status != 0)
+            return bad(sc, side, k, s, "persistent: a process did not exit by status 0"), 0;
+        if (s[i].rc == -9999 || s[i].rc == WRONG_DATA || s[i].rc == CUC_E_TIMEOUT)
+            return bad(sc, side, k, s, "persistent: no result, wrong data or a timeout"), 0;
+    }
+    if (me->nfail == 0 || peer->nfail != 0)
+        return bad(sc, side, k, s, "persistent: faults not where they were asked"), 0;
+    if (peer->fds || peer->maps)
+        return bad(sc, side, k, s, "persistent: the working side's fds or mappings not back"),
+               0;
+    return 1;
+}
+
+/* The "*:k+" sweep of one scenario whose sides make n[0] and n[1] calls;
+ * returns its runs. */
+static unsigned long long sweep_persistent(int sc, const unsigned long long n[2],
+                                           unsigned long stride, unsigned long long *held)
+{
+    unsigned long long runs = 0;
+
+    for (int side = 0; side < 2; side++)
+        for (unsigned long long k = 1; k <= n[side]; k += stride) {
+            char spec[32];
+            const char *fail[2] = {"", ""};
+            struct side s[2];
+            snprintf(spec, sizeof(spec), "*:%llu+", k);
+            fail[side] = spec;
+            run_pair(sc, fail, s);
+            *held += (unsigned long long)judge_persistent(sc, side, k, s);
+            runs++;
+        }
+    return runs;
+}
+
 int main(int argc, char **argv)
 {
     unsigned long long total_calls = 0, runs = 0, counts[OUT_N] = {0};
+    unsigned long long p_runs = 0, p_held = 0;
     unsigned long stride = CUC_FAULT_ASAN ? 3 : 1;
     const char *st = getenv("CUC_FAULT_STRIDE");
 
@@ -675,7 +724,8 @@ int main(int argc, char **argv)
     if (st && atoi(st) > 0)
         stride = (unsigned long)atoi(st);
     FD_BASELINE();
-    printf("fault scenarios: every driver call of each side failed in turn%s\n",
+    printf("fault scenarios: every driver call of each side failed in turn, once and "
+           "from there on%s\n",
            stride > 1 ? "" : " (all of them)");
     if (stride > 1)
         printf("  (%s: every %luth call per side only; the plain build runs them all)\n",
@@ -717,6 +767,7 @@ int main(int argc, char **argv)
             }
         printf("  %-14s exporter %3llu calls, importer %3llu calls: %llu runs\n",
                scen_names[sc], n[0], n[1], sc_runs);
+        p_runs += sweep_persistent(sc, n, stride, &p_held);
         total_calls += n[0] + n[1];
         runs += sc_runs;
     }
@@ -725,6 +776,9 @@ int main(int argc, char **argv)
     for (int o = 0; o < OUT_N; o++)
         printf("  %-40s %llu runs\n", outcome_names[o], counts[o]);
     printf("  %-40s %d runs\n", "FAILED a check", bad_runs);
+    printf("persistent faults ('*:k+', the k-th call and every later one): %llu runs, "
+           "%llu held (no crash, hang or wrong data; the working side clean)\n",
+           p_runs, p_held);
     print_tally("absorbed, by call", absorbed, sizeof(absorbed) / sizeof(absorbed[0]));
     print_tally("void teardowns, by call", void_leaks,
                 sizeof(void_leaks) / sizeof(void_leaks[0]));
