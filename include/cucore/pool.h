@@ -138,7 +138,11 @@ CUC_API int cuc_pool_lease_count(const cuc_pool *pool, size_t *n);
  * messages other than releases are queued for cuc_channel_recv(); a full
  * queue is CUC_E_BUSY); with ch NULL, waits for other threads to process
  * the channels. Deferred frees whose last lease ended have run when it
- * returns 0. The caller must hold a reference to pool. */
+ * returns 0. A deferred free that failed where no caller could be told (it
+ * ran in a lease end, inside another call) is reported here, once:
+ * CUC_E_DRIVER with how many failed, the bytes left allocated (leaked
+ * rather than freed while work might still use them) and the first
+ * failure's message. The caller must hold a reference to pool. */
 CUC_API int cuc_pool_lease_wait(cuc_pool *pool, cuc_channel *ch, size_t max_left,
                                 int timeout_ms);
 

@@ -8,6 +8,7 @@
  * memory: it drops its allocation (whose last reference unmaps it and
  * waits for the stream) before the releases go. */
 #include "memory/buffer.h"
+#include "os/proc.h"
 
 #include <stdlib.h>
 
@@ -20,7 +21,7 @@ static int take_simple(cuc_buffer *b)
     int take;
 
     pthread_mutex_lock(&pool->lock);
-    take = b->imported && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
+    take = b->imported && b->creator == cuc__pid() && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
            b->state != CUC__BUF_FREEING;
     if (take) {
         b->refs = 0;
@@ -132,13 +133,26 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
     }
     for (size_t i = 0; i < nb; i++) {
         int rc1 = batch[i]->root ? 0 : cuc__buffer_free_memory(batch[i], stream, 0);
-        if (rc1 && !rc)
-            rc = rc1;
+        if (rc1) {
+            /* its memory may still be in use: no release for it */
+            cuc__upstream_keep(&batch[i]->anchor, 1);
+            if (!rc) {
+                rc = rc1;
+                cuc__buffer_note_kept();
+            }
+        }
     }
     if (nb) {
         int rc1 = sync_streams(batch, nb, stream);
-        if (rc1 && !rc)
-            rc = rc1;
+        if (rc1) {
+            /* which frees are done is unknown: none is released */
+            for (size_t i = 0; i < nb; i++)
+                cuc__upstream_keep(&batch[i]->anchor, 1);
+            if (!rc) {
+                rc = rc1;
+                cuc__buffer_note_kept();
+            }
+        }
     }
     forget_all(batch, nb);
     for (size_t i = 0; i < nb; i++) {

@@ -252,7 +252,7 @@ static void uncarve(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
     pthread_mutex_unlock(&c->slab->lock);
 }
 
-static int range_freed(struct cuc__carve *carve, cuc_stream *stream);
+static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered);
 
 int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffer **out)
 {
@@ -311,7 +311,7 @@ static CUevent free_event(cuc_stream *st, int *lost)
     return NULL;
 }
 
-static int range_freed(struct cuc__carve *carve, cuc_stream *stream)
+static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered)
 {
     struct cuc__slab_range *r = (struct cuc__slab_range *)carve;
     struct cuc__slab_chunk *c = r->chunk;
@@ -323,7 +323,10 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream)
 
     if (cuc__stream_or_legacy(s->pool->dev, stream, &st) || cuc__device_activate(st->dev))
         st = NULL;
-    ev = free_event(st, &lost);
+    ev = NULL;
+    lost = 1;
+    if (ordered)
+        ev = free_event(st, &lost);
     pthread_mutex_lock(&s->lock);
     c->live -= r->size;
     if (lost) {
@@ -347,7 +350,8 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream)
     if (empty)
         chunk_return(c, stream);
     cuc_slab_unref(s);
-    return lost ? cuc__seterr(CUC_E_DRIVER, "freeing a %zu-byte slab buffer: neither an "
+    /* unordered: the view's release reports why */
+    return lost && ordered ? cuc__seterr(CUC_E_DRIVER, "freeing a %zu-byte slab buffer: neither an "
                               "event nor a synchronize of its stream worked, so its range "
                               "is not reused", size) : 0;
 }
