@@ -32,6 +32,7 @@ int cuc__channel_wrap(int fd, cuc_channel **out)
         goto free_ch;
     ch->link = link;
     pthread_mutex_init(&ch->recv_lock, NULL);
+    cuc__kernel_refs_init(&ch->krefs);
     *out = ch;
     return 0;
 free_ch:
@@ -112,6 +113,7 @@ void cuc_channel_destroy(cuc_channel *ch)
     queue_free(ch);
     pthread_mutex_unlock(&ch->recv_lock);
     pthread_mutex_destroy(&ch->recv_lock);
+    cuc__kernel_refs_free(&ch->krefs);
     /* messages and imports may hold the table (and through it the link) */
     cuc__leases_unref(ch->leases);
     cuc__link_unref(ch->link);
@@ -120,16 +122,22 @@ void cuc_channel_destroy(cuc_channel *ch)
 
 int cuc_channel_send(cuc_channel *ch, const cuc_msg *m)
 {
+    const cuc_msg *sent;
     int rc;
 
     if (!ch || !m)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_send: NULL argument");
-    rc = cuc__leases_grant(ch->leases, m);
+    rc = cuc__kernel_refs_for_send(&ch->krefs, m, &sent);
     if (rc)
         return rc;
-    rc = cuc__link_send(ch->link, m);
-    if (rc)
-        cuc__leases_revoke(ch->leases, m);
+    rc = cuc__leases_grant(ch->leases, m);
+    if (!rc) {
+        rc = cuc__link_send(ch->link, sent);
+        if (rc)
+            cuc__leases_revoke(ch->leases, m);
+    }
+    if (sent != m)
+        cuc_msg_destroy((cuc_msg *)sent);
     return rc;
 }
 
@@ -153,7 +161,9 @@ static int take_one(cuc_channel *ch, int64_t deadline, cuc_msg **out)
         cuc__leases_end_all(ch->leases, CUC__LEASE_PEER_CLOSED);
     if (rc)
         return rc;
-    rc = cuc__leases_take_release(ch->leases, m);
+    rc = cuc__kernel_refs_take_held(&ch->krefs, m);
+    if (rc == 0)
+        rc = cuc__leases_take_release(ch->leases, m);
     if (rc == 0) {
         cuc__leases_stamp(ch->leases, m);
         *out = m;

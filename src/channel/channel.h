@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "cucore/channel.h"
+#include "channel/kernel_refs.h"
 #include "frame/link.h"
 #include "lease/lease.h"
 
@@ -23,6 +24,7 @@ struct cuc_channel {
     pthread_mutex_t recv_lock;
     struct cuc__qnode *qhead, *qtail;
     size_t qlen;
+    struct cuc__kernel_refs krefs; /* images the peer holds */
 };
 
 /* A channel over a connected SEQPACKET socket (taken: closed on failure). */
