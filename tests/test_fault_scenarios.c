@@ -294,9 +294,13 @@ static void exporter_drop(struct objs *o, cuc_channel *ch, int clean)
         note(cuc_pool_lease_wait(o->pool, ch, 0, TIMEOUT_MS));
     if (o->vmm && clean)
         note(cuc_vmm_lease_wait(o->vmm, ch, 0, TIMEOUT_MS));
-    cuc_channel_destroy(ch); /* ends what is left: the importer is told */
+    /* A destroyed channel keeps its leases (channel.h): its link lingers
+     * until the importer releases them or goes, read by the NULL wait. */
+    cuc_channel_destroy(ch);
     if (o->pool)
-        note(cuc_pool_lease_wait(o->pool, NULL, 0, 0));
+        note(cuc_pool_lease_wait(o->pool, NULL, 0, TIMEOUT_MS));
+    if (o->vmm)
+        note(cuc_vmm_lease_wait(o->vmm, NULL, 0, TIMEOUT_MS));
     cuc_pool_unref(o->pool);
     cuc_vmm_unref(o->vmm);
     cuc_event_unref(o->ev);
