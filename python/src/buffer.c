@@ -110,8 +110,20 @@ static PyObject *buf_exit(PyObject *self, PyObject *args)
     return rc ? py_raise(rc) : Py_NewRef(Py_False);
 }
 
+/* The stream, or for None the legacy default stream of the memory's own
+ * device (cucore's NULL stream would be the current device's). */
+static int stream_or_default(PyObject *so, cuc_device *dev, cuc_stream **s)
+{
+    int rc;
+
+    if (so != Py_None)
+        return stream_arg(so, s);
+    rc = cuc_stream_legacy(dev, s);
+    return rc ? (py_raise(rc), -1) : 0;
+}
+
 /* copy_from(data, offset=0, stream=None): bytes-like into memory at dst. */
-PyObject *mem_copy_from(void *dst, size_t cap, PyObject *args, PyObject *kw)
+PyObject *mem_copy_from(void *dst, size_t cap, cuc_device *dev, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"data", "offset", "stream", NULL};
     PyObject *so = Py_None;
@@ -122,7 +134,8 @@ PyObject *mem_copy_from(void *dst, size_t cap, PyObject *args, PyObject *kw)
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|nO", names, &v, &off, &so))
         return NULL;
-    if (stream_arg(so, &s) || off < 0 || (size_t)off > cap || (size_t)v.len > cap - (size_t)off) {
+    if (stream_or_default(so, dev, &s) || off < 0 || (size_t)off > cap ||
+        (size_t)v.len > cap - (size_t)off) {
         if (!PyErr_Occurred())
             py_raise_fmt(CUC_E_INVALID, "copy_from: %zd bytes at offset %zd do not fit in "
                          "%zu bytes", v.len, off, cap);
@@ -137,7 +150,8 @@ PyObject *mem_copy_from(void *dst, size_t cap, PyObject *args, PyObject *kw)
 }
 
 /* to_bytes(size=None, offset=0, stream=None) */
-PyObject *mem_to_bytes(const void *src, size_t cap, PyObject *args, PyObject *kw)
+PyObject *mem_to_bytes(const void *src, size_t cap, cuc_device *dev, PyObject *args,
+                       PyObject *kw)
 {
     static char *names[] = {"size", "offset", "stream", NULL};
     PyObject *so = Py_None, *sz = Py_None, *out;
@@ -146,7 +160,7 @@ PyObject *mem_to_bytes(const void *src, size_t cap, PyObject *args, PyObject *kw
     int rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|OnO", names, &sz, &off, &so) ||
-        stream_arg(so, &s))
+        stream_or_default(so, dev, &s))
         return NULL;
     if (off < 0 || (size_t)off > cap)
         return py_raise_fmt(CUC_E_INVALID, "to_bytes: offset %zd outside %zu bytes", off, cap);
@@ -173,24 +187,28 @@ static PyObject *buf_copy_from(PyObject *self, PyObject *args, PyObject *kw)
 {
     if (buffer_live((PyBuffer *)self))
         return NULL;
-    return mem_copy_from(cuc_buffer_ptr(B(self)), cuc_buffer_size(B(self)), args, kw);
+    return mem_copy_from(cuc_buffer_ptr(B(self)), cuc_buffer_size(B(self)),
+                         cuc_buffer_device(B(self)), args, kw);
 }
 
 static PyObject *buf_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
 {
     if (buffer_live((PyBuffer *)self))
         return NULL;
-    return mem_to_bytes(cuc_buffer_ptr(B(self)), cuc_buffer_size(B(self)), args, kw);
+    return mem_to_bytes(cuc_buffer_ptr(B(self)), cuc_buffer_size(B(self)),
+                        cuc_buffer_device(B(self)), args, kw);
 }
 
 static PyObject *buf_fill(PyObject *self, PyObject *args)
 {
     unsigned char v;
+    cuc_stream *s;
     int rc;
 
-    if (!PyArg_ParseTuple(args, "b", &v) || buffer_live((PyBuffer *)self))
+    if (!PyArg_ParseTuple(args, "b", &v) || buffer_live((PyBuffer *)self) ||
+        stream_or_default(Py_None, cuc_buffer_device(B(self)), &s))
         return NULL;
-    rc = cuc_memset(cuc_buffer_ptr(B(self)), v, cuc_buffer_size(B(self)), NULL);
+    rc = cuc_memset(cuc_buffer_ptr(B(self)), v, cuc_buffer_size(B(self)), s);
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 

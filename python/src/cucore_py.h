@@ -159,7 +159,8 @@ PyObject *interop_dlpack(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *interop_dlpack_device(PyObject *self, PyObject *noargs);
 
 /* Memory helpers shared by Buffer and VMM (buffer.c). */
-PyObject *mem_copy_from(void *dst, size_t cap, PyObject *args, PyObject *kw);
-PyObject *mem_to_bytes(const void *src, size_t cap, PyObject *args, PyObject *kw);
+PyObject *mem_copy_from(void *dst, size_t cap, cuc_device *dev, PyObject *args, PyObject *kw);
+PyObject *mem_to_bytes(const void *src, size_t cap, cuc_device *dev, PyObject *args,
+                       PyObject *kw);
 
 #endif

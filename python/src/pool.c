@@ -76,6 +76,7 @@ static void pool_dealloc(PyObject *self)
 }
 
 #define P(o) (((PyPool *)(o))->p)
+#define POOL_LIVE(o) (py_check_pid(((PyPool *)(o))->pid, "pool") == 0)
 
 static PyObject *pool_allocate(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -108,6 +109,8 @@ static PyObject *pool_leases(PyObject *self, PyObject *noargs)
     int rc;
 
     (void)noargs;
+    if (!POOL_LIVE(self))
+        return NULL;
     rc = cuc_pool_lease_count(P(self), &n);
     return rc ? py_raise(rc) : PyLong_FromSize_t(n);
 }
@@ -136,6 +139,8 @@ static PyObject *pool_reduce(PyObject *self, PyObject *noargs)
 static PyObject *get_device(PyObject *self, void *c)
 {
     (void)c;
+    if (!POOL_LIVE(self))
+        return NULL;
     return device_wrap(cuc_pool_device(P(self)));
 }
 
@@ -151,6 +156,8 @@ static PyObject *get_id(PyObject *self, void *c)
 static PyObject *get_kind(PyObject *self, void *c)
 {
     (void)c;
+    if (!POOL_LIVE(self))
+        return NULL;
     return PyUnicode_FromString(cuc_pool_kind(P(self)) == CUC_POOL_DEVICE ? "device"
                                                                           : "pinned");
 }
@@ -158,12 +165,16 @@ static PyObject *get_kind(PyObject *self, void *c)
 static PyObject *get_ipc(PyObject *self, void *c)
 {
     (void)c;
+    if (!POOL_LIVE(self))
+        return NULL;
     return PyBool_FromLong(cuc_pool_is_ipc(P(self)));
 }
 
 static PyObject *get_imported(PyObject *self, void *c)
 {
     (void)c;
+    if (!POOL_LIVE(self))
+        return NULL;
     return PyBool_FromLong(cuc_pool_is_imported(P(self)));
 }
 

@@ -134,14 +134,16 @@ static PyObject *vmm_copy_from(PyObject *self, PyObject *args, PyObject *kw)
 {
     if (vmm_live((PyVmm *)self))
         return NULL;
-    return mem_copy_from(cuc_vmm_ptr(V(self)), cuc_vmm_size(V(self)), args, kw);
+    return mem_copy_from(cuc_vmm_ptr(V(self)), cuc_vmm_size(V(self)), cuc_vmm_device(V(self)),
+                         args, kw);
 }
 
 static PyObject *vmm_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
 {
     if (vmm_live((PyVmm *)self))
         return NULL;
-    return mem_to_bytes(cuc_vmm_ptr(V(self)), cuc_vmm_size(V(self)), args, kw);
+    return mem_to_bytes(cuc_vmm_ptr(V(self)), cuc_vmm_size(V(self)), cuc_vmm_device(V(self)),
+                        args, kw);
 }
 
 static PyObject *vmm_access(PyObject *self, PyObject *d)

@@ -58,9 +58,9 @@ def handle(op, objs):
                 o.close()
         HELD.clear()
         return 0
-    if op == "fork_inherited":  # objects this process inherited through fork
+    if op == "inherited":  # objects this process inherited through fork
         out = []
-        for o in objs:
+        for o in HELD:
             try:
                 describe(o)
                 out.append("usable")
