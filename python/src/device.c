@@ -4,6 +4,7 @@
 
 #define MAX_DEVICES 1024
 static PyDevice *by_ordinal[MAX_DEVICES];
+static PyObject *reduced[MAX_DEVICES]; /* each device's pickle, made once */
 
 PyObject *device_wrap(cuc_device *dev)
 {
@@ -176,10 +177,26 @@ static PyObject *device_repr(PyObject *o)
                                 cuc_device_uuid_string(DEV(o)), cuc_device_name(DEV(o)));
 }
 
+/* A device's record never changes in a process: its pickle is made once. */
 static PyObject *device_reduce(PyObject *o, PyObject *noargs)
 {
+    int i = cuc_device_ordinal(DEV(o));
+
     (void)noargs;
-    return wire_reduce(o);
+    if (i < 0 || i >= MAX_DEVICES)
+        return wire_reduce(o);
+    if (!reduced[i])
+        reduced[i] = wire_reduce(o);
+    Py_XINCREF(reduced[i]);
+    return reduced[i];
+}
+
+/* Skips object.__reduce_ex__'s detour through copyreg: pickle's cost of a
+ * device is then a dict lookup and a cached tuple. */
+static PyObject *device_reduce_ex(PyObject *o, PyObject *protocol)
+{
+    (void)protocol;
+    return device_reduce(o, NULL);
 }
 
 static PyGetSetDef device_getset[] = {
@@ -194,6 +211,7 @@ static PyGetSetDef device_getset[] = {
 static PyMethodDef device_methods[] = {
     {"set_current", set_current, METH_NOARGS, "make its primary context current"},
     {"__reduce__", device_reduce, METH_NOARGS, NULL},
+    {"__reduce_ex__", device_reduce_ex, METH_O, NULL},
     {NULL, NULL, 0, NULL}};
 
 PyTypeObject PyDevice_Type = {

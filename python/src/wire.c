@@ -141,6 +141,30 @@ PyObject *wire_reduce(PyObject *obj)
     return r;
 }
 
+/* Bytes already loaded that name a process-lifetime singleton (a device,
+ * a default stream): the same bytes always give the same object. */
+#define SINGLETON_CACHE_MAX 4096
+static PyObject *singletons;
+
+static int is_singleton(PyObject *o)
+{
+    return PyObject_TypeCheck(o, &PyDevice_Type) ||
+           (PyObject_TypeCheck(o, &PyStream_Type) && !((PyStream *)o)->owned);
+}
+
+static void remember(PyObject *bytes, PyObject *o)
+{
+    if (!PyBytes_CheckExact(bytes) || !is_singleton(o))
+        return;
+    if (!singletons && !(singletons = PyDict_New())) {
+        PyErr_Clear();
+        return;
+    }
+    if (PyDict_GET_SIZE(singletons) < SINGLETON_CACHE_MAX &&
+        PyDict_SetItem(singletons, bytes, o))
+        PyErr_Clear();
+}
+
 /* _load(bytes): the object of a one-record message (pickle's loader). */
 PyObject *py_load(PyObject *self, PyObject *arg)
 {
@@ -150,7 +174,11 @@ PyObject *py_load(PyObject *self, PyObject *arg)
     int rc;
 
     (void)self;
-    if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE))
+    o = singletons && PyBytes_CheckExact(arg) ? PyDict_GetItemWithError(singletons, arg)
+                                                : NULL;
+    if (o)
+        return Py_NewRef(o);
+    if (PyErr_Occurred() || PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE))
         return NULL;
     rc = cuc_msg_from_bytes(v.buf, (size_t)v.len, &m);
     PyBuffer_Release(&v);
@@ -168,5 +196,6 @@ PyObject *py_load(PyObject *self, PyObject *arg)
         return NULL;
     o = Py_NewRef(PyTuple_GET_ITEM(t, 0));
     Py_DECREF(t);
+    remember(arg, o);
     return o;
 }
