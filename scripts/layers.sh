@@ -14,6 +14,7 @@
 #      object files with nm (defined and undefined symbols).
 # Usage: scripts/layers.sh [BUILD_DIR]
 set -euo pipefail
+export LC_ALL=C  # sort and join must agree on one collation (the GPU machine has a UTF-8 locale)
 cd "$(dirname "$0")/.."
 build=${1:-}
 
