@@ -557,6 +557,31 @@ static int build_request(const char *kind, Py_buffer *payload, cuc_msg **req)
                     (size_t)payload->len, req);
 }
 
+/* A reply this process could not take in full: its leases go back now
+ * (those of records that were imported are released again, which the
+ * exporter ignores), not when this process ends. */
+static void give_back(struct conn *c, cuc_msg *reply)
+{
+    size_t n = cuc_msg_record_count(reply), i, k = 0;
+    uint64_t *ids = calloc(n ? n : 1, sizeof(*ids));
+    struct cuc_buffer_record br;
+    struct cuc_vmm_record vr;
+
+    if (!ids)
+        return;
+    for (i = 0; i < n; i++) {
+        if (cuc_msg_read_buffer(reply, i, &br) == 0)
+            ids[k++] = br.lease_id;
+        else if (cuc_msg_read_vmm(reply, i, &vr) == 0)
+            ids[k++] = vr.lease_id;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (k && c->ch)
+        cuc_channel_release(c->ch, ids, k);
+    pthread_mutex_unlock(&c->mu);
+    free(ids);
+}
+
 static PyObject *fetch(const char *kind, const char *path, pid_t pid, Py_buffer *payload)
 {
     struct conn *c = conn_for(path, pid);
@@ -576,6 +601,8 @@ static PyObject *fetch(const char *kind, const char *path, pid_t pid, Py_buffer 
     if (rc)
         return gone ? exporter_gone(kind, path, pid) : py_raise(rc);
     t = reply_objects(reply, pid);
+    if (!t)
+        give_back(c, reply);
     cuc_msg_destroy(reply);
     if (t && PyTuple_GET_SIZE(t) > 0)
         o = Py_NewRef(PyTuple_GET_ITEM(t, PyTuple_GET_SIZE(t) - 1)); /* pools come first */

@@ -98,8 +98,13 @@ def test_not_visible_named(uuids):
         assert got[0] == "error" and got[1] == "NotVisibleError"
         assert got[2] == "CUC_E_NOT_VISIBLE" and uuids[0] in got[3]
         pool = cucore.Pool(0)
-        got = child.call("describe", pool.allocate(8))
+        buf = pool.allocate(8)
+        got = child.call("describe", buf)
         assert got[0] == "error" and uuids[0] in got[3]
+        # the child could not take it: the lease came back at once
+        buf.close()
+        pool.lease_wait(0, timeout=10)
+        assert pool.lease_count() == 0
         # the child goes on: a visible device still resolves
         assert child.call("describe", cucore.Device(1 % N))[0][1] == uuids[1 % N]
     finally:
