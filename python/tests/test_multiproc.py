@@ -158,10 +158,11 @@ def test_events_pools_buffers_vmm(method, visible, uuids):
         child.close()
 
 
-def test_process_pool_executor(uuids):
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_process_pool_executor(method, uuids):
     visible = ",".join(map(str, reversed(range(N))))
     with concurrent.futures.ProcessPoolExecutor(
-            2, mp_context=multiprocessing.get_context("spawn"),
+            2, mp_context=multiprocessing.get_context(method),
             initializer=workers.set_visible, initargs=(visible,)) as ex:
         got = ex.submit(workers.pool_task, "describe", *value_objects()).result(60)
         check_values(got, visible, uuids)
@@ -174,6 +175,15 @@ def test_process_pool_executor(uuids):
         assert buf.to_bytes() == b"E" * 100
         results = list(ex.map(workers.pool_task, ["describe"] * 8, [buf] * 8))
         assert all(r[0][4] == b"E" * 100 for r in results)
+        ev = cucore.Event(0, ipc=True)
+        ev.record()
+        devs = cucore.devices()
+        vmm = cucore.VMM(devs[-1], 4096, peers=devs[:-1])
+        vmm.copy_from(b"\x77" * 64)
+        got = ex.submit(workers.pool_task, "describe", ev, vmm).result(60)
+        assert got[0][:3] == ("event", uuids[0], True)
+        assert got[1] == ("vmm", devs[-1].uuid, tuple(d.uuid for d in devs[:-1]),
+                          ("rw",) * (N - 1), True, b"\x77" * 64)
 
 
 def test_pickled_twice_is_one_object():
@@ -182,12 +192,15 @@ def test_pickled_twice_is_one_object():
         pool = cucore.Pool(0)
         buf = pool.allocate(40)
         buf.copy_from(b"t" * 40)
-        data = pickle.dumps(buf)
-        # the child unpickles the same bytes twice and both times gets one object
-        assert child.call("hold", buf, buf) == 2
-        assert child.call("describe", pickle.loads(data))[0][4] == b"t" * 40
+        # two pickles (two records, two leases) and the same bytes loaded twice
+        first, second = pickle.dumps(buf), pickle.dumps(buf)
+        assert first != second
+        assert child.call("same", Raw(first), Raw(second), Raw(first)) == [True] * 3
+        assert child.call("describe", buf)[0][4] == b"t" * 40
+        assert buf.lease_count() >= 1
         child.call("drop")
-        assert pool.lease_wait(0, timeout=10) is None
+        pool.lease_wait(0, timeout=10)
+        assert buf.lease_count() == 0
     finally:
         child.close()
 

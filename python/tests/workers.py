@@ -46,6 +46,9 @@ def handle(op, objs):
     if op == "write":  # (buffer, data): write into memory the parent allocated
         objs[0].copy_from(objs[1])
         return describe(objs[0])
+    if op == "same":  # the objects of separate pickles
+        HELD.extend(objs)
+        return [o is objs[0] for o in objs]
     if op == "hold":
         HELD.extend(objs)
         return len(HELD)
