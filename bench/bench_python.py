@@ -6,8 +6,10 @@
 
   device_pickle   pickle.loads(pickle.dumps(device)), per round trip
   pipe_buffers    N pool buffers through a multiprocessing Pipe to a spawned
-                  child that imports them, checks one byte each, drops them
-                  and answers; per buffer, N = 1 .. 4096
+                  child that imports them, drops them and answers; per
+                  buffer, N = 1 .. 4096; impl=cucore pickles a list (one
+                  share-point round trip per buffer), impl=cucore-batch a
+                  cucore.BufferBatch (one round trip for the N)
   share_first     in a fresh child, unpickling the first buffer (connect to
                   the share point + fds + import) and a second one
 
@@ -67,7 +69,8 @@ def child_loop(conn):
         if msg is None:
             return
         for b in msg:
-            b.close() if hasattr(b, "close") else None
+            if hasattr(b, "close"):
+                b.close()
         conn.send(len(msg))
 
 
@@ -112,6 +115,11 @@ def bench_pipe_cucore():
     for n in SIZES:
         line("pipe_buffers", "cucore", n,
              pipe_rounds(conn, lambda k: [pool.allocate(256) for _ in range(k)], n,
+                         5 if n < 1024 else 2) / 1000, "us_per_buffer")
+    for n in SIZES:
+        line("pipe_buffers", "cucore-batch", n,
+             pipe_rounds(conn, lambda k: cucore.BufferBatch(pool.allocate(256)
+                                                            for _ in range(k)), n,
                          5 if n < 1024 else 2) / 1000, "us_per_buffer")
     conn.send(None)
     p.join()

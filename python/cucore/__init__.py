@@ -22,11 +22,21 @@ from . import _core
 
 __version__ = version
 
+
+class BufferBatch(list):
+    """A list of buffers that pickles as one request to the share point:
+    the receiver gets a plain list of its Buffers, all imported with one
+    round trip (pickling a list of Buffers costs one round trip each)."""
+
+    def __reduce__(self):
+        return _core._reduce_buffers(list(self))
+
+
 __all__ = [
     "Error", "NotVisibleError", "PoolNotImportedError", "NeedsChannelError",
     "NotSerializableError", "PeerClosedError", "TimeoutError", "ForeignHostError",
     "ExporterGoneError", "Device", "Stream", "Event", "Kernel", "LaunchConfig", "Pool",
-    "Buffer", "VMM", "Channel", "Listener", "devices", "launch", "listen", "driver",
+    "Buffer", "BufferBatch", "VMM", "Channel", "Listener", "devices", "launch", "listen", "driver",
     "share_point", "host_id",
 ]
 

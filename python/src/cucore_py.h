@@ -141,6 +141,7 @@ PyObject *py_load(PyObject *self, PyObject *arg);
 PyObject *share_reduce_pool(PyPool *p);
 PyObject *share_reduce_buffer(PyBuffer *b);
 PyObject *share_reduce_vmm(PyVmm *v);
+PyObject *py_reduce_buffers(PyObject *self, PyObject *arg);
 PyObject *py_load_shared(PyObject *self, PyObject *args);
 PyObject *py_share_point(PyObject *self, PyObject *noargs);
 PyObject *py_share_close(PyObject *self, PyObject *noargs);

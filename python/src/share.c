@@ -446,6 +446,47 @@ PyObject *share_reduce_buffer(PyBuffer *b)
     return reduce_as("buffer", bytes);
 }
 
+/* Buffers of one batch: one message of their records, so the receiver
+ * fetches them all in one request. */
+PyObject *py_reduce_buffers(PyObject *self, PyObject *arg)
+{
+    PyObject *seq = PySequence_Fast(arg, "a batch is a sequence of cucore.Buffer"), *bytes;
+    Py_ssize_t i, n;
+    cuc_msg *m = NULL;
+    size_t len;
+    void *buf = NULL;
+    int rc;
+
+    (void)self;
+    if (!seq)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    rc = n < 1 || (size_t)n > CUC_MSG_MAX_RECORDS ? CUC_E_INVALID : cuc_msg_create(&m);
+    for (i = 0; rc == 0 && i < n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+
+        if (!PyObject_TypeCheck(o, &PyBuffer_Type) || buffer_live((PyBuffer *)o)) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "batch item %zd is not a cucore.Buffer", i);
+            cuc_msg_destroy(m);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        rc = cuc_msg_add_buffer(m, ((PyBuffer *)o)->b);
+    }
+    Py_DECREF(seq);
+    if (rc == 0)
+        rc = cuc_msg_to_bytes(m, &buf, &len);
+    cuc_msg_destroy(m);
+    if (rc == CUC_E_INVALID && n < 1)
+        return py_raise_fmt(rc, "an empty batch: pickle an empty list instead");
+    if (rc)
+        return py_raise(rc);
+    bytes = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
+    free(buf);
+    return reduce_as("buffers", bytes);
+}
+
 PyObject *share_reduce_vmm(PyVmm *v)
 {
     if (cuc_vmm_is_imported(v->v))
@@ -551,7 +592,7 @@ static PyObject *reply_objects(cuc_msg *reply, pid_t pid)
  * VMM token in an fd record. */
 static int build_request(const char *kind, Py_buffer *payload, cuc_msg **req)
 {
-    if (!strcmp(kind, "buffer"))
+    if (!strcmp(kind, "buffer") || !strcmp(kind, "buffers"))
         return cuc_msg_from_bytes(payload->buf, (size_t)payload->len, req);
     return data_msg(!strcmp(kind, "pool") ? REQ_POOL : REQ_VMM, payload->buf,
                     (size_t)payload->len, req);
@@ -582,6 +623,21 @@ static void give_back(struct conn *c, cuc_msg *reply)
     free(ids);
 }
 
+/* The buffers of a reply's objects (its pools come first), as a list. */
+static PyObject *buffers_of(PyObject *t)
+{
+    PyObject *list = PyList_New(0);
+    Py_ssize_t i;
+
+    for (i = 0; list && i < PyTuple_GET_SIZE(t); i++) {
+        PyObject *o = PyTuple_GET_ITEM(t, i);
+
+        if (PyObject_TypeCheck(o, &PyBuffer_Type) && PyList_Append(list, o))
+            Py_CLEAR(list);
+    }
+    return list;
+}
+
 static PyObject *fetch(const char *kind, const char *path, pid_t pid, Py_buffer *payload)
 {
     struct conn *c = conn_for(path, pid);
@@ -604,7 +660,9 @@ static PyObject *fetch(const char *kind, const char *path, pid_t pid, Py_buffer 
     if (!t)
         give_back(c, reply);
     cuc_msg_destroy(reply);
-    if (t && PyTuple_GET_SIZE(t) > 0)
+    if (t && !strcmp(kind, "buffers"))
+        o = buffers_of(t);
+    else if (t && PyTuple_GET_SIZE(t) > 0)
         o = Py_NewRef(PyTuple_GET_ITEM(t, PyTuple_GET_SIZE(t) - 1)); /* pools come first */
     else if (t)
         py_raise_fmt(CUC_E_BADMSG, "process %ld sent an empty reply", (long)pid);
@@ -637,6 +695,13 @@ static PyObject *local(const char *kind, Py_buffer *payload)
     rc = cuc_msg_from_bytes(payload->buf, (size_t)payload->len, &m);
     if (rc)
         return py_raise(rc);
+    if (!strcmp(kind, "buffers")) {
+        PyObject *t = wire_resolve(m), *list = t ? buffers_of(t) : NULL;
+
+        Py_XDECREF(t);
+        cuc_msg_destroy(m);
+        return list;
+    }
     rc = cuc_msg_get_buffer(m, 0, (cuc_buffer **)&obj);
     cuc_msg_destroy(m);
     return rc ? py_raise(rc) : buffer_wrap(obj);
@@ -653,7 +718,8 @@ PyObject *py_load_shared(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "sssiy*", &kind, &host, &path, &pid, &payload))
         return NULL;
-    if (strcmp(kind, "buffer") && strcmp(kind, "pool") && strcmp(kind, "vmm"))
+    if (strcmp(kind, "buffer") && strcmp(kind, "buffers") && strcmp(kind, "pool") &&
+        strcmp(kind, "vmm"))
         o = py_raise_fmt(CUC_E_VERSION, "a shared pickle of kind \"%s\"", kind);
     else if (strcmp(host, host_id))
         o = py_raise_named("ForeignHostError", "CUC_E_NOT_SUPPORTED",

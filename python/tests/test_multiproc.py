@@ -306,3 +306,37 @@ def test_fork_children(uuids):
     finally:
         child.close()
     assert buf.to_bytes() is not None  # ours still works
+
+
+def test_buffer_batch_one_request(uuids):
+    """A BufferBatch (one request for all) arrives as a list of imported
+    buffers, their pools with them; a buffer of it pickled alone is the
+    same object there."""
+    child = Child("spawn", ",".join(map(str, reversed(range(N)))))
+    try:
+        devs = cucore.devices()
+        pools = [cucore.Pool(d) for d in devs]
+        bufs = [pools[i % N].allocate(64 + i) for i in range(3 * N)]
+        for i, b in enumerate(bufs):
+            b.copy_from(bytes([i]) * b.size)
+        assert len(pickle.dumps(cucore.BufferBatch(bufs))) < 200 * len(bufs)
+        got = child.call("describe", *child_list(cucore.BufferBatch(bufs)))
+        assert got == [("buffer", devs[i % N].uuid, 64 + i, True, bytes([i]) * (64 + i))
+                       for i in range(3 * N)]
+        assert child.call("batch_identity", cucore.BufferBatch(bufs[:2]), bufs[0]) is True
+        child.call("drop")
+        for b in bufs:
+            b.close()
+        for p in pools:
+            p.lease_wait(0, timeout=10)
+            assert p.lease_count() == 0
+    finally:
+        child.close()
+    with pytest.raises(cucore.Error):
+        pickle.dumps(cucore.BufferBatch([]))
+
+
+def child_list(batch):
+    """Objects for Child.call: the batch's buffers as separate arguments
+    would pickle one by one, so the batch travels whole and unpacks there."""
+    return [batch]

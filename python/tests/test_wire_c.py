@@ -11,7 +11,7 @@ import cucore
 from test_objects import PTX
 
 CLI = os.environ.get("CUCORE_CLI")
-pytestmark = pytest.mark.skipif(not CLI or not os.access(CLI, os.X_OK),
+needs_cli = pytest.mark.skipif(not CLI or not os.access(CLI, os.X_OK),
                                 reason="CUCORE_CLI (build/tools/cucore) not set")
 
 N = len(cucore.devices())
@@ -32,6 +32,7 @@ def pack(*words):
     return subprocess.run([CLI, "pack", *words], capture_output=True, check=True).stdout
 
 
+@needs_cli
 def test_c_reads_python_pickles():
     for d in cucore.devices():
         (rec,) = inspect(record_bytes(d))
@@ -50,6 +51,7 @@ def test_c_reads_python_pickles():
     assert not rec["resolved"]
 
 
+@needs_cli
 def test_python_reads_c_packs(uuids):
     for i, u in enumerate(uuids):
         d = pickle.loads(pickle.dumps(Raw(pack("device", str(i)))))

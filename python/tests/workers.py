@@ -39,10 +39,21 @@ def error_of(e):
     return ("error", type(e).__name__, getattr(e, "code", None), str(e))
 
 
+def flat(objs):
+    """A BufferBatch arrives as a list: its buffers in place."""
+    out = []
+    for o in objs:
+        out.extend(o if isinstance(o, list) else [o])
+    return out
+
+
 def handle(op, objs):
     import cucore
     if op == "describe":
-        return [describe(o) for o in objs]
+        return [describe(o) for o in flat(objs)]
+    if op == "batch_identity":  # (batch, one of its buffers pickled alone)
+        HELD.extend(flat(objs))
+        return objs[1] is objs[0][0]
     if op == "write":  # (buffer, data): write into memory the parent allocated
         objs[0].copy_from(objs[1])
         return describe(objs[0])
@@ -56,7 +67,7 @@ def handle(op, objs):
         HELD.extend(objs)
         return [pickle.dumps(o) for o in objs]
     if op == "drop":
-        for o in HELD:
+        for o in flat(HELD):
             if hasattr(o, "close"):
                 o.close()
         HELD.clear()
