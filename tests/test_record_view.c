@@ -17,8 +17,7 @@ static void test_names(void)
 {
     static const char *const names[] = {"device", "stream", "event", "launch config",
                                         "kernel", "pool", "buffer", "vmm", "fd",
-                                        "release", "kernel ref", "kernel held",
-                                        "buffer view"};
+                                        "release", "kernel ref", "kernel held", "buffer view"};
 
     for (int t = CUC_RECORD_DEVICE; t <= CUC_RECORD_BUFFER_VIEW; t++)
         CHECK(strcmp(cuc_record_type_name(t), names[t - 1]) == 0);

@@ -58,7 +58,7 @@ typedef struct cuc_msg cuc_msg;
     X(FD, 9, "fd")                         \
     X(RELEASE, 10, "release")              \
     X(KERNEL_REF, 11, "kernel ref")        \
-    X(KERNEL_HELD, 12, "kernel held")      \
+    X(KERNEL_HELD, 12, "kernel held")        \
     X(BUFFER_VIEW, 13, "buffer view")
 
 enum cuc_record_type {
