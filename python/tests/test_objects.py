@@ -225,6 +225,16 @@ def test_channel_pair_in_process():
         b.recv(timeout=0)
     with pytest.raises(cucore.NotSerializableError):
         pickle.dumps(a)
+    # The buffer's lease is still held by b's side: closing a keeps the
+    # link (channel.h), so b sees no close yet.
+    a.close()
+    with pytest.raises(cucore.TimeoutError):
+        b.recv(timeout=0)
+    b.close()
+    # With no lease outstanding a close reaches the peer at once.
+    a, b = cucore.Channel.pair()
+    a.send(d)
+    assert b.recv(timeout=5) == (d,)
     a.close()
     with pytest.raises(cucore.PeerClosedError):
         b.recv(timeout=5)
