@@ -1,6 +1,7 @@
 """On a real GPU only: a received buffer is the same memory to CuPy,
 PyTorch and numba (same pointer, same bytes, no copy), and a kernel
 launched through cucore writes into memory another process sent."""
+import gc
 import multiprocessing
 
 import pytest
@@ -42,9 +43,14 @@ def gpu_child(conn):
         if item is None:
             return
         try:
-            conn.send(consume(*item))
+            reply = consume(*item)
         except Exception as e:  # a missing framework is reported, not hidden
-            conn.send(("error", type(e).__name__, str(e)))
+            reply = ("error", type(e).__name__, str(e))
+        # The buffer goes before the reply: the parent then waits for its
+        # lease, and frameworks may hold the buffer in reference cycles.
+        del item
+        gc.collect()
+        conn.send(reply)
 
 
 @pytest.fixture(scope="module")
