@@ -33,6 +33,8 @@ int main(void)
         }
     }
     CHECK(strcmp(cuc_errname(CUC_E_NOT_VISIBLE), "CUC_E_NOT_VISIBLE") == 0);
+    CHECK(strcmp(cuc_errname(CUC_E_FORKED), "CUC_E_FORKED") == 0);
+    CHECK(strstr(cuc_strerror(CUC_E_FORKED), "fork") != NULL);
     CHECK(strcmp(cuc_errname(12345), "CUC_E_UNKNOWN") == 0);
     CHECK(strcmp(cuc_strerror(-999), "unknown error") == 0);
 

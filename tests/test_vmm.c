@@ -10,6 +10,7 @@
 
 #include "vmm_test.h"
 #include "lease/lease.h"
+#include "lease/linger.h"
 #include "wire/records.h"
 
 static size_t gran;
@@ -323,8 +324,8 @@ static void test_lease_wait_other_thread(void)
     cuc_channel_destroy(b);
 }
 
-/* The exporter closes its channel: the lease ends there; the importer's
- * late release (on a channel whose peer is gone) is harmless. */
+/* The exporter closes its channel: the lease lingers (issue 13.1) until
+ * the importer's release, which a lease wait without a channel reads. */
 static void test_lease_exporter_closes(void)
 {
     size_t live0 = cuc__vmm_live();
@@ -337,16 +338,19 @@ static void test_lease_exporter_closes(void)
     cuc_vmm_unref(v);
     CHECK(cuc__vmm_live() == live0 + 2);
     cuc_channel_destroy(a);
-    CHECK(cuc__vmm_live() == live0 + 1); /* the exporter's free happened */
+    CHECK(cuc__vmm_live() == live0 + 2); /* the exporter's free waits */
     CHECK(vmm_t_holds(imp, 61));         /* the importer still maps it */
     cuc_msg_destroy(rm);
     cuc_vmm_unref(imp);
-    CHECK(cuc__vmm_live() == live0);
+    CHECK(cuc__vmm_live() == live0 + 1); /* the import went */
+    for (int i = 0; i < 50 && cuc__vmm_live() > live0; i++)
+        cuc__linger_pump(100);
+    CHECK(cuc__vmm_live() == live0);     /* the release arrived */
     cuc_channel_destroy(b);
 }
 
-/* The importer closes its end (holding the import): the exporter sees
- * the peer go; the import, freed after its channel closed, does not fail. */
+/* The importer closes its end (holding the import): the link stays for
+ * the import's release (issue 13.1), which ends the exporter's lease. */
 static void test_lease_importer_closes(void)
 {
     size_t live0 = cuc__vmm_live();
@@ -358,12 +362,12 @@ static void test_lease_importer_closes(void)
     imp = send_import(a, b, v, &rm);
     cuc_msg_destroy(rm);
     cuc_channel_destroy(b);
+    CHECK_RC(cuc_vmm_lease_wait(v, a, 0, 200), CUC_E_TIMEOUT); /* still mapped */
+    CHECK(vmm_t_holds(imp, 71));
+    cuc_vmm_unref(imp); /* the release goes on the kept link */
     CHECK_OK(cuc_vmm_lease_wait(v, a, 0, 1000));
     CHECK(leases(v) == 0);
     cuc_vmm_unref(v);
-    CHECK(cuc__vmm_live() == live0 + 1);
-    CHECK(vmm_t_holds(imp, 71));
-    cuc_vmm_unref(imp);
     CHECK(cuc__vmm_live() == live0);
     cuc_channel_destroy(a);
 }

@@ -22,12 +22,21 @@
  * still uses it. The exporting module registers a lease on the channel it
  * sends the object on; the importer ends it by sending a release
  * (cuc_channel_release(), or implicitly when it frees the imported object).
- * A lease also ends when the exporter's channel sees the peer close or die,
- * and when the exporter closes the channel. Each lease's end callback runs
+ * A lease also ends when the exporter's channel sees the peer close or die;
+ * it does NOT end when the exporter destroys its channel (see
+ * cuc_channel_destroy: the link lingers). Each lease's end callback runs
  * exactly once, on the thread that noticed: inside cuc_channel_recv(),
- * cuc_channel_pump(), a lease wait or cuc_channel_destroy(). An
- * exporter that only sends must call cuc_channel_pump() or
- * cuc_channel_lease_wait() now and then, or it will not notice releases.
+ * cuc_channel_pump() or a lease wait. An exporter that only sends must
+ * call cuc_channel_pump() or cuc_channel_lease_wait() now and then, or it
+ * will not notice releases.
+ *
+ * Fork: a channel belongs to the process that made it. In a child that
+ * inherited it through fork() every call on it (send, recv, pump,
+ * release, lease count, lease waits) fails with CUC_E_FORKED, naming both
+ * pids, and sends nothing, so the parent's channel is untouched;
+ * cuc_channel_destroy() there frees only the child's copy (its fd and
+ * memory) and ends no lease. To pass a channel to a child, exec it
+ * (cuc_channel_fd()).
  * Release messages are consumed by the channel and never returned by
  * cuc_channel_recv().
  *
@@ -81,11 +90,23 @@ CUC_API int cuc_channel_from_fd(int fd, cuc_channel **ch);
  * cuc_channel_destroy(). */
 CUC_API int cuc_channel_fd(const cuc_channel *ch);
 
-/* Closes the socket, ends every lease still held on the channel (their
- * callbacks run now), frees queued messages and their fds, and frees the
- * channel. Messages received from it and objects imported from them stay
- * valid: releasing such an object later is a no-op (the peer saw the
- * close and ended the leases itself). NULL is a no-op. */
+/* Frees the channel and its queued messages (and their fds). Ends no
+ * lease: the peer may still import what it received, or has yet to
+ * receive, so the end of the link that the leases need stays open after
+ * the handle is gone, and closes by itself:
+ *  - exporter: while leases granted on the channel are held, the link
+ *    lingers; the process reads it in cuc_buffer_lease_wait(),
+ *    cuc_pool_lease_wait(), cuc_vmm_lease_wait() (pass a NULL channel)
+ *    and in its other channels' recv and pump, ends leases as the
+ *    releases arrive (or all of them when the peer closes or dies), drops
+ *    any other message, and closes the socket once no lease is held. To
+ *    wait for the frees after destroying the channel:
+ *        cuc_pool_lease_wait(pool, NULL, 0, timeout_ms);
+ *  - importer: while messages received from it or objects imported from
+ *    them live, the socket stays open so that their releases still reach
+ *    the exporter; it closes with the last of them. It is no longer read:
+ *    a peer that keeps sending blocks once the socket buffer is full.
+ * The peer sees the close only then. NULL is a no-op. */
 CUC_API void cuc_channel_destroy(cuc_channel *ch);
 
 /* Listens at path, a filesystem path of at most 107 bytes. The socket file
@@ -146,7 +167,7 @@ CUC_API int cuc_channel_pump(cuc_channel *ch, int timeout_ms);
  * uses the objects it imported under these lease ids; the exporter's
  * leases end when its channel processes the release. n must be at least 1;
  * ids the exporter does not know (or already ended) are ignored there.
- * Returns 0 without sending if this process has closed the channel. */
+ * CUC_E_FORKED in a child that inherited the channel through fork. */
 CUC_API int cuc_channel_release(cuc_channel *ch, const uint64_t *lease_ids, size_t n);
 
 /* Exporter side: the number of leases not yet ended on objects this process

@@ -39,7 +39,8 @@ extern "C" {
     X(NOT_SUPPORTED, -16, "not supported")                                        \
     X(LIMIT, -17, "a limit was exceeded")                                         \
     X(NOT_FOUND, -18, "not found")                                                \
-    X(BUSY, -19, "resource busy")
+    X(BUSY, -19, "resource busy")                                                 \
+    X(FORKED, -20, "object inherited through fork(): inert in this process")
 
 enum cuc_status {
 #define CUC_ERRNO_ENUM_(name, value, text) CUC_E_##name = (value),

@@ -25,20 +25,31 @@
  * every importer before the exporter frees it. A buffer sent on a channel
  * is therefore leased to the receiver: each cuc_channel_send() of a
  * message holding it starts one lease, which ends when the receiver frees
- * its last reference (cucore sends the release then), closes its end of
- * the channel or dies, or when the sender closes the channel. The
+ * its last reference (cucore sends the release then), or when its end of
+ * the channel closes (it destroyed the channel and holds nothing from it
+ * any more, or it died). The sender destroying its channel ends no lease:
+ * the peer may import what is in flight after that, and no import ever
+ * hands out memory whose lease has ended. The
  * sender's last cuc_buffer_unref_async() of a buffer with leases
  * outstanding returns at once and defers the driver's free until the last
  * lease ends; it then
  * runs, stream-ordered after the work that the free's stream had queued,
  * on the thread that noticed the end (see cucore/channel.h: the exporter
- * must receive, pump or wait on the channel to notice releases). An
+ * must receive, pump or wait on the channel to notice releases; once it
+ * destroyed the channel, cuc_buffer_lease_wait() / cuc_pool_lease_wait()
+ * with a NULL channel read the releases). An
  * imported buffer that was sent on stays mapped, and keeps its own lease
  * from upstream, until the downstream leases end too.
  *
  * A lease is the receiver's to end: a buffer record that the receiver
  * never gets (or fails to get, e.g. CUC_E_POOL_NOT_IMPORTED) keeps its
- * lease until the channel closes.
+ * lease until the receiver's end of the channel closes.
+ *
+ * Fork: a buffer (and a pool) inherited through fork() is inert in the
+ * child. Its cuc_buffer_unref_async() (cuc_pool_unref()) releases
+ * nothing, sends nothing and makes no driver call: it frees only the
+ * child's copy of the object and returns 0. The memory and its leases
+ * stay the parent's; a child that needs CUDA must exec.
  *
  * Plain bytes carry no lease: a buffer in a message turned into bytes
  * (cuc_msg_to_bytes) and imported from them (cuc_msg_from_bytes) is not

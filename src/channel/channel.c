@@ -6,6 +6,8 @@
 #include "base/error.h"
 #include "os/clock.h"
 #include "os/fd.h"
+#include "os/proc.h"
+#include "lease/linger.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -31,7 +33,8 @@ int cuc__channel_wrap(int fd, cuc_channel **out)
     if (rc)
         goto free_ch;
     ch->link = link;
-    pthread_mutex_init(&ch->recv_lock, NULL);
+    pthread_mutex_init(&ch->lock, NULL);
+    cuc__cond_init(&ch->cond);
     *out = ch;
     return 0;
 free_ch:
@@ -102,16 +105,31 @@ static void queue_free(cuc_channel *ch)
     ch->qlen = 0;
 }
 
+/* The user's handle goes; the link may stay (channel.h): read by the
+ * lingering pump while leases granted on it are held, writable while
+ * messages or objects from it hold the table. */
+static void detach(cuc_channel *ch)
+{
+    /* No shutdown(): the socket may be shared with a child (channel.h's
+     * pattern of handing one end of a pair to a child), and a shutdown
+     * would end the child's channel too. */
+    if (cuc__leases_count(ch->leases) > 0)
+        cuc__linger_add(ch->leases); /* on failure the leases stay held */
+}
+
 void cuc_channel_destroy(cuc_channel *ch)
 {
     if (!ch)
         return;
-    cuc__link_close(ch->link);
-    cuc__leases_end_all(ch->leases, CUC__LEASE_CHANNEL_CLOSED);
-    pthread_mutex_lock(&ch->recv_lock);
+    pthread_mutex_lock(&ch->lock);
     queue_free(ch);
-    pthread_mutex_unlock(&ch->recv_lock);
-    pthread_mutex_destroy(&ch->recv_lock);
+    pthread_mutex_unlock(&ch->lock);
+    pthread_mutex_destroy(&ch->lock);
+    pthread_cond_destroy(&ch->cond);
+    /* Inherited through fork: only this process's memory and fd copy go
+     * (the leases are the parent's). */
+    if (ch->link->owner == cuc__pid())
+        detach(ch);
     /* messages and imports may hold the table (and through it the link) */
     cuc__leases_unref(ch->leases);
     cuc__link_unref(ch->link);
@@ -124,6 +142,9 @@ int cuc_channel_send(cuc_channel *ch, const cuc_msg *m)
 
     if (!ch || !m)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_send: NULL argument");
+    rc = cuc__link_check_owner(ch->link, "cuc_channel_send");
+    if (rc)
+        return rc;
     rc = cuc__leases_grant(ch->leases, m);
     if (rc)
         return rc;
@@ -143,7 +164,7 @@ static int check_timeout(const char *fn, int timeout_ms)
 
 /* One message from the link: 0 with *out a message for the user, 1 for a
  * release (consumed: its leases ended), or a failure. The peer's end ends
- * its leases. recv_lock held. */
+ * its leases. The caller is the reader (no lock held). */
 static int take_one(cuc_channel *ch, int64_t deadline, cuc_msg **out)
 {
     cuc_msg *m;
@@ -153,6 +174,10 @@ static int take_one(cuc_channel *ch, int64_t deadline, cuc_msg **out)
         cuc__leases_end_all(ch->leases, CUC__LEASE_PEER_CLOSED);
     if (rc)
         return rc;
+    pthread_mutex_lock(&ch->lock);
+    ch->taken++;
+    pthread_cond_broadcast(&ch->cond);
+    pthread_mutex_unlock(&ch->lock);
     rc = cuc__leases_take_release(ch->leases, m);
     if (rc == 0) {
         cuc__leases_stamp(ch->leases, m);
@@ -161,7 +186,7 @@ static int take_one(cuc_channel *ch, int64_t deadline, cuc_msg **out)
     return rc;
 }
 
-/* The oldest queued message, or NULL (recv_lock held). */
+/* The oldest queued message, or NULL (lock held). */
 static cuc_msg *dequeue(cuc_channel *ch)
 {
     struct cuc__qnode *q = ch->qhead;
@@ -178,24 +203,69 @@ static cuc_msg *dequeue(cuc_channel *ch)
     return m;
 }
 
+static int waited_out(const cuc_channel *ch, const char *fn, int timeout_ms)
+{
+    return cuc__seterr(CUC_E_TIMEOUT, "%s: timed out after %d ms: another thread "
+                       "was receiving on the channel to pid %ld and took nothing "
+                       "for this call", fn, timeout_ms, (long)ch->link->peer_pid);
+}
+
+/* Becomes the reader, or waits until the reader finishes or takes a
+ * message, or the deadline passes. lock held. 1: this thread is the reader now; 0: woken,
+ * look again; CUC_E_TIMEOUT (no message set). */
+static int reader_or_wait(cuc_channel *ch, int64_t deadline)
+{
+    if (!ch->reading) {
+        ch->reading = 1;
+        return 1;
+    }
+    return cuc__cond_wait_until(&ch->cond, &ch->lock, deadline);
+}
+
+static void reader_done(cuc_channel *ch)
+{
+    pthread_mutex_lock(&ch->lock);
+    ch->reading = 0;
+    pthread_cond_broadcast(&ch->cond);
+    pthread_mutex_unlock(&ch->lock);
+}
+
 int cuc_channel_recv(cuc_channel *ch, int timeout_ms, cuc_msg **out)
 {
-    cuc_msg *m;
+    int64_t deadline;
+    cuc_msg *m = NULL;
     int rc;
 
     if (!ch || !out)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_recv: NULL argument");
     rc = check_timeout("cuc_channel_recv", timeout_ms);
+    if (!rc)
+        rc = cuc__link_check_owner(ch->link, "cuc_channel_recv");
     if (rc)
         return rc;
-    pthread_mutex_lock(&ch->recv_lock);
-    m = dequeue(ch);
-    if (!m) {
-        int64_t deadline = cuc__deadline(timeout_ms);
-        while ((rc = take_one(ch, deadline, &m)) == 1)
-            ;
+    cuc__linger_pump(0);
+    deadline = cuc__deadline(timeout_ms);
+    pthread_mutex_lock(&ch->lock);
+    for (;;) {
+        if ((m = dequeue(ch)) != NULL) {
+            rc = 0;
+            break;
+        }
+        rc = reader_or_wait(ch, deadline);
+        if (rc == 1) {
+            pthread_mutex_unlock(&ch->lock);
+            while ((rc = take_one(ch, deadline, &m)) == 1)
+                ;
+            reader_done(ch);
+            pthread_mutex_lock(&ch->lock);
+            break;
+        }
+        if (rc == CUC_E_TIMEOUT) {
+            rc = waited_out(ch, "cuc_channel_recv", timeout_ms);
+            break;
+        }
     }
-    pthread_mutex_unlock(&ch->recv_lock);
+    pthread_mutex_unlock(&ch->lock);
     if (!rc)
         *out = m;
     return rc;
@@ -211,26 +281,39 @@ static int enqueue(cuc_channel *ch, cuc_msg *m)
     }
     q->m = m;
     q->next = NULL;
+    pthread_mutex_lock(&ch->lock);
     if (ch->qtail)
         ch->qtail->next = q;
     else
         ch->qhead = q;
     ch->qtail = q;
     ch->qlen++;
+    pthread_cond_broadcast(&ch->cond);
+    pthread_mutex_unlock(&ch->lock);
     return 0;
 }
 
-/* recv_lock held. */
-static int pump_locked(cuc_channel *ch, int timeout_ms)
+static size_t queued(cuc_channel *ch)
 {
-    int64_t deadline = cuc__deadline(timeout_ms);
+    size_t n;
+
+    pthread_mutex_lock(&ch->lock);
+    n = ch->qlen;
+    pthread_mutex_unlock(&ch->lock);
+    return n;
+}
+
+/* The reader's pump (no lock held). */
+static int pump_reading(cuc_channel *ch, int64_t deadline)
+{
     int processed = 0, rc;
     cuc_msg *m;
 
     for (;;) {
-        if (ch->qlen >= CUC_CHANNEL_MAX_QUEUED)
+        size_t n = queued(ch);
+        if (n >= CUC_CHANNEL_MAX_QUEUED)
             return cuc__seterr(CUC_E_BUSY, "%zu received messages wait in the "
-                               "channel's queue: call cuc_channel_recv()", ch->qlen);
+                               "channel's queue: call cuc_channel_recv()", n);
         /* after the first message, take only what has already arrived */
         rc = take_one(ch, processed ? 0 : deadline, &m);
         if (rc == CUC_E_TIMEOUT && processed)
@@ -245,16 +328,40 @@ static int pump_locked(cuc_channel *ch, int timeout_ms)
 
 int cuc_channel_pump(cuc_channel *ch, int timeout_ms)
 {
+    unsigned long seen;
+    int64_t deadline;
     int rc;
 
     if (!ch)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_pump: ch is NULL");
     rc = check_timeout("cuc_channel_pump", timeout_ms);
+    if (!rc)
+        rc = cuc__link_check_owner(ch->link, "cuc_channel_pump");
     if (rc)
         return rc;
-    pthread_mutex_lock(&ch->recv_lock);
-    rc = pump_locked(ch, timeout_ms);
-    pthread_mutex_unlock(&ch->recv_lock);
+    cuc__linger_pump(0);
+    deadline = cuc__deadline(timeout_ms);
+    pthread_mutex_lock(&ch->lock);
+    seen = ch->taken;
+    for (;;) {
+        rc = reader_or_wait(ch, deadline);
+        if (rc == 1) {
+            pthread_mutex_unlock(&ch->lock);
+            rc = pump_reading(ch, deadline);
+            reader_done(ch);
+            pthread_mutex_lock(&ch->lock);
+            break;
+        }
+        if (ch->taken != seen) { /* the reader processed traffic for us */
+            rc = 0;
+            break;
+        }
+        if (rc == CUC_E_TIMEOUT) {
+            rc = waited_out(ch, "cuc_channel_pump", timeout_ms);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ch->lock);
     return rc;
 }
 
@@ -263,6 +370,8 @@ int cuc_channel_release(cuc_channel *ch, const uint64_t *ids, size_t n)
     if (!ch || !ids || n == 0)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_release: %s",
                            n ? "NULL argument" : "no lease id given");
+    if (cuc__link_check_owner(ch->link, "cuc_channel_release"))
+        return CUC_E_FORKED;
     return cuc__leases_release(ch->leases, ids, n);
 }
 
@@ -270,6 +379,8 @@ int cuc_channel_lease_count(cuc_channel *ch, size_t *n)
 {
     if (!ch || !n)
         return cuc__seterr(CUC_E_INVALID, "cuc_channel_lease_count: NULL argument");
+    if (cuc__link_check_owner(ch->link, "cuc_channel_lease_count"))
+        return CUC_E_FORKED;
     *n = cuc__leases_count(ch->leases);
     return 0;
 }

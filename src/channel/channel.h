@@ -19,8 +19,13 @@ struct cuc__qnode {
 struct cuc_channel {
     struct cuc__link *link;     /* a reference */
     struct cuc__leases *leases; /* a reference */
-    /* one receiver at a time: the link's receive side and the queue */
-    pthread_mutex_t recv_lock;
+    /* One thread at a time reads the link (reading), with no lock held
+     * while it waits; the others wait on cond with their own deadlines
+     * (issue 13.4). lock guards reading, taken and the queue. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* the reader is done, or it took a message */
+    int reading;
+    unsigned long taken; /* messages the readers took (pump waiters look) */
     struct cuc__qnode *qhead, *qtail;
     size_t qlen;
 };

@@ -9,6 +9,7 @@
 #include "memory/buffer.h"
 #include "memory/pool.h"
 #include "memory/vmm.h"
+#include "lease/linger.h"
 #include "os/clock.h"
 
 
@@ -52,6 +53,8 @@ static int wait_for(const struct cuc__lease_gauge *g, cuc_channel *ch, size_t ma
     if (!g || timeout_ms < -1)
         return cuc__seterr(CUC_E_INVALID, "%s: %s", fn,
                            g ? "timeout below -1" : "NULL argument");
+    if (ch && cuc__link_check_owner(ch->link, fn))
+        return CUC_E_FORKED;
     for (;;) {
         size_t n = current(g);
         int left, rc;
@@ -62,7 +65,13 @@ static int wait_for(const struct cuc__lease_gauge *g, cuc_channel *ch, size_t ma
         if (left == 0)
             return timed_out(n, g->what, timeout_ms, max_left);
         if (!ch) {
-            sleep_on(g, max_left, deadline);
+            /* Lingering links (destroyed channels) are read here; while
+             * another thread reads them, or none lingers, the ends it
+             * notices wake the gauge. */
+            int slice = left < 0 || left > PUMP_SLICE_MS ? PUMP_SLICE_MS : left;
+            rc = cuc__linger_pump(slice);
+            if (rc == CUC_E_BUSY || rc == CUC_E_NOT_FOUND)
+                sleep_on(g, max_left, cuc__deadline(slice));
             continue;
         }
         rc = cuc_channel_pump(ch, left < 0 || left > PUMP_SLICE_MS ? PUMP_SLICE_MS : left);

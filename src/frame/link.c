@@ -11,19 +11,20 @@
  * every frame after it. */
 #include "frame/link.h"
 #include "os/fd.h"
+#include "os/proc.h"
 #include "os/sock.h"
 #include "wire/wire.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static void link_free(struct cuc__ref *r)
 {
     struct cuc__link *l = CUC_CONTAINER_OF(r, struct cuc__link, ref);
 
-    if (l->fd >= 0)
-        close(l->fd);
+    close(l->fd); /* in a forked child: only this process's copy */
     cuc__reasm_reset(&l->rx);
     free(l->rxbuf);
     pthread_mutex_destroy(&l->send_lock);
@@ -51,6 +52,7 @@ int cuc__link_open(int fd, struct cuc__link **out)
     }
     cuc__ref_init(&l->ref, link_free);
     l->fd = fd;
+    l->owner = cuc__pid();
     atomic_init(&l->closed, 0);
     pthread_mutex_init(&l->send_lock, NULL);
     *out = l;
@@ -61,12 +63,17 @@ CUC__REF_FUNCTIONS(cuc__link, struct cuc__link, ref)
 
 void cuc__link_close(struct cuc__link *l)
 {
-    pthread_mutex_lock(&l->send_lock);
     atomic_store(&l->closed, 1);
-    close(l->fd);
-    l->fd = -1;
-    pthread_mutex_unlock(&l->send_lock);
+    /* Not in a forked child: the socket is shared with the parent, and a
+     * shutdown would close the parent's channel too. */
+    if (l->owner == cuc__pid())
+        shutdown(l->fd, SHUT_RDWR);
     cuc__reasm_reset(&l->rx); /* a partial message's fds go now */
+}
+
+int cuc__link_check_owner(const struct cuc__link *l, const char *fn)
+{
+    return cuc__check_owner(l->owner, fn, "channel");
 }
 
 int cuc__link_is_closed(struct cuc__link *l)
@@ -106,9 +113,15 @@ int cuc__link_send(struct cuc__link *l, const cuc_msg *m)
     if (rc)
         return rc;
     nparts = cuc__frame_parts((uint32_t)len, (uint32_t)nfds);
+    if (l->owner != cuc__pid()) { /* not even the send lock: a forked copy */
+        free(bytes);
+        return cuc__link_check_owner(l, "sending on a channel");
+    }
     pthread_mutex_lock(&l->send_lock);
-    rc = l->send_err.status ? cuc__err_restore(&l->send_err) : 0;
-    if (!rc && l->fd < 0)
+    rc = 0;
+    if (l->send_err.status)
+        rc = cuc__err_restore(&l->send_err);
+    if (!rc && atomic_load(&l->closed))
         rc = cuc__seterr(CUC_E_INVALID, "the channel was closed by this process");
     for (part = 0; !rc && part < nparts; part++) {
         rc = send_part(l, bytes, (uint32_t)len, fds, (uint32_t)nfds, part, nparts);
@@ -158,7 +171,7 @@ static int read_frame(struct cuc__link *l, int64_t deadline, struct cuc__frame *
     size_t n, k;
     int rc;
 
-    if (l->fd < 0)
+    if (atomic_load(&l->closed))
         return cuc__seterr(CUC_E_INVALID, "the channel was closed by this process");
     rc = cuc__sock_recv(l->fd, l->rxbuf, CUC__FRAME_HDR + CUC__FRAME_MAX_DATA, deadline,
                         fds, &n, &k);
@@ -185,6 +198,9 @@ int cuc__link_recv(struct cuc__link *l, int64_t deadline, cuc_msg **m)
     size_t nfds = 0;
     int rc, drc;
 
+    rc = cuc__link_check_owner(l, "receiving on a channel");
+    if (rc)
+        return rc;
     rc = l->recv_err.status ? cuc__err_restore(&l->recv_err) : 0;
     while (!rc) {
         rc = read_frame(l, deadline, &f, fds, &nfds);

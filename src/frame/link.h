@@ -6,12 +6,20 @@
  *
  * A link is reference counted: the channel holds one, and so does the
  * lease table, which sends releases on it after the channel is gone from
- * the user's hands. cuc__link_close() closes the socket; the object lives
- * until its last reference.
+ * the user's hands. The socket fd is fixed for the link's life and closed
+ * with its last reference (no thread ever sees it change);
+ * cuc__link_close() shuts the socket down before that.
+ *
+ * Fork: a link belongs to the process that opened it. In a child that
+ * inherited it through fork() every send and receive fails with
+ * CUC_E_FORKED and nothing reaches the socket (the parent's frame
+ * sequence stays intact); the last reference only closes the child's copy
+ * of the fd.
  *
  * Threads: sends are serialized inside (a message's frames never
- * interleave). Receives are not: the caller holds one lock around every
- * cuc__link_recv() of a link (the channel's receive lock). */
+ * interleave). Receives are not: one thread at a time calls
+ * cuc__link_recv() on a link (the channel's reader, or the lingering
+ * links' pump, lease/linger.c). */
 #ifndef CUC_FRAME_LINK_H
 #define CUC_FRAME_LINK_H
 
@@ -27,7 +35,8 @@
 
 struct cuc__link {
     struct cuc__ref ref;
-    int fd;               /* -1 once closed (written under send_lock) */
+    int fd;               /* fixed; closed by the last reference */
+    pid_t owner;          /* the process that opened it (os/proc.h) */
     _Atomic int closed;   /* cuc__link_close() has run */
     pid_t peer_pid;
     uid_t peer_uid;
@@ -49,10 +58,12 @@ int cuc__link_open(int fd, struct cuc__link **out);
 void cuc__link_ref(struct cuc__link *l);
 void cuc__link_unref(struct cuc__link *l);
 
-/* Closes the socket (sends after it fail, receives too) and drops a
- * partial message. Must not race a receive. The object stays until its
- * last reference. */
+/* Shuts the socket down (sends after it fail, receives too; the peer sees
+ * the close) and drops a partial message. Must not race a receive. The
+ * object and its fd stay until the last reference. */
 void cuc__link_close(struct cuc__link *l);
+/* 0 if this process opened l, else CUC_E_FORKED naming both pids. */
+int cuc__link_check_owner(const struct cuc__link *l, const char *fn);
 /* 1 once cuc__link_close() has run. */
 int cuc__link_is_closed(struct cuc__link *l);
 

@@ -3,6 +3,7 @@
 #include "lease/lease.h"
 #include "base/error.h"
 #include "os/clock.h"
+#include "os/proc.h"
 #include "wire/records.h"
 
 #include <stdatomic.h>
@@ -26,11 +27,21 @@ static int same_id(const struct cuc__hnode *n, const void *key)
     return of_node((struct cuc__hnode *)n)->id == *(const uint64_t *)key;
 }
 
+static void free_entry(struct cuc__hnode *n, void *arg)
+{
+    (void)arg;
+    free(of_node(n));
+}
+
 static void leases_free(struct cuc__ref *r)
 {
     struct cuc__leases *l = CUC_CONTAINER_OF(r, struct cuc__leases, ref);
 
-    cuc__htab_free(&l->by_id); /* empty: the channel's close ended them */
+    /* Empty in the process that made it (a lingering link keeps the table
+     * until its leases end); in a forked child the inherited entries are
+     * dropped without their ends: they are the parent's. */
+    cuc__htab_each(&l->by_id, free_entry, NULL);
+    cuc__htab_free(&l->by_id);
     cuc__link_unref(l->link);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->cond);
@@ -277,6 +288,10 @@ int cuc__leases_release(struct cuc__leases *l, const uint64_t *ids, size_t n)
     size_t done = 0;
     int rc = 0;
 
+    /* Inherited through fork: the leases are the parent's, and a frame from
+     * here would break its channel's sequence (DESIGN.md, "Fork"). */
+    if (l->link->owner != cuc__pid())
+        return 0;
     while (!rc && done < n) {
         cuc_msg *m;
         if (cuc__link_is_closed(l->link))

@@ -7,8 +7,10 @@
  *             record carries; the object's free is deferred until its
  *             ops->end has run, once per lease. A lease ends when the
  *             peer's release arrives (cuc__leases_take_release, called by
- *             the channel's receive), when the peer closes or dies, or
- *             when this side closes (cuc__leases_end_all).
+ *             the channel's receive, or by the lingering links' pump once
+ *             the user destroyed the channel: lease/linger.h), or when
+ *             the peer closes or dies (cuc__leases_end_all). Destroying
+ *             the channel does not end them.
  *   importer  an object imported from a message received on the channel
  *             keeps the table the message reports to (cuc__leases_of_msg)
  *             and releases its lease there when it is done
@@ -39,7 +41,7 @@
 enum cuc__lease_end {
     CUC__LEASE_RELEASED = 1,       /* the importer sent a release */
     CUC__LEASE_PEER_CLOSED = 2,    /* the importer closed its end or died */
-    CUC__LEASE_CHANNEL_CLOSED = 3, /* the exporter closed the channel */
+    CUC__LEASE_CHANNEL_CLOSED = 3, /* this side closed the link for good */
     CUC__LEASE_SEND_FAILED = 4     /* the message never reached the peer */
 };
 
@@ -112,8 +114,10 @@ struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__le
 /* ---- importer side ---- */
 
 /* Tells the peer that this process no longer uses ids[0..n): release
- * messages on the link. 0 without sending once this side closed the
- * channel (the peer ended the leases when it saw the close). */
+ * messages on the link (which stays open while the table lives, also after
+ * the user destroyed the channel). 0 without sending once the link was
+ * closed for good, and in a child that inherited the table through fork
+ * (the leases are the parent's). */
 int cuc__leases_release(struct cuc__leases *l, const uint64_t *ids, size_t n);
 
 #endif

@@ -9,6 +9,7 @@
  * happens later, on whichever thread drops the last hold or lease, waits
  * for that event on the device's legacy stream. */
 #include "memory/buffer.h"
+#include "os/proc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@ int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
     b->ptr = ptr;
     b->size = size;
     b->imported = imported;
+    b->creator = cuc__pid();
     b->refs = 1;
     *out = b;
     return 0;
@@ -340,6 +342,23 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
     return rc;
 }
 
+/* The last reference of a buffer inherited through fork (DESIGN.md,
+ * "Fork"): the memory, its leases and the driver are the parent's; only
+ * this process's copy of the object goes (the lease tables' unrefs send
+ * nothing from here: lease.h). */
+static int drop_inherited(cuc_buffer *b)
+{
+    cuc_pool *pool = b->pool;
+
+    for (size_t i = 0; i < b->nextra; i++)
+        cuc__leases_unref(b->extra[i].leases);
+    free(b->extra);
+    cuc__leases_unref(b->anchor.leases);
+    free(b);
+    cuc_pool_unref(pool);
+    return 0;
+}
+
 int cuc_buffer_unref_async(cuc_buffer *b, cuc_stream *stream)
 {
     cuc_pool *pool;
@@ -359,6 +378,12 @@ int cuc_buffer_unref_async(cuc_buffer *b, cuc_stream *stream)
     if (--b->refs > 0) {
         pthread_mutex_unlock(&pool->lock);
         return 0;
+    }
+    if (b->creator != cuc__pid()) {
+        /* messages of the child may still hold it: the last goes then */
+        int last = cuc__buffer_unkept_locked(b);
+        pthread_mutex_unlock(&pool->lock);
+        return last ? drop_inherited(b) : 0;
     }
     /* Leases that only repeat one we keep go now (memory.h). */
     extra = take_extra_locked(b, &nextra);
@@ -397,7 +422,9 @@ static void unhold(void *obj)
     b->holds--;
     last = cuc__buffer_unkept_locked(b);
     pthread_mutex_unlock(&b->pool->lock);
-    if (last)
+    if (last && b->creator != cuc__pid())
+        drop_inherited(b); /* an inherited message destroyed in a child */
+    else if (last)
         cuc__buffer_release(b, NULL); /* no caller to report to */
 }
 

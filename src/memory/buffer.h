@@ -34,6 +34,7 @@ struct cuc_buffer {
     CUdeviceptr ptr;
     size_t size;
     int imported;
+    pid_t creator; /* made here, or inherited through fork (inert) */
     int refs;      /* cuc_buffer_alloc_async / _ref / cuc_msg_get_buffer */
     size_t holds;  /* messages holding it (lease attachments) */
     size_t leases; /* leases begun and not ended */

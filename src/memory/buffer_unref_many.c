@@ -8,6 +8,7 @@
  * memory: it drops its allocation (whose last reference unmaps it and
  * waits for the stream) before the releases go. */
 #include "memory/buffer.h"
+#include "os/proc.h"
 
 #include <stdlib.h>
 
@@ -20,7 +21,7 @@ static int take_simple(cuc_buffer *b)
     int take;
 
     pthread_mutex_lock(&pool->lock);
-    take = b->imported && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
+    take = b->imported && b->creator == cuc__pid() && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
            b->state != CUC__BUF_FREEING;
     if (take) {
         b->refs = 0;

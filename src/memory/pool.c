@@ -4,6 +4,7 @@
 #include "memory/pool.h"
 #include "os/clock.h"
 #include "os/fd.h"
+#include "os/proc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,7 @@ static cuc_pool *pool_new(cuc_device *dev, int kind, unsigned flags)
     p->kind = kind;
     p->flags = flags;
     p->fd = -1;
+    p->creator = cuc__pid();
     pthread_mutex_init(&p->lock, NULL);
     cuc__cond_init(&p->cond);
     return p;
@@ -297,7 +299,8 @@ void cuc_pool_unref(cuc_pool *p)
         table_remove(p);
     /* Buffers hold references, so none is left; the driver keeps an
      * exported pool's memory while other processes still map it. */
-    if (cuc__device_activate(p->dev) == 0)
+    /* Inherited through fork: the driver's pool is the parent's. */
+    if (p->creator == cuc__pid() && cuc__device_activate(p->dev) == 0)
         CUC_DRV->cuMemPoolDestroy(p->cu);
     pool_free(p);
 }

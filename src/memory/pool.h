@@ -26,6 +26,7 @@ struct cuc_pool {
     int kind;       /* enum cuc_pool_kind */
     unsigned flags; /* CUC_POOL_IPC */
     int imported;
+    pid_t creator; /* made here, or inherited through fork (inert) */
     int fd; /* IPC: the shareable handle this pool keeps; else -1 */
     uint8_t id[CUC_POOL_ID_LEN];
     struct cuc__hnode by_id; /* in the table of IPC pools */

@@ -4,6 +4,7 @@
  * all. */
 #include "memory/vmm.h"
 #include "os/clock.h"
+#include "os/proc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,7 @@ static cuc_vmm *vmm_new(cuc_device *owner, cuc_device *const *peers, size_t npee
     if (!v)
         return NULL;
     v->refs = 1;
+    v->creator = cuc__pid();
     v->owner = owner;
     v->npeers = npeers;
     if (npeers)
@@ -419,6 +421,11 @@ static void teardown(cuc_vmm *v)
     CUcontext cur = NULL;
     int have_cur;
 
+    if (v->creator != cuc__pid()) { /* inherited through fork: inert */
+        cuc__leases_unref(v->leases_from); /* no release: the parent's */
+        free(v);
+        return;
+    }
     cuc__err_save(&saved, 0);
     /* nor the thread's current context */
     have_cur = CUC_DRV->cuCtxGetCurrent(&cur) == CUDA_SUCCESS;

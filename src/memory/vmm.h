@@ -14,6 +14,7 @@
 /* refs, leases and the table node are guarded by vmm.c's one lock. */
 struct cuc_vmm {
     size_t refs;   /* references: the caller's, messages', one per lease */
+    pid_t creator; /* made in this process, or inherited through fork */
     size_t leases; /* leases begun and not ended (exporter) */
 
     cuc_device *owner;

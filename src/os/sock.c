@@ -140,6 +140,20 @@ static ssize_t recv_now(int fd, struct msghdr *mh, struct iovec *iov, union fd_c
     return recvmsg(fd, mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 }
 
+/* recvmsg returned 0 bytes and no fds: end of file, or a 0-byte datagram
+ * from a peer still connected (issue 13.10: a cucore peer never sends
+ * one, and taking it for a close would end leases the peer still maps). */
+static int empty_datagram(int fd)
+{
+    struct pollfd p = {fd, POLLRDHUP, 0};
+
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP)))
+        return CUC_E_PEER_CLOSED;
+    return cuc__seterr(CUC_E_BADMSG, "the peer sent a 0-byte datagram on channel "
+                       "socket %d while still connected: a cucore peer never does "
+                       "(protocol error); the channel is unusable", fd);
+}
+
 int cuc__sock_recv(int fd, void *buf, size_t cap, int64_t deadline, int *fds,
                    size_t *len, size_t *nfds)
 {
@@ -183,7 +197,7 @@ int cuc__sock_recv(int fd, void *buf, size_t cap, int64_t deadline, int *fds,
                            "bytes", cap);
     }
     if (n == 0 && k == 0)
-        return CUC_E_PEER_CLOSED;
+        return empty_datagram(fd);
     *len = (size_t)n;
     *nfds = k;
     return 0;

@@ -33,6 +33,8 @@ int cuc__sock_send(int fd, const void *hdr, size_t hlen, const void *data, size_
  *   CUC_E_TIMEOUT      nothing arrived in time (no message set);
  *   CUC_E_PEER_CLOSED  end of file, or a reset with nothing left queued
  *                      (no message set: the caller knows what was cut);
+ *                      a 0-byte datagram from a peer still connected is
+ *                      CUC_E_BADMSG (named);
  *   CUC_E_BADMSG       more fds than CUC__SOCK_MAX_FDS or control data
  *                      cut short, or a datagram longer than cap (named);
  *   CUC_E_IO           recvmsg or poll failed (named). */
