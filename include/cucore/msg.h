@@ -57,7 +57,8 @@ typedef struct cuc_msg cuc_msg;
     X(VMM, 8, "vmm")                       \
     X(FD, 9, "fd")                         \
     X(RELEASE, 10, "release")              \
-    X(BUFFER_VIEW, 13, "buffer view")
+    X(BUFFER_VIEW, 13, "buffer view")      \
+    X(IPC_BUFFER, 14, "ipc buffer")
 
 enum cuc_record_type {
 #define CUC_RECORD_ENUM_(name, value, text) CUC_RECORD_##name = (value),

@@ -21,7 +21,7 @@ static int take_simple(cuc_buffer *b)
     int take;
 
     pthread_mutex_lock(&pool->lock);
-    take = b->imported && b->creator == cuc__pid() && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
+    take = b->imported && !b->ipc && b->creator == cuc__pid() && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
            b->state != CUC__BUF_FREEING;
     if (take) {
         b->refs = 0;
