@@ -10,8 +10,9 @@
  *  - reversed: an exec'd child with the parent's CUDA_VISIBLE_DEVICES
  *    reversed gets two buffers of one base on the GPU of the parent's
  *    UUID with one open (the sim's call counter), checks the bytes and
- *    writes some back; its last unref closes the base once; the parent's
- *    lease wait ends then;
+ *    writes some back; its last unref closes the base once (also through
+ *    cuc_buffer_unref_many_async, with a whole base in the batch); the
+ *    parent's lease wait ends then;
  *  - SIGKILL of a child holding leases ends them; fds back to baseline.
  * Runs on a real GPU too (the call counts only on the simulator). */
 #include <dlfcn.h>
@@ -256,9 +257,13 @@ static int child_get(int argc, char **argv)
     long long closes = sim_calls("cuIpcCloseMemHandle");
     cuc_buffer *b[2];
     uint8_t w[PART];
+    cuc_buffer *whole, *last[2];
 
     CHECK(argc == 2);
-    CHECK(cuc_msg_record_count(m) == 2);
+    CHECK(cuc_msg_record_count(m) == 3);
+    CHECK_OK(cuc_msg_get_buffer(m, 2, &whole)); /* all of another base */
+    CHECK(!cuc_buffer_is_view(whole) && cuc_buffer_size(whole) == PART);
+    CHECK(pt_holds(whole, 9));
     for (int i = 0; i < 2; i++) {
         CHECK_OK(cuc_msg_get_buffer(m, (size_t)i, &b[i]));
         CHECK(cuc_buffer_is_imported(b[i]) && cuc_buffer_is_wrapped(b[i]));
@@ -268,7 +273,7 @@ static int child_get(int argc, char **argv)
     }
     CHECK(b[0]->root == b[1]->root && b[0]->root->size == BASE);
     if (opens >= 0)
-        CHECK(sim_calls("cuIpcOpenMemHandle") == opens + 1); /* one open a base */
+        CHECK(sim_calls("cuIpcOpenMemHandle") == opens + 2); /* one open a base */
     memset(w, 0xa7, sizeof(w));
     CHECK_OK(cuc_memcpy(cuc_buffer_ptr(b[1]), w, PART, NULL));
     CHECK_OK(cuc_stream_synchronize(pt_stream(b[1])));
@@ -282,9 +287,10 @@ static int child_get(int argc, char **argv)
     CHECK_OK(cuc_buffer_unref_async(b[0], NULL));
     if (closes >= 0)
         CHECK(sim_calls("cuIpcCloseMemHandle") == closes); /* b[1] keeps the base */
-    CHECK_OK(cuc_buffer_unref_async(b[1], NULL));
+    last[0] = b[1], last[1] = whole; /* a view and a whole base, batched */
+    CHECK_OK(cuc_buffer_unref_many_async(last, 2, NULL));
     if (closes >= 0)
-        CHECK(sim_calls("cuIpcCloseMemHandle") == closes + 1);
+        CHECK(sim_calls("cuIpcCloseMemHandle") == closes + 2);
     send_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();
@@ -292,10 +298,10 @@ static int child_get(int argc, char **argv)
 
 static void round_trip(const char *role)
 {
-    CUdeviceptr base = mem_alloc(dev0, BASE);
+    CUdeviceptr base = mem_alloc(dev0, BASE), other = mem_alloc(dev0, PART);
     char env[512], uuid[CUC_UUID_STRLEN];
     const char *args[3] = {uuid, role, NULL};
-    cuc_buffer *b[2];
+    cuc_buffer *b[2], *whole;
     uint8_t got[PART];
     cuc_channel *ch;
     cuc_msg *m;
@@ -311,10 +317,13 @@ static void round_trip(const char *role)
         pt_fill(b[i], 7 + (uint64_t)i);
         CHECK_OK(cuc_msg_add_buffer(m, b[i]));
     }
+    CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)other, PART, &whole));
+    pt_fill(whole, 9);
+    CHECK_OK(cuc_msg_add_buffer(m, whole));
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
     wait_empty(ch);
-    CHECK(leases_of(b[0]) == 1 && leases_of(b[1]) == 1);
+    CHECK(leases_of(b[0]) == 1 && leases_of(b[1]) == 1 && leases_of(whole) == 1);
     CHECK_OK(cuc_memcpy(got, cuc_buffer_ptr(b[1]), PART, pt_stream(b[1])));
     for (size_t k = 0; k < PART; k++)
         CHECK(got[k] == 0xa7);
@@ -331,8 +340,11 @@ static void round_trip(const char *role)
         CHECK(leases_of(b[i]) == 0);
         CHECK_OK(cuc_buffer_unref_async(b[i], NULL));
     }
+    CHECK_OK(cuc_buffer_lease_wait(whole, ch, 0, RECV_MS));
+    CHECK_OK(cuc_buffer_unref_async(whole, NULL));
     cuc_channel_destroy(ch);
     mem_free(base); /* the user's, freed once its buffers are gone */
+    mem_free(other);
 }
 
 int main(int argc, char **argv)

@@ -21,7 +21,7 @@ static int take_simple(cuc_buffer *b)
     int take;
 
     pthread_mutex_lock(&pool->lock);
-    take = b->imported && !b->ipc && b->creator == cuc__pid() && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
+    take = b->imported && b->creator == cuc__pid() && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
            b->state != CUC__BUF_FREEING;
     if (take) {
         b->refs = 0;
@@ -84,12 +84,30 @@ static void release_grouped(cuc_buffer **batch, size_t n, uint64_t *ids)
     }
 }
 
+/* An imported legacy-IPC base of the batch, after its stream was waited
+ * for. */
+static int close_opened(cuc_buffer *b)
+{
+    CUresult r;
+    int rc = cuc__device_activate(b->pool->dev);
+
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuIpcCloseMemHandle(b->ptr);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuIpcCloseMemHandle", "%zu-byte allocation opened by "
+                             "legacy IPC on device %s", b->size, b->pool->dev->uuid_str);
+    return 0;
+}
+
 static void forget_all(cuc_buffer **batch, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         cuc_pool *pool = batch[i]->pool;
         pthread_mutex_lock(&pool->lock);
         cuc__buffer_forget_locked(batch[i]);
+        if (batch[i]->ipc)
+            cuc__ipc_forget_locked(batch[i]);
         if (batch[i]->in_views)
             cuc__htab_remove(&pool->views, &batch[i]->node);
         batch[i]->in_views = 0;
@@ -102,6 +120,7 @@ static void destroy_all(cuc_buffer **batch, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         cuc_pool *pool = batch[i]->pool;
+        free(batch[i]->ipc);
         free(batch[i]);
         cuc_pool_unref(pool);
     }
@@ -132,12 +151,19 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
             rc = rc1;
     }
     for (size_t i = 0; i < nb; i++) {
-        int rc1 = batch[i]->root ? 0 : cuc__buffer_free_memory(batch[i], stream, 0);
+        /* an opened legacy-IPC base is closed once the streams are done */
+        int rc1 = batch[i]->root || batch[i]->ipc ? 0 :
+                  cuc__buffer_free_memory(batch[i], stream, 0);
         if (rc1 && !rc)
             rc = rc1;
     }
     if (nb) {
         int rc1 = sync_streams(batch, nb, stream);
+        if (rc1 && !rc)
+            rc = rc1;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        int rc1 = batch[i]->ipc ? close_opened(batch[i]) : 0;
         if (rc1 && !rc)
             rc = rc1;
     }
