@@ -53,7 +53,14 @@ struct cuc__leases {
     struct cuc__htab by_id; /* granted leases (struct lease in lease.c) */
     size_t count;           /* leases in by_id */
     int over;               /* peer gone or channel closed: none can be added */
+    /* objects kept for the peer until the table goes (wire.h:
+     * cuc__origin_ops keep): images the peer may name by reference */
+    struct cuc__kept *kept;
+    size_t nkept, kept_cap;
 };
+
+/* Most objects a table keeps for its peer (images it said it holds). */
+#define CUC__LEASES_MAX_KEPT 4096u
 
 /* A table for the channel over link (a reference is taken). */
 int cuc__leases_create(struct cuc__link *link, struct cuc__leases **out);

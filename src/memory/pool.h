@@ -38,6 +38,10 @@ struct cuc_pool {
     struct cuc__htab views; /* views by (allocation, offset, size) (buffer_view.c) */
     struct cuc__htab bases; /* legacy: wrapped allocations by base (buffer_ipc.c) */
     size_t leases;         /* leases on its buffers, freed or not */
+    /* frees that failed where no caller could be told (buffer.c), until
+     * cuc_pool_lease_wait() reports them */
+    size_t lost, lost_bytes;
+    char lost_msg[512]; /* the first one's message */
 };
 
 /* The one way to name a pool in a message: its id in hex,
@@ -63,6 +67,11 @@ int cuc__pool_legacy(cuc_device *dev, cuc_pool **out);
 
 /* The live IPC pool with this id, with a new reference, or NULL. */
 cuc_pool *cuc__pool_find(const uint8_t id[CUC_POOL_ID_LEN]);
+
+/* 0, or CUC_E_DRIVER describing the frees of p's buffers that failed
+ * where no caller could be told since the last call (they are then
+ * forgotten). */
+int cuc__pool_take_lost(cuc_pool *p);
 
 /* What a wait for the pool's leases watches. */
 struct cuc__lease_gauge *cuc__pool_gauge(cuc_pool *p, struct cuc__lease_gauge *g);
