@@ -132,7 +132,7 @@ int main(int argc, char **argv)
     cuc_channel *mine, *theirs;
     cuc_buffer *part[2];
     cuc_device *dev;
-    uint8_t *host = malloc(BASE);
+    uint8_t *host;
     size_t leases = 1;
     cuc_msg *m;
     int status;
@@ -140,6 +140,9 @@ int main(int argc, char **argv)
 
     if (argc == 3 && !strcmp(argv[1], "--consumer"))
         return consumer(atoi(argv[2]));
+    host = malloc(BASE);
+    if (!host)
+        return 1;
     load_driver();
     TRY(cuc_device_get(0, &dev));
     TRY(cuc_device_set_current(dev));
