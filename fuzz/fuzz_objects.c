@@ -38,6 +38,7 @@ static void check_status(int rc)
     case CUC_E_NOMEM:
     case CUC_E_NOT_SUPPORTED: /* a vmm chunk whose size is not its fd's */
     case CUC_E_POOL_NOT_IMPORTED: /* a buffer of a pool other than FUZZ_POOL_ID */
+    case CUC_E_VERSION: /* an ipc buffer of a handle type this cucore does not know */
         return;
     }
     abort();

@@ -14,6 +14,7 @@
 
 #include "cucore.h"
 #include "device/device.h"
+#include "driver/driver.h"
 #include "exec/kernel.h"
 #include "wire/records.h"
 #include "fuzz_pool.h"
@@ -348,6 +349,58 @@ static void views(cuc_buffer *b)
     }
 }
 
+/* Ipc buffer records (the variants of tests/test_buffer_ipc.c): a part
+ * of a cuMemAlloc allocation of this process (gone when the target opens
+ * it: the open is refused, mutations reach the checks), and parts that
+ * lie, near UINT64_MAX. */
+static void ipc_buffers(void)
+{
+    static const struct {
+        const char *name;
+        size_t at;
+        uint64_t v;
+        int wide;
+    } v[] = {
+        {"ipc_buffer", 0, 0, 0},
+        {"ipc_off_max", 48, UINT64_MAX, 1},
+        {"ipc_wrap", 48, UINT64_MAX - 1023, 1},
+        {"ipc_size_max", 56, UINT64_MAX, 1},
+        {"ipc_size0", 56, 0, 1},
+        {"ipc_base0", 40, 0, 1},
+        {"ipc_base_lie", 40, 1ull << 40, 1},
+        {"ipc_gen0", 32, 0, 1},
+        {"ipc_lease0", 64, 0, 1},
+        {"ipc_type2", 72, 2, 0},
+        {"ipc_reserved", 76, 1, 0},
+    };
+    uint8_t p[CUC__IPC_BUFFER_PAYLOAD], q[CUC__IPC_BUFFER_PAYLOAD];
+    struct cuc__record r;
+    CUdeviceptr base = 0;
+    cuc_device *d;
+    cuc_buffer *b;
+    cuc_msg *m = new_msg();
+
+    if (cuc_device_get(0, &d) || cuc_device_set_current(d))
+        die("device 0");
+    if (CUC_DRV->cuMemAlloc(&base, 8192) != CUDA_SUCCESS)
+        die("cuMemAlloc");
+    if (cuc_buffer_wrap(d, (void *)(uintptr_t)(base + 1024), 1024, &b) ||
+        cuc_msg_add_buffer(m, b) || cuc__msg_record(m, 0, &r))
+        die("ipc buffer");
+    memcpy(p, r.payload, sizeof(p));
+    cuc_msg_destroy(m);
+    cuc_buffer_unref_async(b, NULL);
+    CUC_DRV->cuMemFree(base);
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        memcpy(q, p, sizeof(q));
+        if (i && v[i].wide)
+            cuc__put64(q + v[i].at, v[i].v);
+        else if (i)
+            cuc__put32(q + v[i].at, (uint32_t)v[i].v);
+        put_raw(v[i].name, CUC_RECORD_IPC_BUFFER, q, sizeof(q));
+    }
+}
+
 /* Pool and buffer records (the variants of tests/test_pool_wire.c). A
  * buffer names FUZZ_POOL_ID, the pool the target imports; its export data
  * is a real allocation's of this process (the target's pool has another
@@ -437,6 +490,7 @@ int main(int argc, char **argv)
     kernels();
     vmms();
     pools_buffers();
+    ipc_buffers();
     for (i = 2; i < argc; i++)
         image_file(argv[i]);
     return 0;

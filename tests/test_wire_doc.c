@@ -26,6 +26,7 @@
 #include "msg_hex.h"
 #include "ptx_kernels.h"
 #include "base/sha256.h"
+#include "driver/driver.h"
 #include "exec/event.h"
 #include "frame/frame.h"
 #include "memory/buffer.h"
@@ -691,6 +692,35 @@ static void sample_buffer_view(struct sample *s)
     add_field(&s->l, "alloc_size", le(4096, 8), 8, BAD_FF);
 }
 
+static cuc_buffer *wrapped;
+
+static void sample_ipc_buffer(struct sample *s)
+{
+    CUdeviceptr base = 0;
+    uint8_t self[16];
+    struct cuc__record r;
+
+    s->heading = "### ipc buffer (type 14)";
+    s->m = new_msg();
+    CHECK_OK(cuc_device_set_current(dev0));
+    CHECK(CUC_DRV->cuMemAlloc(&base, 8192) == CUDA_SUCCESS);
+    CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + 2048), 1024, &wrapped));
+    CHECK_OK(cuc_msg_add_buffer(s->m, wrapped));
+    CHECK_OK(cuc__msg_record(s->m, 0, &r));
+    memcpy(self, wrapped->root->ipc->exporter, 16);
+    s->resolve = res_buffer;
+    add_field(&s->l, "device_uuid", copy_of(cuc_device_uuid(dev0)->bytes, 16), 16, BAD_FF);
+    add_field(&s->l, "exporter", copy_of(self, 16), 16, BAD_FF);
+    add_field(&s->l, "generation", le(wrapped->root->ipc->gen, 8), 8, BAD_ZERO);
+    add_field(&s->l, "base_size", le(8192, 8), 8, BAD_FF);
+    add_field(&s->l, "offset", le(2048, 8), 8, BAD_FF);
+    add_field(&s->l, "size", le(1024, 8), 8, BAD_ZERO);
+    add_field(&s->l, "lease_id", le(lease_of(s->m), 8), 8, BAD_ZERO);
+    add_field(&s->l, "handle_type", le(CUC_IPC_HANDLE_LEGACY, 4), 4, BAD_FF);
+    add_field(&s->l, "reserved", zeros(4), 4, BAD_FF);
+    add_field(&s->l, "handle", copy_of(wrapped->root->ipc->handle.reserved, 64), 64, BAD_FF);
+}
+
 static void sample_vmm(struct sample *s)
 {
     size_t sizes[2];
@@ -844,6 +874,7 @@ static void check_owner(unsigned type, const char *owner, size_t line)
         [CUC_RECORD_KERNEL_HELD] = {"int cuc__kernel_held_rec_put(",
                                     "int cuc__kernel_refs_take_held("},
         [CUC_RECORD_BUFFER_VIEW] = {"int cuc_msg_add_buffer(", "int cuc_msg_get_buffer("},
+        [CUC_RECORD_IPC_BUFFER] = {"int cuc_msg_add_buffer(", "int cuc_msg_get_buffer("},
     };
     int found[2] = {0, 0};
     char path[4096];
@@ -964,7 +995,7 @@ static void test_payload_tables(void)
     static void (*const make[])(struct sample *) = {
         sample_device, sample_stream, sample_event, sample_launch, sample_kernel,
         sample_pool, sample_buffer, sample_vmm, sample_fd, sample_release,
-        sample_kernel_ref, sample_kernel_held, sample_buffer_view};
+        sample_kernel_ref, sample_kernel_held, sample_buffer_view, sample_ipc_buffer};
     struct sample s;
     struct table t;
     struct placed placed[MAX_ROWS];

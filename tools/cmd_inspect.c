@@ -191,6 +191,9 @@ static const char *not_resolved_why(int type)
     case CUC_RECORD_BUFFER:
         return "inspect does not import buffers: a buffer maps memory of a pool that "
                "this process must first import from a channel";
+    case CUC_RECORD_IPC_BUFFER:
+        return "inspect does not open ipc buffers: opening maps the exporter's memory "
+               "under a lease, which only a channel gives";
     case CUC_RECORD_RELEASE:
         return "a release ends leases on the channel it arrives on; inspect has no channel";
     case CUC_RECORD_KERNEL_HELD:

@@ -105,6 +105,21 @@ struct cuc_buffer_record {
     uint64_t alloc_size;                       /* the allocation's bytes (size but for a view) */
 };
 
+/* What an ipc buffer record says (cuc_msg_read_ipc_buffer). */
+#define CUC_IPC_HANDLE_LEN 64
+#define CUC_IPC_HANDLE_LEGACY 1u /* cuIpcGetMemHandle's CUipcMemHandle */
+struct cuc_ipc_buffer_record {
+    cuc_uuid device;               /* the allocation's GPU */
+    uint8_t exporter[16];          /* the exporting process's identity */
+    uint64_t generation;           /* the exporter's number for this base */
+    uint64_t base_size;            /* the allocation's bytes */
+    uint64_t offset;               /* the buffer's start in it */
+    uint64_t size;                 /* the buffer's bytes, at least 1 */
+    uint64_t lease_id;             /* the exporter's lease */
+    uint32_t handle_type;          /* CUC_IPC_HANDLE_LEGACY */
+    uint8_t handle[CUC_IPC_HANDLE_LEN];
+};
+
 /* size bytes from pool, allocated in stream order on stream (NULL: the
  * legacy default stream of the pool's device), one reference for the
  * caller; the memory is usable by work queued on stream after this call
@@ -135,6 +150,31 @@ CUC_API int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stre
  * parent (the message gives the sizes). CUC_E_NOMEM. */
 CUC_API int cuc_buffer_view(cuc_buffer *parent, size_t offset, size_t size,
                             cuc_buffer **out);
+
+/* Memory this program already has from cuMemAlloc / cudaMalloc on dev:
+ * the size bytes at ptr as a buffer (one reference for the caller) that
+ * does NOT own the memory. The caller keeps the allocation allocated until
+ * the buffer is gone and its leases have ended (cuc_buffer_lease_wait();
+ * the last unref frees nothing). Sent in a message (cuc_msg_add_buffer) it
+ * travels as the allocation's legacy CUDA IPC handle (cuIpcGetMemHandle of
+ * the base cuMemGetAddressRange finds) plus the offset and size, in an ipc
+ * buffer record (docs/wire-format.md); the receiver opens each base once
+ * (cuIpcOpenMemHandle, one open per base per process, closed when its
+ * last buffer goes) and resolves later buffers in it with no driver call;
+ * in the exporting process it resolves to the original pointer. Wrapping
+ * a part of a base already wrapped here is a view of the same
+ * allocation. The handle is taken here, once per base.
+ * CUC_E_INVALID: a NULL argument, size 0, a part past the allocation's
+ * end, or memory that legacy IPC cannot share, the message saying what to
+ * use instead: a pool allocation (allocate from a CUC_POOL_IPC pool and
+ * send that cuc_buffer), VMM memory (cuc_vmm), managed or host memory (not
+ * shareable by IPC), memory opened from another process (send the
+ * cuc_buffer it arrived as), memory of another device.
+ * CUC_E_DRIVER: cuIpcGetMemHandle failed. */
+CUC_API int cuc_buffer_wrap(cuc_device *dev, void *ptr, size_t size, cuc_buffer **out);
+/* 1 for a buffer of memory shared by legacy CUDA IPC (cuc_buffer_wrap(),
+ * or an ipc buffer record resolved; a view of one too). */
+CUC_API int cuc_buffer_is_wrapped(const cuc_buffer *buf);
 
 /* Takes another reference; returns buf. NULL is returned as NULL. */
 CUC_API cuc_buffer *cuc_buffer_ref(cuc_buffer *buf);
@@ -237,7 +277,14 @@ CUC_API int cuc_msg_add_buffer(cuc_msg *msg, const cuc_buffer *buf);
 CUC_API int cuc_msg_read_buffer(const cuc_msg *msg, size_t index,
                                 struct cuc_buffer_record *rec);
 
-/* The buffer of record index (a buffer or a buffer view record), with a
+/* The fields of ipc buffer record index, resolving nothing.
+ * CUC_E_INVALID: not one. CUC_E_BADMSG: a malformed record (size or base
+ * size 0, a part past the base, generation or lease id 0, payload length).
+ * CUC_E_VERSION: a handle type this cucore does not know. */
+CUC_API int cuc_msg_read_ipc_buffer(const cuc_msg *msg, size_t index,
+                                    struct cuc_ipc_buffer_record *rec);
+
+/* The buffer of record index (a buffer, buffer view or ipc buffer record), with a
  * new reference (see above for the same buffer imported twice, and for
  * leases). A view record whose part is the whole allocation resolves to
  * the allocation.
@@ -250,7 +297,11 @@ CUC_API int cuc_msg_read_buffer(const cuc_msg *msg, size_t index,
  * (the message names the pool id in hex): get the pool record first.
  * CUC_E_NOT_FOUND: the buffer's pool was created here, but no buffer of it
  * has that export data (it was freed).
- * CUC_E_DRIVER: the driver refused the export data. */
+ * CUC_E_DRIVER: the driver refused the export data (or the IPC handle).
+ * An ipc buffer record: CUC_E_BADMSG also for a handle or base size other
+ * than the one its (exporter, generation) first gave; CUC_E_NOT_FOUND for
+ * one of this process whose base is no longer wrapped; CUC_E_NOT_VISIBLE
+ * (as a device record) for a GPU not visible here. */
 CUC_API int cuc_msg_get_buffer(const cuc_msg *msg, size_t index, cuc_buffer **buf);
 
 #ifdef __cplusplus

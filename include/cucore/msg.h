@@ -59,7 +59,8 @@ typedef struct cuc_msg cuc_msg;
     X(RELEASE, 10, "release")              \
     X(KERNEL_REF, 11, "kernel ref")        \
     X(KERNEL_HELD, 12, "kernel held")        \
-    X(BUFFER_VIEW, 13, "buffer view")
+    X(BUFFER_VIEW, 13, "buffer view")      \
+    X(IPC_BUFFER, 14, "ipc buffer")
 
 enum cuc_record_type {
 #define CUC_RECORD_ENUM_(name, value, text) CUC_RECORD_##name = (value),

@@ -101,6 +101,10 @@ int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stream,
                            "allocate from an imported pool: allocate in the process "
                            "that created it and send the buffer",
                            cuc__pool_id_hex(pool->id).s);
+    if (pool->legacy)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc_async: the pool of a "
+                           "wrapped buffer (cuc_buffer_wrap) has no memory of its own: "
+                           "allocate with cuMemAlloc and wrap it, or use a pool");
     if (size == 0)
         return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc_async: size 0 (allocate "
                            "at least one byte)");
@@ -218,6 +222,43 @@ int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
                                  cuc_device_uuid_string(b->pool->dev));
     }
     return 0;
+}
+
+void cuc__ipc_forget_locked(cuc_buffer *root)
+{
+    if (!root->imported)
+        cuc__htab_remove(&root->pool->bases, &root->ipc->by_base);
+}
+
+int cuc__ipc_free_memory(cuc_buffer *b, cuc_stream *stream)
+{
+    cuc_stream *s;
+    CUresult r = CUDA_SUCCESS;
+    int rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
+
+    if (!rc)
+        rc = cuc__device_activate(s->dev);
+    if (rc)
+        return rc;
+    if (b->free_after && b->ipc->opened)
+        r = CUC_DRV->cuStreamWaitEvent(s->cu, b->free_after, CU_EVENT_WAIT_DEFAULT);
+    if (b->free_after)
+        CUC_DRV->cuEventDestroy(b->free_after);
+    b->free_after = NULL;
+    if (!b->ipc->opened) /* the user's memory: it stays */
+        return 0;
+    /* The exporter may reuse the memory once we release. */
+    if (r == CUDA_SUCCESS)
+        r = CUC_DRV->cuStreamSynchronize(s->cu);
+    if (r != CUDA_SUCCESS)
+        rc = cuc__cuda_err(r, "cuStreamSynchronize", "before closing a %zu-byte "
+                           "allocation opened by legacy IPC on device %s", b->size,
+                           b->pool->dev->uuid_str);
+    r = CUC_DRV->cuIpcCloseMemHandle(b->ptr);
+    if (r != CUDA_SUCCESS && !rc)
+        rc = cuc__cuda_err(r, "cuIpcCloseMemHandle", "%zu-byte allocation opened by "
+                           "legacy IPC on device %s", b->size, b->pool->dev->uuid_str);
+    return rc;
 }
 
 void cuc__upstream_keep(struct cuc__upstream *up, size_t n)
@@ -342,11 +383,13 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
         return release_view(b, stream); /* its own errors: a view frees nothing */
     if (!has_caller)
         cuc__err_save(&saved, 0);
-    rc = cuc__buffer_free_memory(b, stream, 1);
+    rc = b->ipc ? cuc__ipc_free_memory(b, stream) : cuc__buffer_free_memory(b, stream, 1);
     if (rc && b->imported)
         cuc__buffer_note_kept();
     pthread_mutex_lock(&pool->lock);
     cuc__buffer_forget_locked(b);
+    if (b->ipc)
+        cuc__ipc_forget_locked(b);
     extra = take_extra_locked(b, &nextra);
     if (rc && !has_caller)
         note_lost_locked(pool, b->size);
@@ -361,6 +404,7 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
         cuc__upstream_release(&b->anchor, 1);
         release_extra(extra, nextra);
     }
+    free(b->ipc);
     free(b);
     cuc_pool_unref(pool);
     if (!has_caller)
@@ -450,6 +494,7 @@ static int drop_inherited(cuc_buffer *b)
         cuc__leases_unref(b->extra[i].leases);
     free(b->extra);
     cuc__leases_unref(b->anchor.leases);
+    free(b->ipc);
     free(b);
     cuc_pool_unref(pool);
     return 0;

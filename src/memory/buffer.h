@@ -25,6 +25,19 @@ struct cuc__upstream {
     uint64_t id;
 };
 
+/* The legacy-IPC identity of a wrapped or opened allocation (a root of a
+ * legacy pool, pool.h): found in pool->bufs by (exporter, gen) through the
+ * buffer's node, and, wrapped here, in pool->bases by its base through
+ * by_base. */
+struct cuc__ipc_base {
+    CUipcMemHandle handle;
+    uint8_t exporter[16];
+    uint64_t gen;
+    int opened; /* cuIpcOpenMemHandle'd: closed at the release */
+    struct cuc_buffer *owner;
+    struct cuc__hnode by_base;
+};
+
 /* All but pool, ptr, size, imported, root and offset are guarded by
  * pool->lock. A view (root set) has no driver memory of its own: it holds
  * a reference to the allocation it is part of, and is found in
@@ -52,6 +65,7 @@ struct cuc_buffer {
     size_t offset;    /* a view: where it starts in root */
     int in_views;     /* a view findable in pool->views */
     struct cuc__carve *carve; /* a view carved by a slab allocator: its range */
+    struct cuc__ipc_base *ipc; /* legacy IPC memory (an allocation, not a view) */
 };
 
 /* The ops of the leases a message holding the buffer begins. */
@@ -121,6 +135,24 @@ void cuc__view_index_locked(cuc_buffer *v);
 struct cuc__carve {
     int (*freed)(struct cuc__carve *c, cuc_stream *stream, int ordered);
 };
+/* ---- legacy IPC memory (buffer_ipc.c) ---- */
+/* The wrapped or opened allocation of (exporter, gen) in a legacy pool,
+ * not being freed, or NULL (pool->lock held). */
+cuc_buffer *cuc__ipc_find_locked(cuc_pool *pool, const uint8_t exporter[16], uint64_t gen);
+/* 1 if exporter is this process's identity. */
+int cuc__ipc_is_self(const uint8_t exporter[16]);
+/* Opens what rec names (cuIpcOpenMemHandle) as a new imported allocation
+ * of pool (refs 1, no lease yet), findable (pool->lock held). */
+int cuc__ipc_open_locked(cuc_pool *pool, const struct cuc_ipc_buffer_record *rec,
+                         cuc_buffer **out);
+/* rec's identity and handle fields for root (an allocation with ipc). */
+void cuc__ipc_fill(const cuc_buffer *root, struct cuc_ipc_buffer_record *rec);
+/* buffer.c: the driver's part of releasing root (its ipc set): an opened base waits
+ * for stream (NULL: legacy) and is closed; wrapped memory is the user's,
+ * nothing is freed. */
+int cuc__ipc_free_memory(cuc_buffer *root, cuc_stream *stream);
+/* Drops root from the pool's tables (pool->lock held). */
+void cuc__ipc_forget_locked(cuc_buffer *root);
 
 /* What a wait for b's leases watches. */
 struct cuc__lease_gauge *cuc__buffer_gauge(cuc_buffer *b, struct cuc__lease_gauge *g);

@@ -6,7 +6,9 @@
  * is found again (mapped once: the driver does not count repeated
  * imports) and a buffer that comes back to its allocating process is the
  * original; a view then through the pool's table of views
- * (buffer_view.c), with no driver call once its allocation is here. */
+ * (buffer_view.c), with no driver call once its allocation is here.
+ * Wrapped legacy-IPC memory (buffer_ipc.c) travels as an ipc buffer
+ * record and imports through its device's legacy pool the same way. */
 #include "memory/buffer.h"
 #include "wire/records.h"
 
@@ -227,6 +229,46 @@ static int view_locked(cuc_buffer *root, uint64_t off, uint64_t size,
     return rc;
 }
 
+/* The part (off, size) of root with a new reference: root itself for a
+ * record of all of it (fresh: imported now), else a view of it; takes over
+ * the caller's reference to root on success. up as for import(). */
+static int attach_locked(cuc_buffer *root, int fresh, uint64_t off, uint64_t size,
+                         const struct cuc__upstream *up, cuc_buffer **out, CUevent *stale)
+{
+    int rc = 0, dup;
+
+    if (off != 0 || size != root->size)
+        return view_locked(root, off, size, up, out, stale);
+    if (fresh) {
+        root->anchor = *up;
+    } else {
+        rc = add_upstream_locked(root, up, &dup);
+        if (!rc && dup && up->leases)
+            cuc__leases_unref(up->leases);
+    }
+    if (!rc)
+        *out = root;
+    return rc;
+}
+
+/* After an import under pool->lock: the stale events go, and a failed
+ * import drops the root reference it took. */
+static int import_done(cuc_pool *pool, int rc, cuc_buffer *root, CUevent stale,
+                       CUevent stale2, cuc_buffer *b, cuc_buffer **out)
+{
+    if ((stale || stale2) && cuc__device_activate(pool->dev) == 0) {
+        if (stale)
+            CUC_DRV->cuEventDestroy(stale);
+        if (stale2)
+            CUC_DRV->cuEventDestroy(stale2);
+    }
+    if (rc && root)
+        cuc_buffer_unref_async(root, NULL); /* the reference the find took */
+    if (!rc)
+        *out = b;
+    return rc;
+}
+
 /* The buffer of rec (pool, export data, part) with a new reference: the
  * allocation for a record of all of it, else a view of it. up (leases may
  * be NULL) is recorded as a lease to release: taken over on success. */
@@ -236,33 +278,95 @@ static int import(cuc_pool *pool, const struct cuc_buffer_record *rec,
     CUmemPoolPtrExportData d;
     CUevent stale = NULL, stale2 = NULL;
     cuc_buffer *root = NULL, *b = NULL;
-    int rc, fresh, whole = rec->offset == 0 && rec->size == rec->alloc_size;
+    int rc, fresh;
 
     memcpy(d.reserved, rec->export_data, sizeof(d.reserved));
     pthread_mutex_lock(&pool->lock);
     rc = root_locked(pool, &d, rec->alloc_size, &root, &fresh, &stale);
-    if (!rc && whole && fresh)
-        root->anchor = *up, b = root;
-    else if (!rc && whole) {
-        int dup;
-        rc = add_upstream_locked(root, up, &dup);
-        if (!rc && dup && up->leases)
-            cuc__leases_unref(up->leases);
-        b = root;
-    } else if (!rc) {
-        rc = view_locked(root, rec->offset, rec->size, up, &b, &stale2);
-    }
+    if (!rc)
+        rc = attach_locked(root, fresh, rec->offset, rec->size, up, &b, &stale2);
     pthread_mutex_unlock(&pool->lock);
-    if ((stale || stale2) && cuc__device_activate(pool->dev) == 0) {
-        if (stale)
-            CUC_DRV->cuEventDestroy(stale);
-        if (stale2)
-            CUC_DRV->cuEventDestroy(stale2);
-    }
-    if (rc && root)
-        cuc_buffer_unref_async(root, NULL); /* the reference root_locked took */
+    return import_done(pool, rc, root, stale, stale2, b, out);
+}
+
+/* The legacy-IPC allocation rec names, with a new reference: the one
+ * opened (or wrapped, in the exporting process) for its (exporter,
+ * generation), else opened now (pool->lock held). */
+static int ipc_root_locked(cuc_pool *pool, const struct cuc_ipc_buffer_record *rec,
+                           cuc_buffer **out, int *fresh, CUevent *stale)
+{
+    static const struct cuc__upstream none;
+    cuc_buffer *b = cuc__ipc_find_locked(pool, rec->exporter, rec->generation);
+    int rc;
+
+    *fresh = 0;
+    if (b && memcmp(b->ipc->handle.reserved, rec->handle, CUC_IPC_HANDLE_LEN) != 0)
+        return cuc__seterr(CUC_E_BADMSG, "ipc buffer record of generation %llu: its "
+                           "handle differs from the one that generation first gave "
+                           "here: refused", (unsigned long long)rec->generation);
+    if (b)
+        rc = take_again_locked(b, (size_t)rec->base_size, &none, stale);
+    else if (cuc__ipc_is_self(rec->exporter))
+        rc = cuc__seterr(CUC_E_NOT_FOUND, "ipc buffer record of generation %llu was "
+                         "wrapped in this process, and is no longer: its buffers are "
+                         "gone", (unsigned long long)rec->generation);
+    else
+        rc = cuc__ipc_open_locked(pool, rec, &b), *fresh = 1;
     if (!rc)
         *out = b;
+    return rc;
+}
+
+static int import_ipc(const cuc_msg *m, size_t index, cuc_buffer **out)
+{
+    struct cuc_ipc_buffer_record rec;
+    struct cuc__upstream up;
+    CUevent stale = NULL, stale2 = NULL;
+    cuc_buffer *root = NULL, *b = NULL;
+    cuc_device *dev;
+    cuc_pool *pool;
+    int rc, fresh;
+
+    rc = cuc_msg_read_ipc_buffer(m, index, &rec);
+    if (!rc)
+        rc = cuc_device_get_by_uuid(&rec.device, &dev);
+    if (!rc)
+        rc = cuc__pool_legacy(dev, &pool);
+    if (rc)
+        return rc;
+    up.leases = cuc__leases_of_msg(m);
+    up.id = rec.lease_id;
+    if (up.leases)
+        cuc__leases_ref(up.leases);
+    pthread_mutex_lock(&pool->lock);
+    rc = ipc_root_locked(pool, &rec, &root, &fresh, &stale);
+    if (!rc)
+        rc = attach_locked(root, fresh, rec.offset, rec.size, &up, &b, &stale2);
+    pthread_mutex_unlock(&pool->lock);
+    rc = import_done(pool, rc, root, stale, stale2, b, out);
+    if (rc && up.leases)
+        cuc__leases_unref(up.leases);
+    cuc_pool_unref(pool);
+    return rc;
+}
+
+/* A wrapped buffer's record: its allocation's handle and identity. */
+static int add_ipc(cuc_msg *m, cuc_buffer *b)
+{
+    struct cuc_ipc_buffer_record rec;
+    cuc_buffer *root = b->root ? b->root : b;
+    int rc;
+
+    cuc__ipc_fill(root, &rec);
+    rec.offset = b->offset;
+    rec.size = b->size;
+    rec.lease_id = cuc__lease_id_next();
+    rc = cuc__msg_lease_attach(m, rec.lease_id, &cuc__buffer_lease_ops, b);
+    if (rc)
+        return rc;
+    rc = cuc__ipc_buffer_rec_put(m, &rec);
+    if (rc)
+        cuc__msg_lease_pop(m);
     return rc;
 }
 
@@ -275,6 +379,8 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
 
     if (!m || !b)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_buffer: NULL argument");
+    if ((b->root ? b->root : b)->ipc)
+        return add_ipc(m, b);
     rc = cuc__buffer_export(b, &d);
     if (rc)
         return rc;
@@ -301,10 +407,12 @@ int cuc_msg_get_buffer(const cuc_msg *m, size_t index, cuc_buffer **out)
     struct cuc__upstream up;
     cuc_pool *pool;
     cuc_buffer *b;
-    int rc;
+    int rc, type = 0;
 
     if (!m || !out)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_buffer: NULL argument");
+    if (cuc_msg_record_type(m, index, &type) == 0 && type == CUC_RECORD_IPC_BUFFER)
+        return import_ipc(m, index, out);
     rc = cuc_msg_read_buffer(m, index, &rec);
     if (rc)
         return rc;

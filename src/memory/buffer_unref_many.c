@@ -84,12 +84,30 @@ static void release_grouped(cuc_buffer **batch, size_t n, uint64_t *ids)
     }
 }
 
+/* An imported legacy-IPC base of the batch, after its stream was waited
+ * for. */
+static int close_opened(cuc_buffer *b)
+{
+    CUresult r;
+    int rc = cuc__device_activate(b->pool->dev);
+
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuIpcCloseMemHandle(b->ptr);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuIpcCloseMemHandle", "%zu-byte allocation opened by "
+                             "legacy IPC on device %s", b->size, b->pool->dev->uuid_str);
+    return 0;
+}
+
 static void forget_all(cuc_buffer **batch, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         cuc_pool *pool = batch[i]->pool;
         pthread_mutex_lock(&pool->lock);
         cuc__buffer_forget_locked(batch[i]);
+        if (batch[i]->ipc)
+            cuc__ipc_forget_locked(batch[i]);
         if (batch[i]->in_views)
             cuc__htab_remove(&pool->views, &batch[i]->node);
         batch[i]->in_views = 0;
@@ -102,6 +120,7 @@ static void destroy_all(cuc_buffer **batch, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         cuc_pool *pool = batch[i]->pool;
+        free(batch[i]->ipc);
         free(batch[i]);
         cuc_pool_unref(pool);
     }
@@ -132,7 +151,9 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
             rc = rc1;
     }
     for (size_t i = 0; i < nb; i++) {
-        int rc1 = batch[i]->root ? 0 : cuc__buffer_free_memory(batch[i], stream, 0);
+        /* an opened legacy-IPC base is closed once the streams are done */
+        int rc1 = batch[i]->root || batch[i]->ipc ? 0 :
+                  cuc__buffer_free_memory(batch[i], stream, 0);
         if (rc1) {
             /* its memory may still be in use: no release for it */
             cuc__upstream_keep(&batch[i]->anchor, 1);
@@ -148,6 +169,16 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
             /* which frees are done is unknown: none is released */
             for (size_t i = 0; i < nb; i++)
                 cuc__upstream_keep(&batch[i]->anchor, 1);
+            if (!rc) {
+                rc = rc1;
+                cuc__buffer_note_kept();
+            }
+        }
+    }
+    for (size_t i = 0; i < nb; i++) {
+        int rc1 = batch[i]->ipc ? close_opened(batch[i]) : 0;
+        if (rc1) {
+            cuc__upstream_keep(&batch[i]->anchor, 1); /* as a failed free */
             if (!rc) {
                 rc = rc1;
                 cuc__buffer_note_kept();

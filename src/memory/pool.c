@@ -111,6 +111,7 @@ static void pool_free(cuc_pool *p)
         close(p->fd);
     cuc__htab_free(&p->bufs);
     cuc__htab_free(&p->views);
+    cuc__htab_free(&p->bases);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
     free(p);
@@ -280,6 +281,37 @@ int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
             return rc;
         p = had;
     }
+    *out = p;
+    return 0;
+}
+
+/* One a device ordinal; the table's reference keeps each for the
+ * process (it has no driver object to free). */
+#define LEGACY_MAX_DEVICES 64
+static pthread_mutex_t legacy_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuc_pool *legacy_pools[LEGACY_MAX_DEVICES];
+
+int cuc__pool_legacy(cuc_device *dev, cuc_pool **out)
+{
+    int ord = cuc_device_ordinal(dev);
+    cuc_pool *p;
+
+    if (ord < 0 || ord >= LEGACY_MAX_DEVICES)
+        return cuc__seterr(CUC_E_LIMIT, "device %d (%s): legacy IPC sharing supports "
+                           "devices 0..%d", ord, cuc_device_uuid_string(dev),
+                           LEGACY_MAX_DEVICES - 1);
+    pthread_mutex_lock(&legacy_lock);
+    p = legacy_pools[ord];
+    if (!p && (p = pool_new(dev, CUC_POOL_DEVICE, 0)) != NULL) {
+        p->legacy = 1;
+        legacy_pools[ord] = p;
+    }
+    if (p)
+        cuc_pool_ref(p);
+    pthread_mutex_unlock(&legacy_lock);
+    if (!p)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for device %d's legacy IPC pool",
+                           ord);
     *out = p;
     return 0;
 }

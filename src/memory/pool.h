@@ -26,6 +26,7 @@ struct cuc_pool {
     int kind;       /* enum cuc_pool_kind */
     unsigned flags; /* CUC_POOL_IPC */
     int imported;
+    int legacy; /* the device's pool of legacy-IPC memory: no driver pool */
     pid_t creator; /* made here, or inherited through fork (inert) */
     int fd; /* IPC: the shareable handle this pool keeps; else -1 */
     uint8_t id[CUC_POOL_ID_LEN];
@@ -35,6 +36,7 @@ struct cuc_pool {
     pthread_cond_t cond;   /* a lease ended, a buffer's free completed */
     struct cuc__htab bufs; /* buffers by export data (buffer.c) */
     struct cuc__htab views; /* views by (allocation, offset, size) (buffer_view.c) */
+    struct cuc__htab bases; /* legacy: wrapped allocations by base (buffer_ipc.c) */
     size_t leases;         /* leases on its buffers, freed or not */
     /* frees that failed where no caller could be told (buffer.c), until
      * cuc_pool_lease_wait() reports them */
@@ -57,6 +59,11 @@ const char *cuc__pool_kind_name(int kind);
  * caller destroys cu when *out is not the new object or on failure. */
 int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
                           const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **out);
+
+/* The pool that buffers of legacy-IPC memory of dev belong to (no driver
+ * pool: cu NULL; bufs keyed by (exporter, generation), buffer_ipc.c),
+ * made the first time, kept for the process; with a new reference. */
+int cuc__pool_legacy(cuc_device *dev, cuc_pool **out);
 
 /* The live IPC pool with this id, with a new reference, or NULL. */
 cuc_pool *cuc__pool_find(const uint8_t id[CUC_POOL_ID_LEN]);
