@@ -56,7 +56,8 @@ typedef struct cuc_msg cuc_msg;
     X(BUFFER, 7, "buffer")                 \
     X(VMM, 8, "vmm")                       \
     X(FD, 9, "fd")                         \
-    X(RELEASE, 10, "release")
+    X(RELEASE, 10, "release")              \
+    X(REFUSED, 15, "refused")
 
 enum cuc_record_type {
 #define CUC_RECORD_ENUM_(name, value, text) CUC_RECORD_##name = (value),

@@ -39,7 +39,8 @@
     X(BUFFER, 1, 104, 104, 8, 0, 0, 24, 8)             /* rec_buffer.c */     \
     X(VMM, 1, 48, 9256, 8, 1, 1024, 12, 4)             /* rec_vmm.c */        \
     X(FD, 1, 8, 8, 8, 1, 1, 4, 4)                      /* rec_fd.c */         \
-    X(RELEASE, 1, 8, 8u * CUC__RELEASE_MAX_IDS, 8, 0, 0, 0, 0) /* rec_release.c */
+    X(RELEASE, 1, 8, 8u * CUC__RELEASE_MAX_IDS, 8, 0, 0, 0, 0) /* rec_release.c */ \
+    X(REFUSED, 1, 8, 8, 8, 0, 0, 4, 4)                 /* rec_refused.c */
 
 /* Payload versions, for the codecs: CUC_RECORD_DEVICE_VERSION, ... */
 #define CUC__RECORD_VERSION_OF_(name, version, a, b, c, d, e, f, g) \
