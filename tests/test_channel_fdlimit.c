@@ -7,13 +7,18 @@
  *    messages, with and without fds, arrive whole). The sender's
  *    cuc_channel_refused_count counts each refusal and the refused
  *    message's leases end (its buffers' deferred frees run).
- *  - SO_PASSCRED: a receiver with it set gets a legal 253-fd frame. */
+ *  - SO_PASSCRED: a receiver with it set gets a legal 253-fd frame.
+ *  - Hostile refused records: mixed with another record or with fds, the
+ *    message is dropped (CUC_E_BADMSG) and no lease ends; one naming a
+ *    sequence number of no leased message ends nothing. */
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "pool_test.h"
+#include "wire/records.h"
+#include "wire/wire.h"
 
 #define RECV_MS 30000
 #define TAG 0x7a00u
@@ -273,6 +278,73 @@ static void test_passcred(void)
     cuc_channel_destroy(b);
 }
 
+static void add_refused(cuc_msg *m, uint32_t seq)
+{
+    uint8_t p[8] = {0};
+
+    cuc__put32(p, seq);
+    CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_REFUSED, CUC_RECORD_REFUSED_VERSION, p,
+                                 sizeof(p), NULL, 0));
+}
+
+/* The exporter holds a leased message; the peer's forged refusals. */
+static void test_hostile_refused(void)
+{
+    cuc_channel *exp, *imp;
+    cuc_pool *p;
+    cuc_msg *m;
+    size_t leases;
+    uint64_t n;
+    int fd;
+
+    CHECK_OK(cuc_channel_pair(&exp, &imp));
+    p = pt_new_pool(devs[0], CUC_POOL_DEVICE, CUC_POOL_IPC);
+    m = leased_msg(p, 1); /* the exporter's frame 0 */
+    CHECK_OK(cuc_channel_send(exp, m));
+    cuc_msg_destroy(m);
+    CHECK_OK(cuc_channel_recv(imp, RECV_MS, &m));
+    cuc_msg_destroy(m); /* imports nothing: the leases stay */
+
+    /* frame 0's refusal beside another record */
+    CHECK_OK(cuc_msg_create(&m));
+    add_refused(m, 0);
+    CHECK_OK(cuc_msg_add_device(m, devs[0]));
+    CHECK_OK(cuc_channel_send(imp, m));
+    cuc_msg_destroy(m);
+    CHECK_RC(cuc_channel_recv(exp, RECV_MS, &m), CUC_E_BADMSG);
+    CHECK_ERRMSG("travel alone");
+    /* with an fd */
+    fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    CHECK_OK(cuc_msg_create(&m));
+    add_refused(m, 0);
+    CHECK_OK(cuc_msg_add_fd(m, fd, 1));
+    close(fd);
+    CHECK_OK(cuc_channel_send(imp, m));
+    cuc_msg_destroy(m);
+    CHECK_RC(cuc_channel_recv(exp, RECV_MS, &m), CUC_E_BADMSG);
+    /* a sequence number of no leased message: counted, nothing ends */
+    CHECK_OK(cuc_msg_create(&m));
+    add_refused(m, 12345);
+    CHECK_OK(cuc_channel_send(imp, m));
+    cuc_msg_destroy(m);
+    send_empty(imp);
+    recv_empty(exp);
+    CHECK_OK(cuc_channel_lease_count(exp, &leases));
+    CHECK(leases == 2); /* the two buffers */
+    CHECK(pt_used(p) > 0);
+    CHECK_OK(cuc_channel_refused_count(exp, &n));
+    CHECK(n == 1);
+    /* the channel still works both ways; the close ends the leases */
+    send_empty(exp);
+    recv_empty(imp);
+    cuc_channel_destroy(imp);
+    CHECK_RC(cuc_channel_recv(exp, RECV_MS, &m), CUC_E_PEER_CLOSED);
+    CHECK(pt_used(p) == 0);
+    cuc_channel_destroy(exp);
+    cuc_pool_unref(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "--child")) {
@@ -285,6 +357,8 @@ int main(int argc, char **argv)
     pt_start(CUC_DEVICE_CAP_POOL_POSIX_FD, "cannot export pools as POSIX fds");
     FD_BASELINE();
     test_passcred();
+    FD_CHECK_NO_LEAK();
+    test_hostile_refused();
     FD_CHECK_NO_LEAK();
     test_fd_limit();
     FD_CHECK_NO_LEAK();
