@@ -16,8 +16,16 @@
  *               cuKernelGetFunction, destroy (the image stays loaded). Raw:
  *               cuLibraryGetKernel + cuKernelGetFunction on a library the
  *               program keeps.
- *   SHA-256     of the image, alone: a receiver checks every kernel record's
- *               hash against its bytes, hit or miss.
+ *   by reference over a channel   sender and receiver on a channel pair
+ *               (one process: the bench's threads are not needed, the
+ *               socket buffers one message), after the receiver said it
+ *               holds the image: cuc_channel_send of the kernel's message
+ *               (a kernel ref record goes out, 54 bytes + the name),
+ *               cuc_channel_recv, get (from the cache: no image byte, no
+ *               hash), cuKernelGetFunction, destroy. Raw: the hash and name
+ *               (32 + 6 bytes) through a SOCK_SEQPACKET pair, then
+ *               cuLibraryGetKernel + cuKernelGetFunction on a library the
+ *               program keeps.
  * Each for the 0.6 KB PTX of the tests and a 1 MiB one (the same kernel
  * padded with comment lines, as large as a mid-sized cubin). The image
  * loads are counted (cuc_kernel_cache_stats): the first-time loop must load
@@ -29,9 +37,12 @@
  * On a GPU the first time includes the driver's JIT of the PTX, which its
  * disk cache shortens on repeated loads (CUDA_CACHE_DISABLE=1: cold).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "bench_ipc.h"
 #include "bench_report.h"
@@ -107,6 +118,125 @@ static void raw_first(const char *image)
     bench_cu(drv->cuLibraryUnload(lib), "cuLibraryUnload");
 }
 
+/* Receives one message on ch and gets its kernel; checks it is a ref. */
+static void receive_on(cuc_channel *ch, int want_type)
+{
+    cuc_kernel *k = NULL;
+    CUfunction f;
+    cuc_msg *m;
+    int rc = cuc_channel_recv(ch, 10000, &m), type = -1;
+
+    if (rc == 0)
+        rc = cuc_msg_record_type(m, 0, &type);
+    if (rc == 0 && type != want_type) {
+        fprintf(stderr, "bench_kernel: record type %d arrived, %d expected\n", type,
+                want_type);
+        exit(1);
+    }
+    if (rc == 0)
+        rc = cuc_msg_get_kernel(m, 0, &k);
+    cuc_msg_destroy(m);
+    if (rc)
+        bench_ok(rc, "receive a kernel on a channel");
+    bench_cu(drv->cuKernelGetFunction(&f, (CUkernel)cuc_kernel_handle(k)), "cuKernelGetFunction");
+    cuc_kernel_destroy(k);
+}
+
+struct sender {
+    cuc_channel *ch;
+    const cuc_msg *m;
+    int rc;
+};
+
+static void *send_thread(void *arg)
+{
+    struct sender *s = arg;
+
+    s->rc = cuc_channel_send(s->ch, s->m);
+    return NULL;
+}
+
+static void bench_by_ref(const char *label, const char *image, cuc_kernel *held,
+                         long iters)
+{
+    uint8_t id[64] = {0}, got[64];
+    double t0, raw_ns, cuc_ns;
+    size_t loads0, loads;
+    cuc_channel *a, *b;
+    CUlibrary lib;
+    char name[96];
+    cuc_msg *m, *empty;
+    int sv[2], rc;
+
+    /* raw: hash + name through a socket, the program's own library */
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) < 0)
+        bench_ok(CUC_E_IO, "socketpair");
+    bench_cu(drv->cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0),
+             "cuLibraryLoadData");
+    memcpy(id, cuc_kernel_hash(held), 32);
+    memcpy(id + 32, "twice", 6);
+    t0 = bench_now_ns();
+    for (long i = 0; i < iters; i++) {
+        CUkernel k;
+        CUfunction f;
+        if (send(sv[0], id, 38, 0) != 38 || recv(sv[1], got, sizeof(got), 0) != 38)
+            bench_ok(CUC_E_IO, "raw send");
+        bench_cu(drv->cuLibraryGetKernel(&k, lib, (const char *)got + 32),
+                 "cuLibraryGetKernel");
+        bench_cu(drv->cuKernelGetFunction(&f, k), "cuKernelGetFunction");
+    }
+    raw_ns = (bench_now_ns() - t0) / (double)iters;
+    bench_cu(drv->cuLibraryUnload(lib), "cuLibraryUnload");
+    close(sv[0]);
+    close(sv[1]);
+
+    rc = cuc_channel_pair(&a, &b);
+    if (rc == 0)
+        rc = cuc_msg_create(&m);
+    if (rc == 0)
+        rc = cuc_msg_add_kernel(m, held);
+    if (rc == 0)
+        rc = cuc_msg_create(&empty);
+    if (rc)
+        bench_ok(rc, "channel pair");
+    /* the first send carries the image (from a thread: a 1 MiB message
+     * does not fit the socket); the receiver says it holds it */
+    {
+        struct sender s = {a, m, 0};
+        pthread_t t;
+        if (pthread_create(&t, NULL, send_thread, &s))
+            bench_ok(CUC_E_NOMEM, "pthread_create");
+        receive_on(b, CUC_RECORD_KERNEL);
+        pthread_join(t, NULL);
+        bench_ok(s.rc, "send");
+    }
+    bench_ok(cuc_channel_send(b, empty), "send");
+    {
+        cuc_msg *r;
+        bench_ok(cuc_channel_recv(a, 10000, &r), "recv"); /* takes the held record */
+        cuc_msg_destroy(r);
+    }
+    cuc_kernel_cache_stats(&loads0, NULL);
+    t0 = bench_now_ns();
+    for (long i = 0; i < iters; i++) {
+        bench_ok(cuc_channel_send(a, m), "send");
+        receive_on(b, CUC_RECORD_KERNEL_REF);
+    }
+    cuc_ns = (bench_now_ns() - t0) / (double)iters;
+    cuc_kernel_cache_stats(&loads, NULL);
+    snprintf(name, sizeof(name), "kernel by reference on a channel, %s", label);
+    bench_line(name, raw_ns, cuc_ns, "%ld iterations, send + recv + get; image loads +%zu; "
+               "raw: hash + name on a socket, cuLibraryGetKernel", iters, loads - loads0);
+    if (loads != loads0) {
+        fprintf(stderr, "bench_kernel: a kernel ref loaded the image\n");
+        exit(1);
+    }
+    cuc_msg_destroy(m);
+    cuc_msg_destroy(empty);
+    cuc_channel_destroy(a);
+    cuc_channel_destroy(b);
+}
+
 static void bench_image(const char *label, const char *image, long first_iters,
                         long again_iters)
 {
@@ -168,6 +298,8 @@ static void bench_image(const char *label, const char *image, long first_iters,
         fprintf(stderr, "bench_kernel: a cache hit loaded the image again\n");
         exit(1);
     }
+
+    bench_by_ref(label, image, held, again_iters);
 
     /* first time: nothing of the image is loaded in this process */
     cuc_kernel_destroy(held);

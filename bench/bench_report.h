@@ -12,12 +12,19 @@
  * bench/compare_cuda_core.py prints its figures in the same layout, with
  * cuda.core in the cucore column. A header line names the driver and the
  * device count. docs/PERFORMANCE.md says what bounds each figure.
+ *
+ * With CUCORE_BENCH_JSONL=FILE set, every figure is also appended to FILE
+ * as one JSON object a line (what bench/plot.py reads):
+ *   {"bench": "bench_pool", "driver": "cuda"|"sim", "figure": "...",
+ *    "unit": "ns"|"B", "raw": <number or null>, "cucore": <number>,
+ *    "note": "..."}
  */
 #ifndef CUC_BENCH_REPORT_H
 #define CUC_BENCH_REPORT_H
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "cucore.h"
@@ -28,6 +35,49 @@ static inline double bench_now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static const char *bench_report_bench = "bench";
+static int bench_report_sim;
+
+/* A JSON string of s (quotes, backslashes and control bytes escaped). */
+static inline void bench_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* The figure as a JSON line, where CUCORE_BENCH_JSONL names a file. */
+static inline void bench_json(const char *figure, double raw, double cuc, const char *unit,
+                              const char *note)
+{
+    const char *path = getenv("CUCORE_BENCH_JSONL");
+    FILE *f;
+
+    if (!path || !*path || !(f = fopen(path, "a")))
+        return;
+    fputs("{\"bench\": ", f);
+    bench_json_str(f, bench_report_bench);
+    fprintf(f, ", \"driver\": \"%s\", \"figure\": ", bench_report_sim ? "sim" : "cuda");
+    bench_json_str(f, figure);
+    fprintf(f, ", \"unit\": \"%s\", \"raw\": ", unit);
+    if (raw >= 0)
+        fprintf(f, "%.3f", raw);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"cucore\": %.3f, \"note\": ", cuc);
+    bench_json_str(f, note);
+    fputs("}\n", f);
+    fclose(f);
 }
 
 /* The header: which driver the figures are of. */
@@ -42,6 +92,8 @@ static inline int bench_header(const char *bench)
         fprintf(stderr, "%s: %s: %s\n", bench, cuc_errname(rc), cuc_errmsg());
         return rc;
     }
+    bench_report_bench = bench;
+    bench_report_sim = info.simulated;
     printf("%s: %s driver %s (version %d), %d device%s\n", bench,
            info.simulated ? "SIMULATED" : "CUDA", info.path, info.version, n,
            n == 1 ? "" : "s");
@@ -65,6 +117,7 @@ static inline void bench_line(const char *figure, double raw_ns, double cuc_ns,
         printf("%-46s raw %12s ns   cucore %12.1f ns   %-7s  %s\n", figure, "-", cuc_ns, "",
                note);
     fflush(stdout);
+    bench_json(figure, raw_ns, cuc_ns, "ns", note);
 }
 
 /* One figure in another unit ("B" for bytes), in the same layout. */
@@ -87,6 +140,7 @@ static inline void bench_line_unit(const char *figure, double raw, double cuc,
         printf("%-46s raw %12.1f %-2s   cucore %12.1f %-2s   %-7s  %s\n", figure, raw, unit,
                cuc, unit, "", note);
     fflush(stdout);
+    bench_json(figure, raw, cuc, unit, note);
 }
 
 #endif

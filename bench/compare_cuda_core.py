@@ -35,6 +35,7 @@ usable CUDA device (nothing measured).
 """
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import pickle
@@ -46,8 +47,16 @@ WANT_VERSION = "1.2"
 
 
 def line(figure, ns, note):
-    """One figure, in bench_line's layout: no raw column here."""
+    """One figure, in bench_line's layout: no raw column here. With
+    CUCORE_BENCH_JSONL=FILE also one JSON line appended there, cuda.core's
+    figure under "cuda_core" (bench/bench_report.h has the other keys)."""
     print(f"{figure:<46} raw {'-':>12} ns   cuda.core {ns:12.1f} ns   {'':7}  {note}", flush=True)
+    path = os.environ.get("CUCORE_BENCH_JSONL")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"bench": "compare_cuda_core", "driver": "cuda",
+                                "figure": figure, "unit": "ns", "raw": None,
+                                "cuda_core": round(ns, 3), "note": note}) + "\n")
 
 
 def import_cuda_core():

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# Builds cucore (Release) and runs every benchmark, then the same work
-# through cuda.core (bench/compare_cuda_core.py), writing each one's output
-# to a directory: the one command for the figures in docs/PERFORMANCE.md.
+# Builds cucore (Release) and runs every benchmark (every bench/bench_*.c
+# there is: those named below with their arguments, any other with none),
+# then the same work through cuda.core (bench/compare_cuda_core.py, the
+# same n as bench_pool), writing each one's output to a directory: the one
+# command for the figures in docs/PERFORMANCE.md.
 #
 #   scripts/bench.sh [OUT_DIR]          default ${OUT:-/tmp/cucore-bench}
+#
+# OUT_DIR gets NAME.txt per bench (its printed lines), results.jsonl (every
+# figure of every bench as a JSON line: bench/bench_report.h), machine.txt
+# (date, host, commit, driver, GPU), buffers.svg (bench/plot.py: µs a
+# buffer against n, raw / cucore / cuda.core) and tables.md (the same as
+# Markdown tables, for docs/PERFORMANCE.md). CUCORE_PYTHON: the Python with
+# cuda.core (default /opt/torch/.venv/bin/python3 where it exists, else
+# python3); the plot needs only the standard library.
 #
 # The driver is the real one unless CUCORE_DRIVER is set (CUCORE_DRIVER=sim
 # runs everything on the simulator, which checks that the benches work but
@@ -18,6 +28,13 @@ out=${1:-${OUT:-/tmp/cucore-bench}}
 build=${CUCORE_BENCH_BUILD:-/tmp/cucore-bench-build}
 quick=${CUCORE_BENCH_QUICK:-0}
 mkdir -p "$out"
+python=${CUCORE_PYTHON:-}
+if [ -z "$python" ]; then
+    python=python3
+    [ -x /opt/torch/.venv/bin/python3 ] && python=/opt/torch/.venv/bin/python3
+fi
+export CUCORE_BENCH_JSONL="$out/results.jsonl"
+: >"$CUCORE_BENCH_JSONL"
 
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUCORE_TESTS=OFF -DCUCORE_BENCH=ON \
     -DCUCORE_SANITIZE=OFF -DCUCORE_FUZZ=OFF "${cuc_cuda_opts[@]}" \
@@ -43,6 +60,9 @@ else
     device_args="2000000" kernel_args="2000 20000" fanout_args="2000" py_args=""
     pool_args="16384 4096 2000" vmm_args="2000"
 fi
+
+# the n of bench_pool (1, 4, ... up to its MAX_N), for cuda.core too
+batches="1,4,16,64,256,1024,4096"
 
 failed=0
 run() {
@@ -72,7 +92,9 @@ run() {
         case $name in bench_device|bench_kernel|bench_fanout|bench_pool|bench_vmm) continue ;; esac
         [ -x "$extra" ] && run "$name" "$extra"
     done
-    run compare_cuda_core python3 bench/compare_cuda_core.py $py_args
+    run compare_cuda_core "$python" bench/compare_cuda_core.py $py_args --batches "$batches"
 }
+python3 bench/plot.py "$out" --svg "$out/buffers.svg" --table "$out/tables.md" ||
+    { echo "(plot FAILED)"; failed=1; }
 echo "== outputs in $out"
 exit $failed

@@ -305,7 +305,10 @@ SIM_API CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent,
         rc = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
     }
-    if (sim_uuid_to_local(&h.uuid) < 0) {
+    /* Assumed, not measured (one GPU there): a handle opened in a context
+     * of another GPU than the one that made the event is refused, as when
+     * that GPU is not visible (sim/README.md). */
+    if (sim_uuid_to_local(&h.uuid) != cur->dev) {
         rc = CUDA_ERROR_INVALID_DEVICE;
         goto out;
     }

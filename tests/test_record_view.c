@@ -17,12 +17,12 @@ static void test_names(void)
 {
     static const char *const names[] = {"device", "stream", "event", "launch config",
                                         "kernel", "pool", "buffer", "vmm", "fd",
-                                        "release"};
+                                        "release", "kernel ref", "kernel held"};
 
-    for (int t = CUC_RECORD_DEVICE; t <= CUC_RECORD_RELEASE; t++)
+    for (int t = CUC_RECORD_DEVICE; t <= CUC_RECORD_KERNEL_HELD; t++)
         CHECK(strcmp(cuc_record_type_name(t), names[t - 1]) == 0);
     CHECK(strcmp(cuc_record_type_name(0), "unknown") == 0);
-    CHECK(strcmp(cuc_record_type_name(11), "unknown") == 0);
+    CHECK(strcmp(cuc_record_type_name(13), "unknown") == 0);
     CHECK(strcmp(cuc_record_type_name(-1), "unknown") == 0);
 }
 

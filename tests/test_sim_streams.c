@@ -336,7 +336,8 @@ static void hex_decode(const char *s, void *p, size_t n)
     }
 }
 
-/* argv: handle-hex, "ctx" or "noctx" */
+/* argv: handle-hex, "ctx" or "noctx", the ordinal whose context opens
+ * it (with "ctx") */
 static int child_open(int argc, char **argv)
 {
     CUipcEventHandle h;
@@ -351,7 +352,8 @@ static int child_open(int argc, char **argv)
     CU_OK(D.cuDeviceGetCount(&n));
     if (strcmp(argv[4], "ctx") == 0) {
         CUcontext c;
-        CU_OK(D.cuDevicePrimaryCtxRetain(&c, n - 1));
+        CHECK(argc >= 6 && atoi(argv[5]) < n);
+        CU_OK(D.cuDevicePrimaryCtxRetain(&c, atoi(argv[5])));
         CU_OK(D.cuCtxSetCurrent(c));
     }
     rc = D.cuIpcOpenEventHandle(&e, h);
@@ -371,9 +373,9 @@ static int child_open(int argc, char **argv)
 }
 
 static void expect_open(const char *hex, const char *cvd, const char *ctx,
-                        CUresult want)
+                        const char *ord, CUresult want)
 {
-    const char *args[] = {hex, ctx, NULL};
+    const char *args[] = {hex, ctx, ord, NULL};
     char ev[128], out[64], w[16];
     const char *env[] = {ev, NULL};
 
@@ -409,12 +411,16 @@ static void test_ipc_child(void)
     bad.reserved[1] ^= 0x7f;
     hex_encode(&bad, sizeof(bad), badhex);
 
-    expect_open(hex, NULL, "ctx", CUDA_SUCCESS);
-    expect_open(hex, "3,2,1,0", "ctx", CUDA_SUCCESS);
-    expect_open(hex, "2", "ctx", CUDA_SUCCESS);
-    expect_open(hex, "0,1,3", "ctx", CUDA_ERROR_INVALID_DEVICE);
-    expect_open(hex, NULL, "noctx", CUDA_ERROR_INVALID_CONTEXT);
-    expect_open(badhex, NULL, "ctx", CUDA_ERROR_MAP_FAILED);
+    /* in the context of the GPU that made it, whatever its ordinal */
+    expect_open(hex, NULL, "ctx", "2", CUDA_SUCCESS);
+    expect_open(hex, "3,2,1,0", "ctx", "1", CUDA_SUCCESS);
+    expect_open(hex, "2", "ctx", "0", CUDA_SUCCESS);
+    expect_open(hex, "0,1,3", "ctx", "2", CUDA_ERROR_INVALID_DEVICE);
+    /* a context of another GPU is refused (assumed: sim/README.md) */
+    expect_open(hex, NULL, "ctx", "3", CUDA_ERROR_INVALID_DEVICE);
+    expect_open(hex, "3,2,1,0", "ctx", "0", CUDA_ERROR_INVALID_DEVICE);
+    expect_open(hex, NULL, "noctx", "0", CUDA_ERROR_INVALID_CONTEXT);
+    expect_open(badhex, NULL, "ctx", "2", CUDA_ERROR_MAP_FAILED);
 
     CU_OK(D.cuEventDestroy(ipc));
     CU_OK(D.cuCtxSetCurrent(c0));

@@ -1,5 +1,7 @@
 /* UUID text form: parse accepts nvidia-smi's form with or without prefix,
- * any case; rejects everything else with CUC_E_INVALID. */
+ * any case; refuses a MIG instance's UUID (it would format back as GPU-:
+ * issue 13, finding 10) with CUC_E_NOT_SUPPORTED; rejects everything else
+ * with CUC_E_INVALID. */
 #include "cucore.h"
 #include "check.h"
 
@@ -7,7 +9,6 @@ static const char *good[] = {
     "GPU-ec8f1d2a-3b4c-5d6e-7f80-9a0b1c2d3e4f",
     "gpu-EC8F1D2A-3B4C-5D6E-7F80-9A0B1C2D3E4F",
     "ec8f1d2a-3b4c-5d6e-7f80-9a0b1c2d3e4f",
-    "MIG-ec8f1d2a-3b4c-5d6e-7f80-9a0b1c2d3e4f",
 };
 
 static const char *bad[] = {
@@ -49,6 +50,14 @@ int main(void)
         CHECK(v.bytes[0] == 0x5a); /* output untouched on failure */
         CHECK(strstr(cuc_errmsg(), "not a GPU UUID") != NULL);
     }
+    /* MIG: refused, saying why, rather than turned into a GPU- UUID */
+    memset(&v, 0x5a, sizeof(v));
+    CHECK_RC(cuc_uuid_parse("MIG-ec8f1d2a-3b4c-5d6e-7f80-9a0b1c2d3e4f", &v),
+             CUC_E_NOT_SUPPORTED);
+    CHECK(v.bytes[0] == 0x5a);
+    CHECK_ERRMSG("MIG instance");
+    CHECK_RC(cuc_uuid_parse("mig-ec8f1d2a-3b4c-5d6e-7f80-9a0b1c2d3e4f", &v),
+             CUC_E_NOT_SUPPORTED);
     CHECK_RC(cuc_uuid_parse(NULL, &v), CUC_E_INVALID);
     CHECK_RC(cuc_uuid_parse(good[0], NULL), CUC_E_INVALID);
     v.bytes[15] ^= 1;

@@ -742,6 +742,50 @@ static void sample_refused(struct sample *s)
     add_field(&s->l, "reserved", zeros(4), 4, BAD_FF);
 }
 
+static int res_kernel_held(cuc_msg *m)
+{
+    struct cuc__kernel_id id;
+
+    return cuc__kernel_held_rec_read(m, 0, &id);
+}
+
+/* The sample kernel by reference: kern is loaded here, so it resolves. */
+static void sample_kernel_ref(struct sample *s)
+{
+    struct cuc_kernel_record rec;
+
+    s->heading = "### kernel ref (type 11)";
+    s->m = new_msg();
+    rec.kind = CUC_IMAGE_PTX;
+    memcpy(rec.hash, cuc_kernel_hash(kern), 32);
+    rec.name = "twice";
+    rec.image = NULL;
+    rec.image_len = strlen(ptx_twice);
+    CHECK_OK(cuc__kernel_ref_rec_put(s->m, &rec));
+    s->resolve = res_kernel;
+    s->l.vars[0] = (struct var){"name_len", 6};
+    add_field(&s->l, "kind", le(CUC_IMAGE_PTX, 4), 4, BAD_FF);
+    add_field(&s->l, "name_len", le(6, 4), 4, BAD_FF);
+    add_field(&s->l, "image_len", le(strlen(ptx_twice), 4), 4, BAD_FF);
+    add_field(&s->l, "reserved", zeros(4), 4, BAD_FF);
+    add_field(&s->l, "sha256", copy_of(cuc_kernel_hash(kern), 32), 32, BAD_FF);
+    add_field(&s->l, "name", copy_of("twice", 6), 6, BAD_FF);
+}
+
+static void sample_kernel_held(struct sample *s)
+{
+    struct cuc__kernel_id id = {CUC_IMAGE_PTX, (uint32_t)strlen(ptx_twice), {0}};
+
+    s->heading = "### kernel held (type 12)";
+    s->m = new_msg();
+    memcpy(id.hash, cuc_kernel_hash(kern), 32);
+    CHECK_OK(cuc__kernel_held_rec_put(s->m, &id));
+    s->resolve = res_kernel_held;
+    add_field(&s->l, "kind", le(CUC_IMAGE_PTX, 4), 4, BAD_FF);
+    add_field(&s->l, "image_len", le(strlen(ptx_twice), 4), 4, BAD_FF);
+    add_field(&s->l, "sha256", copy_of(cuc_kernel_hash(kern), 32), 32, BAD_FF);
+}
+
 /* ---- the record-type table against CUC__RECORD_SHAPES ---- */
 
 struct code_shape {
@@ -787,6 +831,9 @@ static void check_owner(unsigned type, const char *owner, size_t line)
         [CUC_RECORD_VMM] = {"int cuc_msg_add_vmm(", "int cuc_msg_get_vmm("},
         [CUC_RECORD_FD] = {"int cuc_msg_add_fd(", "int cuc_msg_take_fd("},
         [CUC_RECORD_RELEASE] = {"int cuc__release_msg_build(", "int cuc__leases_take_release("},
+        [CUC_RECORD_KERNEL_REF] = {"int cuc__kernel_ref_rec_put(", "int cuc_msg_get_kernel("},
+        [CUC_RECORD_KERNEL_HELD] = {"int cuc__kernel_held_rec_put(",
+                                    "int cuc__kernel_refs_take_held("},
         [CUC_RECORD_REFUSED] = {"int cuc__refused_msg_build(", "int cuc__leases_take_release("},
     };
     int found[2] = {0, 0};
@@ -907,7 +954,8 @@ static void test_payload_tables(void)
 {
     static void (*const make[])(struct sample *) = {
         sample_device, sample_stream, sample_event, sample_launch, sample_kernel,
-        sample_pool, sample_buffer, sample_vmm, sample_fd, sample_release, sample_refused};
+        sample_pool, sample_buffer, sample_vmm, sample_fd, sample_release,
+        sample_kernel_ref, sample_kernel_held, sample_refused};
     struct sample s;
     struct table t;
     struct placed placed[MAX_ROWS];

@@ -359,6 +359,8 @@ static const struct shape doc_shapes[] = {
     {CUC_RECORD_VMM, "vmm", 48, 9256, 8, 1, 1024, 12, 4},
     {CUC_RECORD_FD, "fd", 8, 8, 8, 1, 1, 4, 4},
     {CUC_RECORD_RELEASE, "release", 8, 65536, 8, 0, 0, 0, 0},
+    {CUC_RECORD_KERNEL_REF, "kernel ref", 50, 4144, 1, 0, 0, 12, 4},
+    {CUC_RECORD_KERNEL_HELD, "kernel held", 40, 40, 8, 0, 0, 0, 0},
 };
 
 /* One record of type s with a header length of len over body_len zero

@@ -193,6 +193,12 @@ static const char *not_resolved_why(int type)
                "this process must first import from a channel";
     case CUC_RECORD_RELEASE:
         return "a release ends leases on the channel it arrives on; inspect has no channel";
+    case CUC_RECORD_KERNEL_HELD:
+        return "a kernel held record tells a channel's sender which images its peer "
+               "holds; inspect has no channel";
+    case CUC_RECORD_KERNEL_REF:
+        return "a kernel ref names by hash an image that only the receiver on its "
+               "channel holds; inspect has no channel";
     case CUC_RECORD_POOL:
     case CUC_RECORD_VMM:
     case CUC_RECORD_FD:

@@ -40,6 +40,14 @@
  * Release messages are consumed by the channel and never returned by
  * cuc_channel_recv().
  *
+ * Kernels by reference. A receiver that gets a kernel record from the
+ * channel (cuc_msg_get_kernel) keeps its image loaded for as long as its
+ * end of the channel exists and tells the sender so (a kernel held
+ * record, consumed like releases); from then on cuc_channel_send() sends
+ * that kernel as a kernel ref record (hash and name, no image), which the
+ * receiver resolves from its cache. The caller's message is not changed.
+ * A sender that never receives keeps sending the image.
+ *
  * Threads: every function is thread-safe on one channel except
  * cuc_channel_destroy(), which must not race any other call on it. One
  * thread may send while another receives; concurrent sends are serialized

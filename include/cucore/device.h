@@ -70,7 +70,8 @@ CUC_API int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev);
 CUC_API int cuc_device_set_current(cuc_device *dev);
 
 /* The device whose primary context is current on the calling thread, or
- * CUC_E_NOT_FOUND if none is (or another context is current). */
+ * CUC_E_NOT_FOUND if none is (or another context is current);
+ * CUC_E_DRIVER naming cuCtxGetCurrent if the driver could not say. */
 CUC_API int cuc_device_current(cuc_device **dev);
 
 /* The device's ordinal in this process. */
@@ -94,9 +95,13 @@ CUC_API unsigned cuc_device_caps(const cuc_device *dev);
  * thread-safe, and cuc_uuid_format / cuc_uuid_equal cannot fail (their
  * arguments must not be NULL). */
 
-/* Parses "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", "MIG-..." or the same
- * without prefix, in any case. Anything else (other lengths, misplaced or
- * missing dashes, non-hex, trailing characters) is CUC_E_INVALID. */
+/* Parses "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" or the same without
+ * prefix, in any case. "MIG-..." is CUC_E_NOT_SUPPORTED: a cuc_uuid is
+ * the driver's 16 bytes with no kind (records carry just those), and
+ * cucore formats every UUID as "GPU-...", so a MIG instance's UUID would
+ * not survive a round trip; MIG devices are not supported. Anything else
+ * (other lengths, misplaced or missing dashes, non-hex, trailing
+ * characters) is CUC_E_INVALID. */
 CUC_API int cuc_uuid_parse(const char *text, cuc_uuid *uuid);
 
 /* Writes the "GPU-..." form (CUC_UUID_STRLEN bytes with the NUL). */

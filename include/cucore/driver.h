@@ -39,7 +39,7 @@ extern "C" {
 
 struct cuc_driver_info {
     const char *path;    /* the library that was opened, as given to dlopen */
-    int version;         /* cuDriverGetVersion(), e.g. 13000 */
+    int version;         /* cuDriverGetVersion(), e.g. 13000; 0 if that call failed */
     int simulated;       /* 1 for the cucore simulator */
 };
 

@@ -102,8 +102,12 @@ CUC_API int cuc_msg_read_event(const cuc_msg *msg, size_t index,
 /* The event of the record: a new reference for the caller. In the
  * creating process, or where the handle was imported before, the existing
  * object; elsewhere the handle is opened on the local device with the
- * record's UUID (CUC_E_NOT_VISIBLE when there is none). Otherwise as
- * cuc_msg_read_event. */
+ * record's UUID (CUC_E_NOT_VISIBLE when there is none), once however
+ * many threads ask at the same time. CUC_E_BADMSG for a record whose UUID
+ * disagrees with its handle: the handle is of an event this process has on
+ * another device, or the driver refuses it in the named device's context
+ * (CUDA_ERROR_INVALID_DEVICE; whether the real driver checks that is not
+ * known: sim/README.md). Otherwise as cuc_msg_read_event. */
 CUC_API int cuc_msg_get_event(const cuc_msg *msg, size_t index, cuc_event **event);
 
 #ifdef __cplusplus

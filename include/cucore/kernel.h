@@ -9,8 +9,13 @@
  * when the last kernel that uses it is destroyed.
  *
  * A kernel crosses processes as its image bytes, kind, symbol name and
- * hash; the receiver checks the hash against the bytes and loads the image
- * through its own cache.
+ * hash; a receiver that does not hold the image checks the hash against
+ * the bytes and loads it through its own cache, where the hash is the
+ * image's identity from then on (a receiver that holds it reads none of
+ * the bytes). Over a channel, once the receiver said it holds the image,
+ * a kernel travels as a kernel ref record: hash and name only
+ * (cucore/channel.h, docs/wire-format.md "Kernels by reference"). An image
+ * received on a channel stays loaded until that channel's end is gone.
  *
  * Threads: every function here is thread-safe. Ownership: a kernel is a
  * single-owner object: each cuc_kernel_load / cuc_msg_get_kernel returns
@@ -102,14 +107,20 @@ CUC_API void cuc_kernel_cache_stats(size_t *loads, size_t *hits);
  * the image does not fit a message. */
 CUC_API int cuc_msg_add_kernel(cuc_msg *msg, const cuc_kernel *kernel);
 /* The fields of kernel record index, resolving nothing (the hash is not
- * checked). CUC_E_INVALID if the record is not a kernel; CUC_E_BADMSG for
- * a malformed payload (kind, lengths, name). */
+ * checked). A kernel ref record (CUC_RECORD_KERNEL_REF) reads too: image
+ * NULL, image_len the length of the image it names. CUC_E_INVALID if the
+ * record is neither; CUC_E_BADMSG for a malformed payload (kind, lengths,
+ * name). */
 CUC_API int cuc_msg_read_kernel(const cuc_msg *msg, size_t index,
                                 struct cuc_kernel_record *rec);
 /* Loads the record's kernel (through the cache: an image already loaded
- * here is not loaded again) and returns a new kernel. CUC_E_BADMSG when the
- * record is malformed or its hash does not match its bytes; a load failure
- * gives the driver's error, named. */
+ * here, found by kind, length and hash, is not loaded again, nor are its
+ * bytes read) and returns a new kernel. CUC_E_BADMSG when the record is
+ * malformed or, for an image not held here, its hash does not match its
+ * bytes; a kernel ref record whose image is not held here is
+ * CUC_E_NOT_FOUND naming the hash; a load failure gives the driver's
+ * error, named. On a message received on a channel, the image is then
+ * kept for that channel and the sender told (see cucore/channel.h). */
 CUC_API int cuc_msg_get_kernel(const cuc_msg *msg, size_t index, cuc_kernel **kernel);
 
 #ifdef __cplusplus

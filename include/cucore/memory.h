@@ -124,7 +124,13 @@ CUC_API cuc_buffer *cuc_buffer_ref(cuc_buffer *buf);
  * exporter never reuses memory this process still reads), then sends the
  * releases. NULL buf is a no-op returning 0. On an error (a stream of
  * another context, a driver failure) the reference is dropped all the
- * same, and the memory may stay allocated. */
+ * same, and the memory may stay allocated. An imported buffer whose free
+ * or synchronize failed sends no release (the memory may still be in use
+ * here): its leases stay with the exporter until the channel closes, and
+ * the message says so. A deferred free that cannot make its event waits
+ * for the stream instead; one whose stream cannot wait for that event
+ * waits on the host (cuEventSynchronize); if that fails too the memory is
+ * left allocated and cuc_pool_lease_wait() reports it. */
 CUC_API int cuc_buffer_unref_async(cuc_buffer *buf, cuc_stream *stream);
 
 /* cuc_buffer_unref_async() of each of the n buffers (NULL entries

@@ -57,6 +57,8 @@ typedef struct cuc_msg cuc_msg;
     X(VMM, 8, "vmm")                       \
     X(FD, 9, "fd")                         \
     X(RELEASE, 10, "release")              \
+    X(KERNEL_REF, 11, "kernel ref")        \
+    X(KERNEL_HELD, 12, "kernel held")      \
     X(REFUSED, 15, "refused")
 
 enum cuc_record_type {

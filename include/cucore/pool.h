@@ -121,6 +121,32 @@ CUC_API int cuc_pool_is_imported(const cuc_pool *pool);
 /* The driver's CUmemoryPool, for raw driver calls. */
 CUC_API void *cuc_pool_handle(const cuc_pool *pool);
 
+/* A device's access to a pool's memory (cuc_pool_set_access). */
+enum cuc_pool_access {
+    CUC_POOL_ACCESS_NONE = 0,
+    CUC_POOL_ACCESS_READ = 1, /* refused: the driver has no read-only pools */
+    CUC_POOL_ACCESS_READWRITE = 3
+};
+
+/* Grants (CUC_POOL_ACCESS_READWRITE) or revokes (CUC_POOL_ACCESS_NONE)
+ * dev's access to the memory of pool, for the buffers it has and will
+ * have: copies and kernels on dev's streams may then use (or no longer
+ * use) them. In this process only: an importer sets its own access on an
+ * imported pool, whatever the exporter granted (the driver keeps access
+ * per process). A device pool's own device always has read-write access;
+ * a pinned host pool's devices are granted as any. Errors:
+ * CUC_E_NOT_SUPPORTED for CUC_POOL_ACCESS_READ (the driver refuses
+ * read-only access to pools: CUDA_ERROR_NOT_SUPPORTED on the H200) and for
+ * a device that cannot reach the owner's memory (cuDeviceCanAccessPeer
+ * 0), naming both UUIDs; CUC_E_INVALID for revoking the owner's access
+ * (the driver: CUDA_ERROR_INVALID_DEVICE), another access value or a NULL
+ * argument; a driver failure is CUC_E_DRIVER naming the pool and device.
+ * Thread-safe. */
+CUC_API int cuc_pool_set_access(cuc_pool *pool, cuc_device *dev, int access);
+/* dev's access to pool in this process (enum cuc_pool_access), as the
+ * driver reports it. */
+CUC_API int cuc_pool_get_access(const cuc_pool *pool, cuc_device *dev, int *access);
+
 /* The IPC pool of this process (created or imported here) whose id is id,
  * with a new reference; CUC_E_POOL_NOT_IMPORTED, naming the id in hex,
  * when there is none. */
@@ -138,7 +164,11 @@ CUC_API int cuc_pool_lease_count(const cuc_pool *pool, size_t *n);
  * messages other than releases are queued for cuc_channel_recv(); a full
  * queue is CUC_E_BUSY); with ch NULL, waits for other threads to process
  * the channels. Deferred frees whose last lease ended have run when it
- * returns 0. The caller must hold a reference to pool. */
+ * returns 0. A deferred free that failed where no caller could be told (it
+ * ran in a lease end, inside another call) is reported here, once:
+ * CUC_E_DRIVER with how many failed, the bytes left allocated (leaked
+ * rather than freed while work might still use them) and the first
+ * failure's message. The caller must hold a reference to pool. */
 CUC_API int cuc_pool_lease_wait(cuc_pool *pool, cuc_channel *ch, size_t max_left,
                                 int timeout_ms);
 

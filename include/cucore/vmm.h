@@ -187,7 +187,9 @@ CUC_API uint64_t cuc_vmm_record_chunk_size(const struct cuc_vmm_record *rec, siz
  * a message that came on no channel is imported with no lease. The message
  * keeps its fds (they are imported, not taken).
  * CUC_E_INVALID and CUC_E_BADMSG as cuc_msg_read_vmm, and CUC_E_BADMSG
- * for a chunk size that is not a multiple of the granularity. The owner
+ * for a chunk size that is not a multiple of the granularity and for two
+ * chunks that are one allocation (their fds one open file, or one regular
+ * file: the message names both chunk indices). The owner
  * or a peer not visible here: CUC_E_NOT_VISIBLE, naming which and its
  * UUID, and listing the visible devices (a peer is never dropped
  * silently). CUC_E_NOT_SUPPORTED: a peer here cannot access the owner's

@@ -31,7 +31,16 @@ int cuc_uuid_parse(const char *text, cuc_uuid *uuid)
     if (!text || !uuid)
         return cuc__seterr(CUC_E_INVALID, "cuc_uuid_parse: NULL argument");
     p = text;
-    if (strncasecmp(p, "GPU-", 4) == 0 || strncasecmp(p, "MIG-", 4) == 0)
+    /* A cuc_uuid is the driver's 16 bytes, as records carry them, with no
+     * kind; cucore names every device GPU-... Taking MIG-... would name a
+     * MIG instance with a GPU- string, so it is refused. */
+    if (strncasecmp(p, "MIG-", 4) == 0)
+        return cuc__seterr(CUC_E_NOT_SUPPORTED,
+                           "\"%.64s\" names a MIG instance: cucore does not support MIG "
+                           "devices (a cuc_uuid holds 16 bytes and no kind, and cucore "
+                           "writes every UUID as GPU-...); give the GPU- UUID of a whole "
+                           "GPU", text);
+    if (strncasecmp(p, "GPU-", 4) == 0)
         p += 4;
     if (strlen(p) != 36)
         goto bad;

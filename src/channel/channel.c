@@ -35,6 +35,7 @@ int cuc__channel_wrap(int fd, cuc_channel **out)
     ch->link = link;
     pthread_mutex_init(&ch->lock, NULL);
     cuc__cond_init(&ch->cond);
+    cuc__kernel_refs_init(&ch->krefs);
     *out = ch;
     return 0;
 free_ch:
@@ -126,6 +127,7 @@ void cuc_channel_destroy(cuc_channel *ch)
     pthread_mutex_unlock(&ch->lock);
     pthread_mutex_destroy(&ch->lock);
     pthread_cond_destroy(&ch->cond);
+    cuc__kernel_refs_free(&ch->krefs);
     /* Inherited through fork: only this process's memory and fd copy go
      * (the leases are the parent's). */
     if (ch->link->owner == cuc__pid())
@@ -138,6 +140,7 @@ void cuc_channel_destroy(cuc_channel *ch)
 
 int cuc_channel_send(cuc_channel *ch, const cuc_msg *m)
 {
+    const cuc_msg *sent;
     int rc;
 
     if (!ch || !m)
@@ -145,12 +148,17 @@ int cuc_channel_send(cuc_channel *ch, const cuc_msg *m)
     rc = cuc__link_check_owner(ch->link, "cuc_channel_send");
     if (rc)
         return rc;
-    rc = cuc__leases_grant(ch->leases, m);
+    rc = cuc__kernel_refs_for_send(&ch->krefs, m, &sent);
     if (rc)
         return rc;
-    rc = cuc__leases_send(ch->leases, m);
-    if (rc)
-        cuc__leases_revoke(ch->leases, m);
+    rc = cuc__leases_grant(ch->leases, m);
+    if (!rc) {
+        rc = cuc__leases_send(ch->leases, m, sent);
+        if (rc)
+            cuc__leases_revoke(ch->leases, m);
+    }
+    if (sent != m)
+        cuc_msg_destroy((cuc_msg *)sent);
     return rc;
 }
 
@@ -178,7 +186,9 @@ static int take_one(cuc_channel *ch, int64_t deadline, cuc_msg **out)
     ch->taken++;
     pthread_cond_broadcast(&ch->cond);
     pthread_mutex_unlock(&ch->lock);
-    rc = cuc__leases_take_release(ch->leases, m);
+    rc = cuc__kernel_refs_take_held(&ch->krefs, m);
+    if (rc == 0)
+        rc = cuc__leases_take_release(ch->leases, m);
     if (rc == 0) {
         cuc__leases_stamp(ch->leases, m);
         *out = m;

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "cucore/channel.h"
+#include "channel/kernel_refs.h"
 #include "frame/link.h"
 #include "lease/lease.h"
 
@@ -28,6 +29,7 @@ struct cuc_channel {
     unsigned long taken; /* messages the readers took (pump waiters look) */
     struct cuc__qnode *qhead, *qtail;
     size_t qlen;
+    struct cuc__kernel_refs krefs; /* images the peer holds */
 };
 
 /* A channel over a connected SEQPACKET socket (taken: closed on failure). */

@@ -94,8 +94,10 @@ int cuc_pool_lease_wait(cuc_pool *p, cuc_channel *ch, size_t max_left, int timeo
 {
     struct cuc__lease_gauge g;
 
-    return wait_for(p ? cuc__pool_gauge(p, &g) : NULL, ch, max_left, timeout_ms,
-                    "cuc_pool_lease_wait");
+    int rc = wait_for(p ? cuc__pool_gauge(p, &g) : NULL, ch, max_left, timeout_ms,
+                      "cuc_pool_lease_wait");
+
+    return rc ? rc : cuc__pool_take_lost(p);
 }
 
 int cuc_buffer_lease_wait(cuc_buffer *b, cuc_channel *ch, size_t max_left, int timeout_ms)

@@ -35,33 +35,45 @@ static const cuc_device *uuid_table_find(const cuc_uuid *u)
     return n ? CUC_CONTAINER_OF(n, cuc_device, by_uuid) : NULL;
 }
 
-static int attr(const struct cuc__driver *drv, CUdevice cu, CUdevice_attribute a)
+/* One attribute; the first failure is kept in *r (a failed read must not
+ * pass for "not supported"), except CUDA_ERROR_INVALID_VALUE: an attribute
+ * newer than the driver, which then has no such feature. */
+static int attr(const struct cuc__driver *drv, CUdevice cu, CUdevice_attribute a,
+                CUresult *r)
 {
     int v = 0;
+    CUresult got;
 
-    if (drv->cuDeviceGetAttribute(&v, a, cu) != CUDA_SUCCESS)
+    if (*r != CUDA_SUCCESS)
         return 0;
+    got = drv->cuDeviceGetAttribute(&v, a, cu);
+    if (got == CUDA_ERROR_INVALID_VALUE)
+        return 0;
+    if (got != CUDA_SUCCESS) {
+        *r = got;
+        return 0;
+    }
     return v;
 }
 
-static unsigned read_caps(const struct cuc__driver *drv, CUdevice cu)
+static unsigned read_caps(const struct cuc__driver *drv, CUdevice cu, CUresult *r)
 {
     unsigned caps = 0;
-    int pool_types = attr(drv, cu, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES);
+    int pool_types = attr(drv, cu, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, r);
 
-    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED))
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, r))
         caps |= CUC_DEVICE_CAP_MEMORY_POOLS;
     if (pool_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         caps |= CUC_DEVICE_CAP_POOL_POSIX_FD;
-    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, r))
         caps |= CUC_DEVICE_CAP_VMM;
-    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED))
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, r))
         caps |= CUC_DEVICE_CAP_VMM_POSIX_FD;
-    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED))
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, r))
         caps |= CUC_DEVICE_CAP_IPC_EVENTS;
-    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED))
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, r))
         caps |= CUC_DEVICE_CAP_FABRIC;
-    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING))
+    if (attr(drv, cu, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, r))
         caps |= CUC_DEVICE_CAP_UNIFIED_ADDRESSING;
     return caps;
 }
@@ -70,6 +82,7 @@ static int describe(const struct cuc__driver *drv, int ordinal, cuc_device *d)
 {
     CUuuid u;
     CUresult r;
+    unsigned dom, bus, dv;
 
     d->ordinal = ordinal;
     r = drv->cuDeviceGet(&d->cu, ordinal);
@@ -86,14 +99,17 @@ static int describe(const struct cuc__driver *drv, int ordinal, cuc_device *d)
     r = drv->cuDeviceTotalMem(&d->total_mem, d->cu);
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuDeviceTotalMem", "ordinal %d", ordinal);
+    dom = (unsigned)attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, &r);
+    bus = (unsigned)attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, &r);
+    dv = (unsigned)attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, &r);
     /* nvidia-smi's form: 8-digit domain, upper-case hex. */
-    snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "%08X:%02X:%02X.0",
-             (unsigned)attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
-             (unsigned)attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
-             (unsigned)attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID));
-    d->cc_major = attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-    d->cc_minor = attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-    d->caps = read_caps(drv, d->cu);
+    snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "%08X:%02X:%02X.0", dom, bus, dv);
+    d->cc_major = attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &r);
+    d->cc_minor = attr(drv, d->cu, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &r);
+    d->caps = read_caps(drv, d->cu, &r);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuDeviceGetAttribute", "ordinal %d (%s)", ordinal,
+                             d->uuid_str);
     return 0;
 }
 
@@ -286,6 +302,7 @@ int cuc_device_set_current(cuc_device *dev)
 int cuc_device_current(cuc_device **dev)
 {
     CUcontext cur = NULL;
+    CUresult r;
     int i, rc;
 
     if (!dev)
@@ -293,7 +310,10 @@ int cuc_device_current(cuc_device **dev)
     rc = ensure_devices();
     if (rc)
         return rc;
-    if (CUC_DRV->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
+    r = CUC_DRV->cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuCtxGetCurrent", "the thread's current device");
+    if (!cur)
         return cuc__seterr(CUC_E_NOT_FOUND, "no context is current on this thread");
     for (i = 0; i < n_devices; i++) {
         if (__atomic_load_n(&devices[i].ctx, __ATOMIC_ACQUIRE) == cur) {
@@ -307,8 +327,11 @@ int cuc_device_current(cuc_device **dev)
 
 int cuc__device_implicit(cuc_device **out)
 {
-    if (cuc_device_current(out) == 0)
-        return 0;
+    int rc = cuc_device_current(out);
+
+    /* only "nothing current" falls back: a failed query is not that */
+    if (rc != CUC_E_NOT_FOUND)
+        return rc;
     return cuc_device_get(0, out);
 }
 

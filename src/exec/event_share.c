@@ -5,7 +5,10 @@
 #include "exec/event.h"
 #include "wire/records.h"
 
+#include <pthread.h>
 #include <string.h>
+
+static pthread_mutex_t import_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ev's IPC handle: known, or fetched from the driver now and published. */
 static int export_handle(cuc_event *ev, CUipcEventHandle *h)
@@ -64,6 +67,11 @@ static int import_handle(cuc_device *dev, const CUipcEventHandle *h, cuc_event *
     if (rc)
         return rc;
     r = CUC_DRV->cuIpcOpenEventHandle(&cu, *h);
+    if (r == CUDA_ERROR_INVALID_DEVICE)
+        return cuc__badmsg("event record: the record names device %s (local ordinal %d) "
+                           "but cuIpcOpenEventHandle refused the handle in that device's "
+                           "context (CUDA_ERROR_INVALID_DEVICE): the event was made on "
+                           "another GPU", dev->uuid_str, dev->ordinal);
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuIpcOpenEventHandle", "IPC event of device %d (%s); "
                              "the sending process must keep the event alive",
@@ -101,12 +109,21 @@ int cuc_msg_get_event(const cuc_msg *m, size_t index, cuc_event **event)
         return rc;
     memcpy(h.reserved, rec.handle, sizeof(h.reserved));
     /* The driver need not open a handle in the process that made it; and
-     * opening one twice would give two events for one. */
+     * opening one twice would give two events for one: imports take turns,
+     * so that a handle is opened once however many threads ask. */
+    pthread_mutex_lock(&import_lock);
     ev = cuc__event_find(&h);
-    if (!ev) {
+    if (!ev)
         rc = import_handle(dev, &h, &ev);
-        if (rc)
-            return rc;
+    pthread_mutex_unlock(&import_lock);
+    if (rc)
+        return rc;
+    if (ev->dev != dev) {
+        rc = cuc__badmsg("event record %zu names device %s, but this process has the "
+                         "event of that handle on device %s", index, dev->uuid_str,
+                         ev->dev->uuid_str);
+        cuc_event_unref(ev);
+        return rc;
     }
     *event = ev;
     return 0;

@@ -60,19 +60,6 @@ static struct cuc__library *cache_find(int kind, const uint8_t *hash, size_t len
     return n ? CUC_CONTAINER_OF(n, struct cuc__library, node) : NULL;
 }
 
-int cuc__kernel_cache_has(int kind, const void *image, size_t len,
-                          const uint8_t hash[CUC__SHA256_LEN])
-{
-    struct cuc__library *l;
-    int has;
-
-    pthread_mutex_lock(&cache_lock);
-    l = cache_find(kind, hash, len);
-    has = l && memcmp(l->image, image, len) == 0;
-    pthread_mutex_unlock(&cache_lock);
-    return has;
-}
-
 /* Loads a library, not yet in the cache: cuc__kernel_load_checked adds it
  * once a kernel is found in it. name is for the message. */
 static int library_load(int kind, const void *image, size_t len, const uint8_t *hash,
@@ -166,6 +153,10 @@ int cuc__kernel_load_checked(int kind, const void *image, size_t len,
     pthread_mutex_lock(&cache_lock);
     l = cache_find(kind, hash, len);
     fresh = l == NULL;
+    if (fresh && !image) {
+        rc = 1; /* not cached: the caller checks the image and comes back */
+        goto unlock;
+    }
     if (fresh) {
         rc = library_load(kind, image, len, hash, name, &l);
         if (rc)
@@ -235,6 +226,21 @@ void cuc_kernel_destroy(cuc_kernel *k)
     pthread_mutex_unlock(&cache_lock);
     free(k->name);
     free(k);
+}
+
+void *cuc__kernel_lib_keep(const cuc_kernel *k)
+{
+    pthread_mutex_lock(&cache_lock);
+    k->lib->refs++;
+    pthread_mutex_unlock(&cache_lock);
+    return k->lib;
+}
+
+void cuc__kernel_lib_drop(void *lib)
+{
+    pthread_mutex_lock(&cache_lock);
+    library_unref(lib);
+    pthread_mutex_unlock(&cache_lock);
 }
 
 void cuc_kernel_cache_stats(size_t *loads, size_t *hits)

@@ -16,16 +16,21 @@ struct cuc_kernel {
     char *name;
 };
 
-/* 1 if the cache holds a library of exactly these image bytes under this
- * hash. A cached library's hash is always its own bytes' (it was computed
- * or checked before the load), so equal bytes prove the claimed hash
- * without hashing again: a receiver of an image it already has pays a
- * memcmp, not a SHA-256. */
-int cuc__kernel_cache_has(int kind, const void *image, size_t len,
-                          const uint8_t hash[CUC__SHA256_LEN]);
-/* cuc_kernel_load after cuc__image_check, with the image's SHA-256 known. */
+/* cuc_kernel_load after cuc__image_check, with the image's SHA-256 known.
+ * The cache is keyed by (kind, len, hash): a cached library's hash was
+ * computed or checked before its load, so the hash is the image's
+ * identity and a hit reads no image byte. image NULL: only from the cache,
+ * returning 1 (nothing set, no error message) when the cache has no such
+ * image; a caller with unverified bytes asks so first, checks them, then
+ * loads (a hit in between is still a hit). */
 int cuc__kernel_load_checked(int kind, const void *image, size_t len,
                              const uint8_t hash[CUC__SHA256_LEN], const char *name,
                              cuc_kernel **out);
+
+/* Keeps k's library loaded after k is destroyed: the returned handle for
+ * cuc__kernel_lib_drop (what a channel keeps for a peer that may name the
+ * image by reference). */
+void *cuc__kernel_lib_keep(const cuc_kernel *k);
+void cuc__kernel_lib_drop(void *lib);
 
 #endif

@@ -35,10 +35,18 @@ static void free_entry(struct cuc__hnode *n, void *arg)
     free(of_node(n));
 }
 
+struct cuc__kept {
+    void *obj;
+    void (*drop)(void *obj);
+};
+
 static void leases_free(struct cuc__ref *r)
 {
     struct cuc__leases *l = CUC_CONTAINER_OF(r, struct cuc__leases, ref);
 
+    for (size_t i = 0; i < l->nkept; i++)
+        l->kept[i].drop(l->kept[i].obj);
+    free(l->kept);
     /* Empty in the process that made it (a lingering link keeps the table
      * until its leases end); in a forked child the inherited entries are
      * dropped without their ends: they are the parent's. */
@@ -74,9 +82,52 @@ struct cuc__leases *cuc__leases_of_msg(const cuc_msg *m)
     return r ? CUC_CONTAINER_OF(r, struct cuc__leases, ref) : NULL;
 }
 
+/* The origin's reply: a message back on the link. */
+static int origin_reply(struct cuc__ref *r, const cuc_msg *m)
+{
+    struct cuc__leases *l = CUC_CONTAINER_OF(r, struct cuc__leases, ref);
+    int rc;
+
+    if (cuc__link_is_closed(l->link))
+        return 0;
+    rc = cuc__link_send(l->link, m);
+    return rc && cuc__link_is_closed(l->link) ? 0 : rc;
+}
+
+/* The origin's keep: once per object, up to CUC__LEASES_MAX_KEPT. */
+static int origin_keep(struct cuc__ref *r, void *obj, void (*drop)(void *obj))
+{
+    struct cuc__leases *l = CUC_CONTAINER_OF(r, struct cuc__leases, ref);
+    int rc = 0;
+
+    pthread_mutex_lock(&l->lock);
+    for (size_t i = 0; i < l->nkept && !rc; i++)
+        rc = l->kept[i].obj == obj;
+    if (!rc && l->nkept == CUC__LEASES_MAX_KEPT)
+        rc = cuc__seterr(CUC_E_LIMIT, "the channel to pid %ld already keeps %u images "
+                         "for its peer", (long)l->link->peer_pid, CUC__LEASES_MAX_KEPT);
+    if (!rc && l->nkept == l->kept_cap) {
+        size_t cap = l->kept_cap ? 2 * l->kept_cap : 8;
+        void *p = realloc(l->kept, cap * sizeof(*l->kept));
+        if (p) {
+            l->kept = p;
+            l->kept_cap = cap;
+        } else {
+            rc = cuc__seterr(CUC_E_NOMEM, "out of memory keeping an image for a peer");
+        }
+    }
+    if (!rc)
+        l->kept[l->nkept++] = (struct cuc__kept){obj, drop};
+    pthread_mutex_unlock(&l->lock);
+    return rc;
+}
+
+static const struct cuc__origin_ops origin_ops = {origin_reply, origin_keep};
+
 void cuc__leases_stamp(struct cuc__leases *l, cuc_msg *m)
 {
     cuc__msg_set_origin(m, &l->ref);
+    cuc__msg_set_origin_ops(m, &origin_ops);
 }
 
 uint64_t cuc__lease_id_next(void)
@@ -241,12 +292,12 @@ static void stamp_seq(void *arg, uint32_t seq)
     pthread_mutex_unlock(&l->lock);
 }
 
-int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m)
+int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sent)
 {
     struct stamp st = {l, NULL, 0};
 
     st.n = cuc__msg_leases(m, &st.atts);
-    return cuc__link_send_seq(l->link, m, st.n ? stamp_seq : NULL, &st);
+    return cuc__link_send_seq(l->link, sent, st.n ? stamp_seq : NULL, &st);
 }
 
 struct by_seq {

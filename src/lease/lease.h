@@ -55,7 +55,14 @@ struct cuc__leases {
     size_t count;           /* leases in by_id */
     int over;               /* peer gone or channel closed: none can be added */
     uint64_t refused;       /* messages the peer refused (refused records) */
+    /* objects kept for the peer until the table goes (wire.h:
+     * cuc__origin_ops keep): images the peer may name by reference */
+    struct cuc__kept *kept;
+    size_t nkept, kept_cap;
 };
+
+/* Most objects a table keeps for its peer (images it said it holds). */
+#define CUC__LEASES_MAX_KEPT 4096u
 
 /* A table for the channel over link (a reference is taken). */
 int cuc__leases_create(struct cuc__link *link, struct cuc__leases **out);
@@ -88,10 +95,11 @@ int cuc__leases_grant(struct cuc__leases *l, const cuc_msg *m);
  * CUC__LEASE_SEND_FAILED. */
 void cuc__leases_revoke(struct cuc__leases *l, const cuc_msg *m);
 
-/* Sends m on the link, its leases (granted) stamped with the sequence
- * number of its first frame before any frame goes out, so that a refused
- * record naming it ends exactly those leases. */
-int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m);
+/* Sends sent (m, or what the channel made of it) on the link, m's leases
+ * (granted) stamped with the sequence number of its first frame before any
+ * frame goes out, so that a refused record naming it ends exactly those
+ * leases. */
+int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sent);
 
 /* A message the channel received: 1 if it was a release or a refusal
  * (consumed: the leases it names ended, m destroyed; a refused record

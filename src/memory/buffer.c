@@ -167,6 +167,29 @@ static void release_extra(struct cuc__upstream *e, size_t n)
     free(e);
 }
 
+/* Orders the free after b's deferred-free event. When the stream cannot
+ * be told to wait, the host waits for the event instead; only when that
+ * fails too is the memory left allocated (a free that might run before
+ * the work on it finished could corrupt it: a leak is the lesser harm). */
+static int wait_free_after(cuc_buffer *b, cuc_stream *s)
+{
+    CUresult r = CUC_DRV->cuStreamWaitEvent(s->cu, b->free_after, CU_EVENT_WAIT_DEFAULT);
+    CUresult r2 = CUDA_SUCCESS;
+
+    if (r != CUDA_SUCCESS)
+        r2 = CUC_DRV->cuEventSynchronize(b->free_after);
+    CUC_DRV->cuEventDestroy(b->free_after);
+    b->free_after = NULL;
+    if (r == CUDA_SUCCESS || r2 == CUDA_SUCCESS)
+        return 0;
+    cuc__cuda_err(r, "cuStreamWaitEvent", "deferred free of a %zu-byte buffer on "
+                  "device %s", b->size, cuc_device_uuid_string(b->pool->dev));
+    cuc__adderr("; then cuEventSynchronize failed too (%s): the buffer stays "
+                "allocated (leaked) rather than freed before its work is done",
+                cuc__cuda_name(r2));
+    return CUC_E_DRIVER;
+}
+
 int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
 {
     cuc_stream *s;
@@ -176,17 +199,10 @@ int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
     rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
     if (!rc)
         rc = cuc__device_activate(s->dev);
+    if (!rc && b->free_after)
+        rc = wait_free_after(b, s);
     if (rc)
         return rc;
-    if (b->free_after) {
-        r = CUC_DRV->cuStreamWaitEvent(s->cu, b->free_after, CU_EVENT_WAIT_DEFAULT);
-        CUC_DRV->cuEventDestroy(b->free_after);
-        b->free_after = NULL;
-        if (r != CUDA_SUCCESS)
-            return cuc__cuda_err(r, "cuStreamWaitEvent", "deferred free of a %zu-byte "
-                                 "buffer on device %s", b->size,
-                                 cuc_device_uuid_string(b->pool->dev));
-    }
     r = CUC_DRV->cuMemFreeAsync(b->ptr, s->cu);
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuMemFreeAsync", "%s%zu-byte buffer of device %s",
@@ -204,23 +220,99 @@ int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
     return 0;
 }
 
-int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream)
+void cuc__upstream_keep(struct cuc__upstream *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!up[i].leases)
+            continue;
+        cuc__leases_unref(up[i].leases);
+        up[i].leases = NULL;
+    }
+}
+
+void cuc__buffer_note_kept(void)
+{
+    cuc__adderr("; its leases are kept, not released (the exporter keeps the "
+                "memory until the channel closes: leaked rather than reused while "
+                "this process may still use it)");
+}
+
+/* A free that failed where no caller hears of it (a lease end, a message
+ * destroyed): the pool remembers it for cuc_pool_lease_wait(). */
+static void note_lost_locked(cuc_pool *pool, size_t bytes)
+{
+    if (!pool->lost)
+        snprintf(pool->lost_msg, sizeof(pool->lost_msg), "%s", cuc_errmsg());
+    pool->lost++;
+    pool->lost_bytes += bytes;
+}
+
+static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
 {
     cuc_pool *pool = b->pool;
     struct cuc__upstream *extra;
+    struct cuc__err_saved saved;
     size_t nextra;
-    int rc = cuc__buffer_free_memory(b, stream, 1);
+    int rc;
 
+    if (!has_caller)
+        cuc__err_save(&saved, 0);
+    rc = cuc__buffer_free_memory(b, stream, 1);
+    if (rc && b->imported)
+        cuc__buffer_note_kept();
     pthread_mutex_lock(&pool->lock);
     cuc__buffer_forget_locked(b);
     extra = take_extra_locked(b, &nextra);
+    if (rc && !has_caller)
+        note_lost_locked(pool, b->size);
     pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->lock);
-    cuc__upstream_release(&b->anchor, 1);
-    release_extra(extra, nextra);
+    if (rc && b->imported) {
+        /* the memory may still be in use here: no release */
+        cuc__upstream_keep(&b->anchor, 1);
+        cuc__upstream_keep(extra, nextra);
+        free(extra);
+    } else {
+        cuc__upstream_release(&b->anchor, 1);
+        release_extra(extra, nextra);
+    }
     free(b);
     cuc_pool_unref(pool);
+    if (!has_caller)
+        cuc__err_restore(&saved);
     return rc;
+}
+
+int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream)
+{
+    return release_as(b, stream, 1);
+}
+
+/* The event the deferred free of b will wait for, recorded on s now. If
+ * the driver cannot make or record one, s is waited for here instead (the
+ * later free is then ordered after its work without an event: *ev stays
+ * NULL); only if that fails too is the failure returned. */
+static int order_after(cuc_buffer *b, cuc_stream *s, CUevent *ev)
+{
+    const char *call = "cuEventCreate";
+    CUresult r = CUC_DRV->cuEventCreate(ev, CU_EVENT_DISABLE_TIMING);
+
+    if (r == CUDA_SUCCESS) {
+        call = "cuEventRecord";
+        r = CUC_DRV->cuEventRecord(*ev, s->cu);
+        if (r != CUDA_SUCCESS) {
+            CUC_DRV->cuEventDestroy(*ev);
+            *ev = NULL;
+        }
+    }
+    if (r == CUDA_SUCCESS)
+        return 0;
+    if (CUC_DRV->cuStreamSynchronize(s->cu) == CUDA_SUCCESS)
+        return 0;
+    return cuc__cuda_err(r, call, "ordering the deferred free of a %zu-byte buffer "
+                         "after its stream (and cuStreamSynchronize of that stream "
+                         "failed too: the free may run before that work is done)",
+                         b->size);
 }
 
 /* A last reference dropped while messages or leases keep the memory: the
@@ -230,7 +322,6 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
     cuc_pool *pool = b->pool;
     CUevent ev = NULL, old = NULL;
     cuc_stream *s;
-    CUresult r = CUDA_SUCCESS;
     int rc, last;
 
     rc = cuc__stream_or_legacy(pool->dev, stream, &s);
@@ -239,14 +330,8 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
     /* The later free goes on this device's legacy stream, which orders it
      * after everything already queued there: only another stream needs an
      * event (two driver calls now, two more then, per buffer). */
-    if (!rc && s->kind != CUC_STREAM_LEGACY_DEFAULT) {
-        r = CUC_DRV->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
-        if (r == CUDA_SUCCESS)
-            r = CUC_DRV->cuEventRecord(ev, s->cu);
-        if (r != CUDA_SUCCESS)
-            rc = cuc__cuda_err(r, "cuEventRecord", "ordering the deferred free of a "
-                               "%zu-byte buffer after its stream", b->size);
-    }
+    if (!rc && s->kind != CUC_STREAM_LEGACY_DEFAULT)
+        rc = order_after(b, s, &ev);
     pthread_mutex_lock(&pool->lock);
     if (!rc && b->refs == 0 && ev) {
         old = b->free_after;
@@ -351,7 +436,7 @@ static void unhold(void *obj)
     if (last && b->creator != cuc__pid())
         drop_inherited(b); /* an inherited message destroyed in a child */
     else if (last)
-        cuc__buffer_release(b, NULL); /* no caller to report to */
+        release_as(b, NULL, 0); /* no caller to report to */
 }
 
 static void lease_begin(void *obj)
@@ -379,7 +464,7 @@ static void lease_end(void *obj, uint64_t id, int why)
     last = cuc__buffer_unkept_locked(b);
     pthread_mutex_unlock(&pool->lock);
     if (last)
-        cuc__buffer_release(b, NULL);
+        release_as(b, NULL, 0);
 }
 
 const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin, lease_end, hold, unhold};

@@ -67,13 +67,20 @@ void cuc__buffer_forget_locked(cuc_buffer *b);
 int cuc__buffer_unkept_locked(cuc_buffer *b);
 /* Frees what b holds: the driver's memory (stream, or after free_after
  * on the legacy stream), its entry in the pool's table, its upstream
- * leases, the pool reference. Returns the first failure. */
+ * leases, the pool reference. Returns the first failure; when the free of
+ * an imported buffer failed its leases are kept, not released. */
 int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream);
 /* The driver's part of a free, on stream (NULL: the device's legacy
  * stream): waits for a deferred free's event, cuMemFreeAsync, and for an
  * imported buffer, when sync, waits for the stream (the exporter may reuse
  * the memory once we release). The first failure is returned. */
 int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync);
+/* Drops each upstream lease's table without releasing it: after a failed
+ * free of an imported buffer, whose memory may still be in use, the lease
+ * stays with the exporter until the channel closes. */
+void cuc__upstream_keep(struct cuc__upstream *up, size_t n);
+/* Appends to this thread's message that the leases were kept. */
+void cuc__buffer_note_kept(void);
 /* Releases each upstream lease of up[0..n) and drops its table. */
 void cuc__upstream_release(struct cuc__upstream *up, size_t n);
 

@@ -128,13 +128,26 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
     }
     for (size_t i = 0; i < nb; i++) {
         int rc1 = cuc__buffer_free_memory(batch[i], stream, 0);
-        if (rc1 && !rc)
-            rc = rc1;
+        if (rc1) {
+            /* its memory may still be in use: no release for it */
+            cuc__upstream_keep(&batch[i]->anchor, 1);
+            if (!rc) {
+                rc = rc1;
+                cuc__buffer_note_kept();
+            }
+        }
     }
     if (nb) {
         int rc1 = sync_streams(batch, nb, stream);
-        if (rc1 && !rc)
-            rc = rc1;
+        if (rc1) {
+            /* which frees are done is unknown: none is released */
+            for (size_t i = 0; i < nb; i++)
+                cuc__upstream_keep(&batch[i]->anchor, 1);
+            if (!rc) {
+                rc = rc1;
+                cuc__buffer_note_kept();
+            }
+        }
     }
     forget_all(batch, nb);
     release_grouped(batch, nb, ids);

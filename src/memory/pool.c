@@ -342,6 +342,24 @@ int cuc_pool_lease_count(const cuc_pool *cp, size_t *n)
     return 0;
 }
 
+int cuc__pool_take_lost(cuc_pool *p)
+{
+    size_t n, bytes;
+    int rc = 0;
+
+    pthread_mutex_lock(&p->lock);
+    n = p->lost;
+    bytes = p->lost_bytes;
+    if (n)
+        rc = cuc__seterr(CUC_E_DRIVER, "%zu deferred free%s of pool %s failed where no "
+                         "caller could be told (%zu bytes stay allocated, leaked); "
+                         "the first: %s", n, n == 1 ? "" : "s",
+                         cuc__pool_id_hex(p->id).s, bytes, p->lost_msg);
+    p->lost = p->lost_bytes = 0;
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
 struct cuc__lease_gauge *cuc__pool_gauge(cuc_pool *p, struct cuc__lease_gauge *g)
 {
     *g = (struct cuc__lease_gauge){&p->lock, &p->cond, &p->leases, ""};

@@ -35,6 +35,10 @@ struct cuc_pool {
     pthread_cond_t cond;   /* a lease ended, a buffer's free completed */
     struct cuc__htab bufs; /* buffers by export data (buffer.c) */
     size_t leases;         /* leases on its buffers, freed or not */
+    /* frees that failed where no caller could be told (buffer.c), until
+     * cuc_pool_lease_wait() reports them */
+    size_t lost, lost_bytes;
+    char lost_msg[512]; /* the first one's message */
 };
 
 /* The one way to name a pool in a message: its id in hex,
@@ -55,6 +59,11 @@ int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
 
 /* The live IPC pool with this id, with a new reference, or NULL. */
 cuc_pool *cuc__pool_find(const uint8_t id[CUC_POOL_ID_LEN]);
+
+/* 0, or CUC_E_DRIVER describing the frees of p's buffers that failed
+ * where no caller could be told since the last call (they are then
+ * forgotten). */
+int cuc__pool_take_lost(cuc_pool *p);
 
 /* What a wait for the pool's leases watches. */
 struct cuc__lease_gauge *cuc__pool_gauge(cuc_pool *p, struct cuc__lease_gauge *g);

@@ -5,6 +5,7 @@
  * once per lease through vmm.c's table of imports. */
 #include "memory/vmm.h"
 #include "os/fd.h"
+#include "os/fd_same.h"
 #include "wire/records.h"
 
 #include <stdio.h>
@@ -142,6 +143,18 @@ static int import_chunks(const struct cuc_vmm_record *o, CUmemGenericAllocationH
     return 0;
 }
 
+/* One chunk sent twice would be mapped at two offsets of one range. */
+static int check_distinct_fds(const struct cuc_vmm_record *o, size_t index)
+{
+    for (size_t i = 0; i < o->nchunks; i++)
+        for (size_t j = i + 1; j < o->nchunks; j++)
+            if (cuc__fd_same_object(o->fds[i], o->fds[j]))
+                return cuc__badmsg("vmm record %zu: chunks %zu and %zu are the same "
+                                   "allocation (their fds are one file): a hostile or "
+                                   "broken sender", index, i, j);
+    return 0;
+}
+
 static int import(const struct cuc_vmm_record *o, size_t index, cuc_vmm **out)
 {
     CUmemGenericAllocationHandle h[CUC_VMM_MAX_CHUNKS];
@@ -149,7 +162,9 @@ static int import(const struct cuc_vmm_record *o, size_t index, cuc_vmm **out)
     uint64_t sizes[CUC_VMM_MAX_CHUNKS];
     int rc;
 
-    rc = resolve_devices(o, index, &owner, peers);
+    rc = check_distinct_fds(o, index);
+    if (!rc)
+        rc = resolve_devices(o, index, &owner, peers);
     if (!rc)
         rc = check_granularity(o, index, owner, sizes);
     for (size_t i = 0; !rc && i < o->npeers; i++)

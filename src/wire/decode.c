@@ -164,6 +164,7 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
                                "records a message holds", i, off,
                                CUC__RELEASE_MAX_RECORDS);
         r->off = (uint32_t)(off + CUC__WIRE_REC_HDR - CUC__WIRE_HDR);
+        m->types |= r->type < 32 ? 1u << r->type : 0;
         off += CUC__WIRE_REC_HDR + (size_t)padded;
     }
     if (off != len)

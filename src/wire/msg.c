@@ -101,12 +101,14 @@ cuc_msg *cuc__msg_new(void)
     m->fd_cap = CUC__MSG_INLINE_FDS;
     m->fds_owned = 0;
     m->nrelease = 0;
+    m->types = 0;
     m->data_len = 0;
     m->data_cap = CUC__MSG_INLINE_DATA;
     m->wire_len = CUC__WIRE_HDR;
     m->atts = NULL;
     m->natts = m->att_cap = 0;
     m->origin = NULL;
+    m->origin_ops = NULL;
     return m;
 }
 
@@ -236,6 +238,7 @@ static int append(cuc_msg *m, uint16_t type, uint16_t version,
     m->nfds += nfds;
     m->fds_owned += nfds;
     m->nrelease += type == CUC_RECORD_RELEASE;
+    m->types |= type < 32 ? 1u << type : 0;
     m->wire_len += CUC__WIRE_REC_HDR + cuc__pad8(len);
     return 0;
 }
@@ -485,4 +488,28 @@ void cuc__msg_set_origin(cuc_msg *m, struct cuc__ref *origin)
 struct cuc__ref *cuc__msg_origin(const cuc_msg *m)
 {
     return m ? m->origin : NULL;
+}
+
+int cuc__msg_has_type(const cuc_msg *m, unsigned type)
+{
+    return type < 32 && (m->types >> type & 1u);
+}
+
+void cuc__msg_set_origin_ops(cuc_msg *m, const struct cuc__origin_ops *ops)
+{
+    m->origin_ops = ops;
+}
+
+int cuc__msg_origin_reply(const cuc_msg *m, const cuc_msg *reply)
+{
+    if (!m->origin || !m->origin_ops)
+        return 0;
+    return m->origin_ops->reply(m->origin, reply);
+}
+
+int cuc__msg_origin_keep(const cuc_msg *m, void *obj, void (*drop)(void *obj))
+{
+    if (!m->origin || !m->origin_ops)
+        return CUC_E_NOT_FOUND;
+    return m->origin_ops->keep(m->origin, obj, drop);
 }

@@ -28,11 +28,13 @@ struct cuc_msg {
     uint32_t nfds, fd_cap;
     uint32_t fds_owned; /* entries of fds that are not -1 */
     uint32_t nrelease;  /* release records, at most CUC__RELEASE_MAX_RECORDS */
+    uint32_t types;     /* bit t set: a record of type t (< 32) is in it */
     size_t data_len, data_cap;
     size_t wire_len; /* encoded size */
     struct cuc__lease_att *atts; /* objects kept, leases to begin when sent */
     size_t natts, att_cap;
     struct cuc__ref *origin; /* the lease table it arrived from (a reference) */
+    const struct cuc__origin_ops *origin_ops; /* what origin offers, or NULL */
     struct cuc__wire_rec rec_inline[CUC__MSG_INLINE_RECS];
     int fd_inline[CUC__MSG_INLINE_FDS];
     _Alignas(8) uint8_t data_inline[CUC__MSG_INLINE_DATA];

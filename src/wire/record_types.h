@@ -40,6 +40,8 @@
     X(VMM, 1, 48, 9256, 8, 1, 1024, 12, 4)             /* rec_vmm.c */        \
     X(FD, 1, 8, 8, 8, 1, 1, 4, 4)                      /* rec_fd.c */         \
     X(RELEASE, 1, 8, 8u * CUC__RELEASE_MAX_IDS, 8, 0, 0, 0, 0) /* rec_release.c */ \
+    X(KERNEL_REF, 1, 50, 4144, 1, 0, 0, 12, 4)   /* rec_kernel.c: 48 + 4096 */ \
+    X(KERNEL_HELD, 1, 40, 40, 8, 0, 0, 0, 0)     /* rec_kernel.c */ \
     X(REFUSED, 1, 8, 8, 8, 0, 0, 4, 4)                 /* rec_refused.c */
 
 /* Payload versions, for the codecs: CUC_RECORD_DEVICE_VERSION, ... */

@@ -40,6 +40,31 @@ int cuc__launch_rec_put(cuc_msg *m, const cuc_launch_config *c);
 int cuc__launch_rec_read(const cuc_msg *m, size_t index, cuc_launch_config *c);
 /* CUC_E_LIMIT when the image does not fit a message. */
 int cuc__kernel_rec_put(cuc_msg *m, const struct cuc_kernel_record *r);
+/* A kernel by reference (r->image unused, r->image_len its length): a
+ * kernel record whose image the peer said it holds. */
+int cuc__kernel_ref_rec_put(cuc_msg *m, const struct cuc_kernel_record *r);
+
+/* What names a loaded image: its kind, length and SHA-256. */
+struct cuc__kernel_id {
+    int kind;
+    uint32_t image_len;
+    uint8_t hash[CUC_KERNEL_HASH_LEN];
+};
+#define CUC__KERNEL_HELD_PAYLOAD 40u
+/* A kernel held record: the receiver of a kernel record loaded its image
+ * and keeps it for the channel's life (sent back on the channel). */
+int cuc__kernel_held_rec_put(cuc_msg *m, const struct cuc__kernel_id *id);
+/* Its fields, each checked (CUC_E_BADMSG). */
+int cuc__kernel_held_rec_read(const cuc_msg *m, size_t index, struct cuc__kernel_id *id);
+/* How many of m's records are of type. */
+size_t cuc__msg_count_type(const cuc_msg *m, unsigned type);
+/* A copy of m for one peer: each kernel record whose image held(ctx, id)
+ * says the peer holds becomes a kernel ref record; every other record is
+ * copied as it is (fds duplicated). *out is NULL (and 0 returned) when no
+ * record became a ref: send m itself. Attachments are not copied (the
+ * channel grants m's). */
+int cuc__msg_kernel_refs(const cuc_msg *m, int (*held)(void *, const struct cuc__kernel_id *),
+                         void *ctx, cuc_msg **out);
 /* r->fd is duplicated into the message. */
 int cuc__pool_rec_put(cuc_msg *m, const struct cuc_pool_record *r);
 int cuc__buffer_rec_put(cuc_msg *m, const struct cuc_buffer_record *r);

@@ -55,6 +55,9 @@ int cuc__msg_record_fixed(const cuc_msg *m, size_t index, unsigned type, uint32_
 /* Moves fd k of record index out of the message to the caller. */
 int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd);
 
+/* 1 if m holds a record of type (O(1)). */
+int cuc__msg_has_type(const cuc_msg *m, unsigned type);
+
 /* Serializes; *fds (borrowed from the message, valid until it changes) are
  * the fds to send beside the bytes, in wire order. bytes is malloc'd. */
 int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
@@ -105,5 +108,25 @@ size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts);
  * reference count (base/ref.h): wire/ sits below lease/. */
 void cuc__msg_set_origin(cuc_msg *m, struct cuc__ref *origin);
 struct cuc__ref *cuc__msg_origin(const cuc_msg *m);
+
+/* What the origin offers an object resolved from the message (a kernel
+ * whose image the peer may later name by reference): the lease table
+ * implements it (lease.c), so that exec/ can answer the channel without
+ * calling up.
+ *   reply  sends m to the peer the message came from (0 without sending
+ *          once the channel is closed here);
+ *   keep   holds obj until the origin goes (then drop(obj)): 0 when kept
+ *          now, 1 when obj was kept already (drop not taken), or a
+ *          failure (nothing kept). */
+struct cuc__origin_ops {
+    int (*reply)(struct cuc__ref *origin, const cuc_msg *m);
+    int (*keep)(struct cuc__ref *origin, void *obj, void (*drop)(void *obj));
+};
+void cuc__msg_set_origin_ops(cuc_msg *m, const struct cuc__origin_ops *ops);
+/* The origin's reply: 0 and nothing sent for a message from plain bytes. */
+int cuc__msg_origin_reply(const cuc_msg *m, const cuc_msg *reply);
+/* The origin's keep: CUC_E_NOT_FOUND (no error message set) for a message
+ * from plain bytes. */
+int cuc__msg_origin_keep(const cuc_msg *m, void *obj, void (*drop)(void *obj));
 
 #endif
