@@ -174,7 +174,9 @@ CUC_API int cuc_channel_recv(cuc_channel *ch, int timeout_ms, cuc_msg **m);
  * least one message was processed, CUC_E_TIMEOUT if none came,
  * CUC_E_PEER_CLOSED if the peer has gone (its leases ended; queued
  * messages stay readable), CUC_E_BUSY if CUC_CHANNEL_MAX_QUEUED messages
- * wait to be received (call cuc_channel_recv()). */
+ * wait to be received (call cuc_channel_recv()), CUC_E_LIMIT for a message
+ * this process had no room for the fds of (as cuc_channel_recv: dropped,
+ * refused to the sender; call again to go on). */
 CUC_API int cuc_channel_pump(cuc_channel *ch, int timeout_ms);
 #define CUC_CHANNEL_MAX_QUEUED 4096u
 
