@@ -309,6 +309,45 @@ static void vmms(void)
     put_raw_vmm("vmm_reserved", 1, q, len, 2);
 }
 
+/* Buffer view records of b (the variants of tests/test_buffer_view.c):
+ * parts that fit and parts that lie, near UINT64_MAX and UINT32_MAX. */
+static void views(cuc_buffer *b)
+{
+    static const struct {
+        const char *name;
+        uint64_t size, off, alloc;
+    } v[] = {
+        {"view", 256, 1024, 4096},
+        {"view_whole", 4096, 0, 4096},
+        {"view_size0", 0, 0, 4096},
+        {"view_alloc0", 1, 0, 0},
+        {"view_past_end", 16, 4090, 4096},
+        {"view_off_max", 2, UINT64_MAX, 4096},
+        {"view_size_max", UINT64_MAX, 1, 4096},
+        {"view_wrap", 16, UINT64_MAX - 7, UINT64_MAX},
+        {"view_u32_edge", (uint64_t)UINT32_MAX + 2, UINT32_MAX, 2ull * UINT32_MAX},
+        {"view_alloc_lie", 64, 0, 6400},
+    };
+    struct cuc__record r;
+    cuc_buffer *part;
+    uint8_t p[112];
+    cuc_msg *m = new_msg();
+
+    if (cuc_buffer_view(b, 1024, 256, &part) || cuc_msg_add_buffer(m, part) ||
+        cuc__msg_record(m, 0, &r))
+        die("view");
+    memcpy(p, r.payload, sizeof(p));
+    memcpy(p, FUZZ_POOL_ID, 16);
+    cuc_msg_destroy(m);
+    cuc_buffer_unref_async(part, NULL);
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        cuc__put64(p + 16, v[i].size);
+        cuc__put64(p + 24, v[i].off);
+        cuc__put64(p + 104, v[i].alloc);
+        put_raw(v[i].name, CUC_RECORD_BUFFER_VIEW, p, 112);
+    }
+}
+
 /* Pool and buffer records (the variants of tests/test_pool_wire.c). A
  * buffer names FUZZ_POOL_ID, the pool the target imports; its export data
  * is a real allocation's of this process (the target's pool has another
@@ -349,6 +388,7 @@ static void pools_buffers(void)
     memcpy(q, p, 104);
     cuc__put64(q + 16, UINT64_MAX);
     put_raw("buffer_size_max", CUC_RECORD_BUFFER, q, 104);
+    views(b);
     if (cuc_buffer_unref_async(b, NULL))
         die("cuc_buffer_unref_async");
     cuc_pool_unref(imported);

@@ -11,5 +11,14 @@ cuc_cuda_opts=()
 if [ -n "${CUCORE_CUDA_INCLUDE:-}" ]; then
     cuc_cuda_opts=("-DCUCORE_CUDA_INCLUDE=$CUCORE_CUDA_INCLUDE")
 fi
+# The Python package is built for CUCORE_PYTHON_EXECUTABLE (default the
+# distribution's /usr/bin/python3, whose packages the tests use), when it
+# is there.
+cuc_python_opts=()
+cuc_python=${CUCORE_PYTHON_EXECUTABLE:-/usr/bin/python3}
+if [ -x "$cuc_python" ]; then
+    cuc_python_opts=("-DPython3_EXECUTABLE=$cuc_python")
+fi
 cuc_plain_opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUCORE_WERROR=ON -DCUCORE_TESTS=ON
-    -DCUCORE_BENCH=ON -DCUCORE_SANITIZE=OFF -DCUCORE_FUZZ=OFF "${cuc_cuda_opts[@]}")
+    -DCUCORE_BENCH=ON -DCUCORE_SANITIZE=OFF -DCUCORE_FUZZ=OFF "${cuc_cuda_opts[@]}"
+    "${cuc_python_opts[@]}")

@@ -4,7 +4,7 @@
 #   1. src/: the include graph between modules (a module is a .c file and
 #      the .h of the same name) has no cycle, and no edge that a layer may
 #      not take (up the layers, or across to one it does not build on);
-#   2. tools/ and examples/ include no src/ header: only <cucore.h>,
+#   2. tools/, examples/ and python/src/ include no src/ header: only <cucore.h>,
 #      cucore/*.h and their own files, and their CMakeLists.txt add no
 #      src/ include path;
 #   3. src/wire/ makes no driver call (it is in the table below: wire
@@ -108,7 +108,7 @@ check_edges include
 echo "include graph: $(wc -l < "$edges") edges between $(tr ' ' '\n' < "$edges" | sort -u | wc -l) modules in $(echo $order | wc -w) layers"
 
 # ---- 2. tools/ and examples/ on the public headers ----
-for f in tools/*.[ch] examples/*.[ch]; do
+for f in tools/*.[ch] examples/*.[ch] python/src/*.[ch]; do
     dir=$(dirname "$f")
     includes_of "$f" | while read -r inc; do
         case $inc in
@@ -121,7 +121,7 @@ if [ -s "$edges" ]; then
     cat "$edges"
     problems=$((problems + $(wc -l < "$edges")))
 fi
-for c in tools/CMakeLists.txt examples/CMakeLists.txt; do
+for c in tools/CMakeLists.txt examples/CMakeLists.txt python/CMakeLists.txt; do
     if grep -n 'src' "$c" | grep -v '^\s*#' | grep -q 'SOURCE_DIR}/src'; then
         say "$c: adds src/ to an include path"
     fi

@@ -43,7 +43,7 @@ run_suite() {
     cmake -S . -B "$dir" "${cuc_plain_opts[@]}" -DCUCORE_TEST_DRIVER="$driver" "$@" >/dev/null
     cmake --build "$dir" -j"$jobs"
     junit=$PWD/$dir/ctest-junit.xml
-    rm -f "$junit"
+    rm -f "$junit" "$dir/python/pytest.log"
     (cd "$dir" && "${ctest_prefix[@]}" ctest --no-tests=error --output-on-failure -j"$jobs" "${label[@]}" --output-junit "$junit") ||
         rc=$?
     passed=$(count "$junit" run)
@@ -51,6 +51,9 @@ run_suite() {
     skipped=$(count "$junit" notrun)
     total=$((passed + failed_n + skipped))
     line="$name ($dir, $driver driver): $((passed + failed_n)) of $total tests ran: $passed passed, $failed_n failed, $skipped skipped"
+    if [ -f "$dir/python/pytest.log" ]; then # ctest's python_pytest: pytest's own summary
+        echo "== $name: pytest: $(tail -n 1 "$dir/python/pytest.log")"
+    fi
     echo "== $line"
     lines+=("$line")
     echo "$name $total $passed $skipped $failed_n" >>"$summary"

@@ -45,6 +45,8 @@ static void run_demo(const char *const *env, int ndev)
     CHECK(count(out, "producer MATCH") == (test_on_sim() ? 4 : 5));
     CHECK(strstr(out, "a created stream is refused") != NULL);
     CHECK(count(out, "every word as the producer wrote it") == 3);
+    /* a view of buffer 2, inside the allocation the consumer mapped */
+    CHECK(count(out, "buffer view record -> the second half of buffer 2") == 1);
     CHECK(strstr(out, "0 left once it released them") != NULL);
     if (test_on_sim()) {
         CHECK(strncmp(out, "cucore demo: using the SIMULATED driver", 39) == 0);

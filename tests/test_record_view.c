@@ -17,12 +17,12 @@ static void test_names(void)
 {
     static const char *const names[] = {"device", "stream", "event", "launch config",
                                         "kernel", "pool", "buffer", "vmm", "fd",
-                                        "release", "kernel ref", "kernel held"};
+                                        "release", "kernel ref", "kernel held", "buffer view"};
 
-    for (int t = CUC_RECORD_DEVICE; t <= CUC_RECORD_KERNEL_HELD; t++)
+    for (int t = CUC_RECORD_DEVICE; t <= CUC_RECORD_BUFFER_VIEW; t++)
         CHECK(strcmp(cuc_record_type_name(t), names[t - 1]) == 0);
     CHECK(strcmp(cuc_record_type_name(0), "unknown") == 0);
-    CHECK(strcmp(cuc_record_type_name(13), "unknown") == 0);
+    CHECK(strcmp(cuc_record_type_name(14), "unknown") == 0);
     CHECK(strcmp(cuc_record_type_name(-1), "unknown") == 0);
 }
 

@@ -668,6 +668,29 @@ static void sample_buffer(struct sample *s)
     add_field(&s->l, "export_data_tail", zeros(16), 16, BAD_FF);
 }
 
+static cuc_buffer *view;
+
+static void sample_buffer_view(struct sample *s)
+{
+    CUmemPoolPtrExportData d;
+    uint8_t id[CUC_POOL_ID_LEN];
+
+    s->heading = "### buffer view (type 13)";
+    s->m = new_msg();
+    CHECK_OK(cuc_buffer_view(buf, 1024, 512, &view));
+    CHECK_OK(cuc_msg_add_buffer(s->m, view));
+    CHECK_OK(cuc__buffer_export(buf, &d));
+    cuc_pool_id(pool, id);
+    s->resolve = res_buffer;
+    add_field(&s->l, "pool_id", copy_of(id, 16), 16, BAD_FF);
+    add_field(&s->l, "size", le(512, 8), 8, BAD_ZERO);
+    add_field(&s->l, "offset", le(1024, 8), 8, BAD_FF);
+    add_field(&s->l, "lease_id", le(lease_of(s->m), 8), 8, BAD_ZERO);
+    add_field(&s->l, "export_data", copy_of(d.reserved, 48), 48, BAD_FF);
+    add_field(&s->l, "export_data_tail", zeros(16), 16, BAD_FF);
+    add_field(&s->l, "alloc_size", le(4096, 8), 8, BAD_FF);
+}
+
 static void sample_vmm(struct sample *s)
 {
     size_t sizes[2];
@@ -834,6 +857,7 @@ static void check_owner(unsigned type, const char *owner, size_t line)
         [CUC_RECORD_KERNEL_REF] = {"int cuc__kernel_ref_rec_put(", "int cuc_msg_get_kernel("},
         [CUC_RECORD_KERNEL_HELD] = {"int cuc__kernel_held_rec_put(",
                                     "int cuc__kernel_refs_take_held("},
+        [CUC_RECORD_BUFFER_VIEW] = {"int cuc_msg_add_buffer(", "int cuc_msg_get_buffer("},
         [CUC_RECORD_REFUSED] = {"int cuc__refused_msg_build(", "int cuc__leases_take_release("},
     };
     int found[2] = {0, 0};
@@ -955,7 +979,7 @@ static void test_payload_tables(void)
     static void (*const make[])(struct sample *) = {
         sample_device, sample_stream, sample_event, sample_launch, sample_kernel,
         sample_pool, sample_buffer, sample_vmm, sample_fd, sample_release,
-        sample_kernel_ref, sample_kernel_held, sample_refused};
+        sample_kernel_ref, sample_kernel_held, sample_buffer_view, sample_refused};
     struct sample s;
     struct table t;
     struct placed placed[MAX_ROWS];
@@ -1238,6 +1262,7 @@ int main(void)
     test_payload_tables();
     test_examples();
     cuc_vmm_unref(vmm);
+    CHECK_OK(cuc_buffer_unref_async(view, NULL));
     CHECK_OK(cuc_buffer_unref_async(buf, NULL));
     cuc_pool_unref(pool);
     cuc_kernel_destroy(kern);

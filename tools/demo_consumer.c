@@ -11,6 +11,7 @@ struct consumer {
     cuc_pool *pool; /* held until the end: its buffers find it by id */
     cuc_buffer *bufs[DEMO_BUFFERS];
     int nbufs;
+    cuc_buffer *view; /* a part of the last buffer */
     int simulated;
 };
 
@@ -121,6 +122,39 @@ static int on_buffer(struct consumer *c, const cuc_msg *m, size_t i, cuc_device 
     return rc;
 }
 
+/* A view of the last buffer's second half: its allocation is mapped here
+ * already, so it resolves with no driver call, at the same memory. */
+static int on_view(struct consumer *c, const cuc_msg *m, size_t i, cuc_device **dev)
+{
+    uint32_t *host = malloc(DEMO_BUFFER_BYTES / 2);
+    size_t k0 = DEMO_WORDS / 2, bad = 0;
+    cuc_buffer *last = c->nbufs == DEMO_BUFFERS ? c->bufs[DEMO_BUFFERS - 1] : NULL;
+    cuc_stream *s;
+    int rc = host && last && !c->view ? 0 : CUC_E_INVALID;
+
+    if (!rc)
+        rc = cuc_msg_get_buffer(m, i, &c->view);
+    if (!rc)
+        rc = cuc_stream_legacy(cuc_buffer_device(c->view), &s);
+    if (!rc && (!cuc_buffer_is_view(c->view) || cuc_buffer_size(c->view) != DEMO_BUFFER_BYTES / 2 ||
+                (char *)cuc_buffer_ptr(c->view) != (char *)cuc_buffer_ptr(last) + DEMO_BUFFER_BYTES / 2))
+        rc = CUC_E_INVALID;
+    if (!rc)
+        rc = cuc_memcpy(host, cuc_buffer_ptr(c->view), DEMO_BUFFER_BYTES / 2, s);
+    for (size_t k = 0; !rc && k < DEMO_WORDS / 2; k++)
+        bad += host[k] != demo_word(DEMO_BUFFERS - 1, k0 + k);
+    free(host);
+    if (!rc && bad)
+        rc = CUC_E_INVALID;
+    if (!rc) {
+        *dev = cuc_buffer_device(c->view);
+        demo_say("consumer", "buffer view record -> the second half of buffer %d, inside "
+                 "the allocation already mapped (no driver call), every word as written (%s)",
+                 DEMO_BUFFERS - 1, where(*dev));
+    }
+    return rc;
+}
+
 /* The kernel and its launch config, run on buffer 0 on the buffer's GPU. */
 static int on_kernel(struct consumer *c, const cuc_msg *m, size_t i, size_t j,
                      cuc_device **dev)
@@ -173,6 +207,7 @@ static int resolve(struct consumer *c, const cuc_msg *m, cuc_msg *answer)
         case CUC_RECORD_POOL: rc = on_pool(c, m, i, &dev); break;
         case CUC_RECORD_EVENT: rc = on_event(m, i, &dev); break;
         case CUC_RECORD_BUFFER: rc = on_buffer(c, m, i, &dev); break;
+        case CUC_RECORD_BUFFER_VIEW: rc = on_view(c, m, i, &dev); break;
         case CUC_RECORD_KERNEL: /* then its launch config: one device each */
             rc = i + 1 < n ? on_kernel(c, m, i, i + 1, &dev) : CUC_E_BADMSG;
             if (!rc)
@@ -228,6 +263,7 @@ int demo_consumer(int fd)
         ;
     /* Freeing an imported buffer unmaps it and releases its lease: the
      * producer's deferred frees can then run. */
+    cuc_buffer_unref_async(c.view, NULL);
     cuc_buffer_unref_many_async(c.bufs, (size_t)c.nbufs, NULL); /* one release message */
     cuc_pool_unref(c.pool);
     if (rc == 1 && c.nbufs)

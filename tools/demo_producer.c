@@ -134,7 +134,8 @@ static int fill(struct producer *p, cuc_stream *s)
 
 static int step_memory(struct producer *p)
 {
-    cuc_device *want[2 + DEMO_BUFFERS];
+    cuc_device *want[3 + DEMO_BUFFERS];
+    cuc_buffer *view = NULL;
     cuc_stream *s;
     cuc_event *ev = NULL;
     cuc_msg *m = NULL;
@@ -157,17 +158,26 @@ static int step_memory(struct producer *p)
         rc = cuc_msg_add_event(m, ev);
     for (b = 0; !rc && b < DEMO_BUFFERS; b++)
         rc = cuc_msg_add_buffer(m, p->bufs[b]);
+    /* the second half of the last buffer, as a buffer of its own */
+    if (!rc)
+        rc = cuc_buffer_view(p->bufs[DEMO_BUFFERS - 1], DEMO_BUFFER_BYTES / 2,
+                             DEMO_BUFFER_BYTES / 2, &view);
+    if (!rc)
+        rc = cuc_msg_add_buffer(m, view);
     if (rc) {
         say("FAILED: %s", cuc_errmsg());
         cuc_msg_destroy(m);
+        cuc_buffer_unref_async(view, NULL);
         cuc_event_unref(ev);
         return 1;
     }
-    say("sending pool (fd + id + owner %s), event, %d buffers (pool id + export data)",
-        cuc_device_uuid_string(p->dev0), DEMO_BUFFERS);
-    for (b = 0; b < 2 + DEMO_BUFFERS; b++)
+    say("sending pool (fd + id + owner %s), event, %d buffers (pool id + export data), "
+        "a view of buffer %d (its allocation's identity + offset + size)",
+        cuc_device_uuid_string(p->dev0), DEMO_BUFFERS, DEMO_BUFFERS - 1);
+    for (b = 0; b < 3 + DEMO_BUFFERS; b++)
         want[b] = p->dev0;
-    rc = exchange(p, m, want, 2 + DEMO_BUFFERS);
+    rc = exchange(p, m, want, 3 + DEMO_BUFFERS);
+    cuc_buffer_unref_async(view, NULL); /* leased: kept until the consumer's release */
     cuc_event_unref(ev);
     return rc;
 }

@@ -94,13 +94,15 @@ typedef struct cuc_buffer cuc_buffer;
 /* Bytes of a pool pointer's export data (CUmemPoolPtrExportData). */
 #define CUC_BUFFER_EXPORT_LEN 64
 
-/* A buffer record's fields (cuc_msg_read_buffer). */
+/* A buffer record's fields (cuc_msg_read_buffer), of a buffer record or
+ * of a buffer view record. */
 struct cuc_buffer_record {
     uint8_t pool_id[CUC_POOL_ID_LEN];          /* its pool */
     uint64_t size;                             /* bytes, at least 1 */
-    uint64_t offset;                           /* 0 in record version 1 */
+    uint64_t offset;                           /* into the allocation: 0 but for a view */
     uint64_t lease_id;                         /* the exporter's lease */
-    uint8_t export_data[CUC_BUFFER_EXPORT_LEN]; /* the driver's export data */
+    uint8_t export_data[CUC_BUFFER_EXPORT_LEN]; /* the driver's export data, of the allocation */
+    uint64_t alloc_size;                       /* the allocation's bytes (size but for a view) */
 };
 
 /* size bytes from pool, allocated in stream order on stream (NULL: the
@@ -113,6 +115,26 @@ struct cuc_buffer_record {
  * code is in cuc_errcuda()). */
 CUC_API int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stream,
                                    cuc_buffer **out);
+
+/* A view: the size bytes at offset in parent, as a buffer of its own
+ * (one reference for the caller) whose address is parent's plus offset.
+ * The view holds a reference to the allocation parent is part of, so the
+ * memory stays allocated until the view is gone (the parent's last unref
+ * then only drops the caller's reference). A view of a view is a view of
+ * that allocation (offsets add up). No driver call, in any process.
+ * Sent in a message (cuc_msg_add_buffer), a view travels as its
+ * allocation's pool id and export data plus its offset and size (a buffer
+ * view record, docs/wire-format.md): the receiver imports the allocation
+ * once, the first time any part of it arrives, and resolves each view
+ * with no driver call; the same view arriving again is the same object.
+ * Leases are the view's: each send of a view leases the view, and the
+ * allocation is freed only when its views and their leases have ended
+ * (cuc_buffer_lease_wait() on the view waits for its own). A view of an
+ * imported buffer can be sent on (A -> B -> C).
+ * CUC_E_INVALID: a NULL argument, size 0, or a part that does not fit in
+ * parent (the message gives the sizes). CUC_E_NOMEM. */
+CUC_API int cuc_buffer_view(cuc_buffer *parent, size_t offset, size_t size,
+                            cuc_buffer **out);
 
 /* Takes another reference; returns buf. NULL is returned as NULL. */
 CUC_API cuc_buffer *cuc_buffer_ref(cuc_buffer *buf);
@@ -155,8 +177,12 @@ CUC_API size_t cuc_buffer_size(const cuc_buffer *buf);
 CUC_API cuc_device *cuc_buffer_device(const cuc_buffer *buf);
 /* The pool (no new reference: it lives at least as long as buf). */
 CUC_API cuc_pool *cuc_buffer_pool(const cuc_buffer *buf);
-/* 1 for a buffer imported from another process. */
+/* 1 for a buffer imported from another process (a view of one too). */
 CUC_API int cuc_buffer_is_imported(const cuc_buffer *buf);
+/* 1 for a view (cuc_buffer_view(), or a view record resolved). */
+CUC_API int cuc_buffer_is_view(const cuc_buffer *buf);
+/* Where the buffer starts in its allocation: 0 but for a view. */
+CUC_API size_t cuc_buffer_offset(const cuc_buffer *buf);
 
 /* Leases of this buffer not yet ended (sent from this process and not
  * released, as the channels have noticed so far). */
@@ -204,17 +230,22 @@ CUC_API int cuc_memset(void *dst, uint8_t value, size_t n, cuc_stream *stream);
  * CUC_E_DRIVER: the driver refused to export the pointer. */
 CUC_API int cuc_msg_add_buffer(cuc_msg *msg, const cuc_buffer *buf);
 
-/* The fields of buffer record index, resolving nothing. CUC_E_INVALID: not
- * a buffer record. CUC_E_BADMSG: a malformed record (size 0, a nonzero
- * offset, lease id 0, payload length, fds). */
+/* The fields of buffer (or buffer view) record index, resolving nothing.
+ * CUC_E_INVALID: neither. CUC_E_BADMSG: a malformed record (size 0, a
+ * nonzero offset in a buffer record, lease id 0, payload length, fds; in
+ * a view record an allocation size 0 or a part that does not fit in it). */
 CUC_API int cuc_msg_read_buffer(const cuc_msg *msg, size_t index,
                                 struct cuc_buffer_record *rec);
 
-/* The buffer of record index, with a new reference (see above for the
- * same buffer imported twice, and for leases).
- * CUC_E_INVALID: the record is not a buffer record.
- * CUC_E_BADMSG: a malformed record (as cuc_msg_read_buffer), or a size
- * other than that of the same buffer imported before.
+/* The buffer of record index (a buffer or a buffer view record), with a
+ * new reference (see above for the same buffer imported twice, and for
+ * leases). A view record whose part is the whole allocation resolves to
+ * the allocation.
+ * CUC_E_INVALID: the record is neither.
+ * CUC_E_BADMSG: a malformed record (as cuc_msg_read_buffer), an
+ * allocation size other than that of the same buffer imported before, or
+ * one larger than the allocation the driver mapped (cuMemGetAddressRange:
+ * the message gives both sizes).
  * CUC_E_POOL_NOT_IMPORTED: this process has not imported the buffer's pool
  * (the message names the pool id in hex): get the pool record first.
  * CUC_E_NOT_FOUND: the buffer's pool was created here, but no buffer of it

@@ -59,6 +59,7 @@ typedef struct cuc_msg cuc_msg;
     X(RELEASE, 10, "release")              \
     X(KERNEL_REF, 11, "kernel ref")        \
     X(KERNEL_HELD, 12, "kernel held")      \
+    X(BUFFER_VIEW, 13, "buffer view")      \
     X(REFUSED, 15, "refused")
 
 enum cuc_record_type {

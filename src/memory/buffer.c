@@ -247,6 +247,81 @@ static void note_lost_locked(cuc_pool *pool, size_t bytes)
     pool->lost_bytes += bytes;
 }
 
+/* The stream that drops the root waits for what the view's last unref
+ * ordered the free after (the same wait as a deferred free's). */
+static int view_wait_free_after(cuc_buffer *v, cuc_stream *stream)
+{
+    cuc_stream *s;
+    int rc;
+
+    if (!v->free_after)
+        return 0;
+    rc = cuc__stream_or_legacy(v->pool->dev, stream, &s);
+    if (!rc)
+        rc = cuc__device_activate(s->dev);
+    if (!rc)
+        return wait_free_after(v, s);
+    CUC_DRV->cuEventDestroy(v->free_after);
+    v->free_after = NULL;
+    return rc;
+}
+
+static int release_view(cuc_buffer *v, cuc_stream *stream)
+{
+    cuc_pool *pool = v->pool;
+    cuc_buffer *root = v->root;
+    struct cuc__upstream *extra;
+    size_t nextra;
+    int rc = view_wait_free_after(v, stream), rc2, unsafe;
+
+    pthread_mutex_lock(&pool->lock);
+    if (v->in_views)
+        cuc__htab_remove(&pool->views, &v->node);
+    v->in_views = 0;
+    extra = v->extra;
+    nextra = v->nextra;
+    v->extra = NULL;
+    pthread_cond_broadcast(&pool->cond);
+    pthread_mutex_unlock(&pool->lock);
+    /* An imported root's last reference unmaps it and waits for the
+     * stream before the view's leases go: the exporter may free then. If
+     * the wait for the view's event failed, the root is dropped all the
+     * same (an error is returned): keeping it forever would leak it. */
+    rc2 = cuc_buffer_unref_async(root, stream);
+    unsafe = rc != 0 || rc2 != 0; /* its work may still run */
+    if (!rc)
+        rc = rc2;
+    /* The exporter may write the view's bytes once it is released: what
+     * this process queued on them must be done (the allocation may stay
+     * mapped for other views, with no free to wait for). */
+    if (v->imported && (v->anchor.leases || nextra)) {
+        cuc_stream *s;
+        CUresult r;
+        rc2 = cuc__stream_or_legacy(pool->dev, stream, &s);
+        if (!rc2)
+            rc2 = cuc__device_activate(s->dev);
+        if (!rc2 && (r = CUC_DRV->cuStreamSynchronize(s->cu)) != CUDA_SUCCESS)
+            rc2 = cuc__cuda_err(r, "cuStreamSynchronize", "before releasing an "
+                                "imported %zu-byte view", v->size);
+        unsafe |= rc2 != 0;
+        if (!rc)
+            rc = rc2;
+    }
+    if (unsafe && v->imported) {
+        /* what this process queued may still run: no release (13.8) */
+        cuc__buffer_note_kept();
+        cuc__upstream_keep(&v->anchor, 1);
+        cuc__upstream_keep(extra, nextra);
+    } else {
+        cuc__upstream_release(&v->anchor, 1);
+        cuc__upstream_release(extra, nextra);
+    }
+    free(extra);
+    free(v);
+    cuc_pool_unref(pool);
+    return rc;
+}
+
 static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
 {
     cuc_pool *pool = b->pool;
@@ -255,6 +330,8 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
     size_t nextra;
     int rc;
 
+    if (b->root)
+        return release_view(b, stream); /* its own errors: a view frees nothing */
     if (!has_caller)
         cuc__err_save(&saved, 0);
     rc = cuc__buffer_free_memory(b, stream, 1);

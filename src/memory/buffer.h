@@ -25,7 +25,10 @@ struct cuc__upstream {
     uint64_t id;
 };
 
-/* All but pool, ptr, size and imported are guarded by pool->lock. */
+/* All but pool, ptr, size, imported, root and offset are guarded by
+ * pool->lock. A view (root set) has no driver memory of its own: it holds
+ * a reference to the allocation it is part of, and is found in
+ * pool->views through node (it never has export data). */
 struct cuc_buffer {
     cuc_pool *pool; /* a reference */
     CUdeviceptr ptr;
@@ -43,6 +46,9 @@ struct cuc_buffer {
     struct cuc__upstream anchor; /* imported: the lease it was imported under */
     struct cuc__upstream *extra; /* further leases it arrived under */
     size_t nextra, extra_cap;
+    cuc_buffer *root; /* a view: its allocation (a reference); else NULL */
+    size_t offset;    /* a view: where it starts in root */
+    int in_views;     /* a view findable in pool->views */
 };
 
 /* The ops of the leases a message holding the buffer begins. */
@@ -67,8 +73,11 @@ void cuc__buffer_forget_locked(cuc_buffer *b);
 int cuc__buffer_unkept_locked(cuc_buffer *b);
 /* Frees what b holds: the driver's memory (stream, or after free_after
  * on the legacy stream), its entry in the pool's table, its upstream
- * leases, the pool reference. Returns the first failure; when the free of
- * an imported buffer failed its leases are kept, not released. */
+ * leases, the pool reference. A view's release instead drops its
+ * allocation, after what its last unref's stream had queued, then its
+ * upstream leases (the allocation unmapped first when that was its last
+ * reference). Returns the first failure; when the free of an imported
+ * buffer failed its leases are kept, not released. */
 int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream);
 /* The driver's part of a free, on stream (NULL: the device's legacy
  * stream): waits for a deferred free's event, cuMemFreeAsync, and for an
@@ -87,6 +96,17 @@ void cuc__upstream_release(struct cuc__upstream *up, size_t n);
 /* buffer_share.c: b's pointer export data, computed by the driver the
  * first time and cached (b is then findable by it in its pool). */
 int cuc__buffer_export(const cuc_buffer *b, CUmemPoolPtrExportData *out);
+
+/* ---- views (buffer_view.c) ---- */
+/* A new view (refs 1) of size bytes at off in root (an allocation, not a
+ * view), taking over the caller's reference to root. Not indexed. */
+int cuc__view_new(cuc_buffer *root, size_t off, size_t size, cuc_buffer **out);
+/* The view of root at (off, size) findable in the pool's table and not
+ * being freed (waiting for one that is), or NULL (pool->lock held). */
+cuc_buffer *cuc__view_find_locked(cuc_buffer *root, size_t off, size_t size);
+/* Makes v findable (pool->lock held); a view of the same part already
+ * there stays the one found. */
+void cuc__view_index_locked(cuc_buffer *v);
 
 /* What a wait for b's leases watches. */
 struct cuc__lease_gauge *cuc__buffer_gauge(cuc_buffer *b, struct cuc__lease_gauge *g);

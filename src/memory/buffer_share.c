@@ -1,9 +1,12 @@
 /* Buffers in messages: a buffer travels as its pool id, its pointer
  * export data (computed once and cached), its size and a lease id
- * (wire/rec_buffer.c). Import goes through the pool's table of buffers by
- * export data (buffer.c), so that the buffer this process already has is
- * found again (mapped once: the driver does not count repeated imports)
- * and a buffer that comes back to its allocating process is the original. */
+ * (wire/rec_buffer.c); a view as its allocation's, plus its offset and
+ * the allocation's size. Import goes through the pool's table of buffers
+ * by export data (buffer.c), so that the buffer this process already has
+ * is found again (mapped once: the driver does not count repeated
+ * imports) and a buffer that comes back to its allocating process is the
+ * original; a view then through the pool's table of views
+ * (buffer_view.c), with no driver call once its allocation is here. */
 #include "memory/buffer.h"
 #include "wire/records.h"
 
@@ -20,6 +23,8 @@ int cuc__buffer_export(const cuc_buffer *cb, CUmemPoolPtrExportData *out)
     CUresult r;
     int rc = 0;
 
+    if (b->root)
+        return cuc__buffer_export(b->root, out);
     if (!(pool->flags & CUC_POOL_IPC))
         return cuc__seterr(CUC_E_NOT_SERIALIZABLE, "the buffer's %s pool (device %s) "
                            "was created without CUC_POOL_IPC: only buffers of an IPC "
@@ -61,6 +66,13 @@ static int same_upstream(const struct cuc__upstream *a, const struct cuc__upstre
 /* Records up on b, or drops it when b already has it (pool->lock held). */
 static int add_upstream_locked(cuc_buffer *b, const struct cuc__upstream *up, int *dup)
 {
+    /* An import that began with a view has no lease of its own: the first
+     * record of the whole allocation gives it one, kept to the end. */
+    if (up->leases && b->imported && !b->anchor.leases) {
+        b->anchor = *up;
+        *dup = 0;
+        return 0;
+    }
     *dup = !up->leases || same_upstream(&b->anchor, up);
     for (size_t i = 0; !*dup && i < b->nextra; i++)
         *dup = same_upstream(&b->extra[i], up);
@@ -104,8 +116,32 @@ static int take_again_locked(cuc_buffer *b, size_t size, const struct cuc__upstr
     return 0;
 }
 
-static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, size_t size,
-                             const struct cuc__upstream *up, cuc_buffer **out)
+/* Finding 13.7: export data names an allocation, but its size is the
+ * record's word. The driver mapped the allocation: a record may claim no
+ * more than that. */
+static int check_mapped(cuc_pool *pool, CUdeviceptr ptr, uint64_t alloc_size)
+{
+    CUdeviceptr base = 0;
+    size_t mapped = 0;
+    CUresult r = CUC_DRV->cuMemGetAddressRange(&base, &mapped, ptr);
+
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuMemGetAddressRange", "checking the size of a buffer "
+                             "imported from pool %s (device %s)",
+                             cuc__pool_id_hex(pool->id).s, pool->dev->uuid_str);
+    if (base != ptr || alloc_size > mapped)
+        return cuc__seterr(CUC_E_BADMSG, "buffer record of pool %s claims a %llu-byte "
+                           "allocation, but the allocation its export data names is "
+                           "%zu bytes (at offset %llu of what the driver mapped): "
+                           "refused", cuc__pool_id_hex(pool->id).s,
+                           (unsigned long long)alloc_size, mapped,
+                           (unsigned long long)(ptr - base));
+    return 0;
+}
+
+/* A new import of the allocation of export data d (refs 1, no lease yet). */
+static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
+                             uint64_t alloc_size, cuc_buffer **out)
 {
     CUmemPoolPtrExportData copy = *d;
     CUdeviceptr ptr = 0;
@@ -118,11 +154,13 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, si
         return rc;
     r = CUC_DRV->cuMemPoolImportPointer(&ptr, pool->cu, &copy);
     if (r != CUDA_SUCCESS)
-        return cuc__cuda_err(r, "cuMemPoolImportPointer", "buffer of %zu bytes of pool "
+        return cuc__cuda_err(r, "cuMemPoolImportPointer", "buffer of %llu bytes of pool "
                              "%s (device %s): the export data does not name a live "
-                             "allocation of that pool", size, cuc__pool_id_hex(pool->id).s,
-                             pool->dev->uuid_str);
-    rc = cuc__buffer_new(pool, ptr, size, 1, &b);
+                             "allocation of that pool", (unsigned long long)alloc_size,
+                             cuc__pool_id_hex(pool->id).s, pool->dev->uuid_str);
+    rc = check_mapped(pool, ptr, alloc_size);
+    if (!rc)
+        rc = cuc__buffer_new(pool, ptr, (size_t)alloc_size, 1, &b);
     if (!rc) {
         rc = cuc__buffer_index_locked(b, d);
         if (rc) {
@@ -135,36 +173,94 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, si
         CUC_DRV->cuMemFreeAsync(ptr, CU_STREAM_LEGACY);
         return rc;
     }
-    b->anchor = *up;
     *out = b;
     return 0;
 }
 
-/* The buffer of pool with export data d, with a new reference: for a pool
- * created here, the allocation itself (CUC_E_NOT_FOUND if none); for an
- * imported pool, the existing import or a new one (a size that the first
- * import gave differently is CUC_E_BADMSG). up (leases may be NULL) is
- * recorded as a lease to release: taken over on success. */
-static int import(cuc_pool *pool, const CUmemPoolPtrExportData *d, size_t size,
-                  const struct cuc__upstream *up, cuc_buffer **out)
+/* The allocation of pool with export data d and alloc_size bytes, with a
+ * new reference: for a pool created here, the allocation itself
+ * (CUC_E_NOT_FOUND if none); for an imported pool, the existing import or
+ * a new one (a size that the first import gave differently is
+ * CUC_E_BADMSG). *fresh says it was imported now. */
+static int root_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, uint64_t alloc_size,
+                       cuc_buffer **out, int *fresh, CUevent *stale)
 {
-    CUevent stale = NULL;
-    cuc_buffer *b;
+    static const struct cuc__upstream none;
+    cuc_buffer *b = cuc__buffer_find_locked(pool, d);
     int rc;
 
-    pthread_mutex_lock(&pool->lock);
-    b = cuc__buffer_find_locked(pool, d);
+    *fresh = 0;
     if (b)
-        rc = take_again_locked(b, size, up, &stale);
+        rc = take_again_locked(b, (size_t)alloc_size, &none, stale);
     else if (!pool->imported)
         rc = cuc__seterr(CUC_E_NOT_FOUND, "no buffer of pool %s, which was created in "
                          "this process, has this export data: it was freed here",
                          cuc__pool_id_hex(pool->id).s);
     else
-        rc = import_new_locked(pool, d, size, up, &b);
+        rc = import_new_locked(pool, d, alloc_size, &b), *fresh = 1;
+    if (!rc)
+        *out = b;
+    return rc;
+}
+
+/* The view of root at (off, size) with a new reference, found or made;
+ * takes over the caller's reference to root. up as for import(). */
+static int view_locked(cuc_buffer *root, uint64_t off, uint64_t size,
+                       const struct cuc__upstream *up, cuc_buffer **out, CUevent *stale)
+{
+    cuc_buffer *v = cuc__view_find_locked(root, (size_t)off, (size_t)size);
+    int rc;
+
+    if (v) {
+        rc = take_again_locked(v, (size_t)size, up, stale);
+        if (!rc)
+            root->refs--; /* the view found holds its own */
+    } else {
+        rc = cuc__view_new(root, (size_t)off, (size_t)size, &v);
+        if (!rc) {
+            v->anchor = *up;
+            cuc__view_index_locked(v);
+        }
+    }
+    if (!rc)
+        *out = v;
+    return rc;
+}
+
+/* The buffer of rec (pool, export data, part) with a new reference: the
+ * allocation for a record of all of it, else a view of it. up (leases may
+ * be NULL) is recorded as a lease to release: taken over on success. */
+static int import(cuc_pool *pool, const struct cuc_buffer_record *rec,
+                  const struct cuc__upstream *up, cuc_buffer **out)
+{
+    CUmemPoolPtrExportData d;
+    CUevent stale = NULL, stale2 = NULL;
+    cuc_buffer *root = NULL, *b = NULL;
+    int rc, fresh, whole = rec->offset == 0 && rec->size == rec->alloc_size;
+
+    memcpy(d.reserved, rec->export_data, sizeof(d.reserved));
+    pthread_mutex_lock(&pool->lock);
+    rc = root_locked(pool, &d, rec->alloc_size, &root, &fresh, &stale);
+    if (!rc && whole && fresh)
+        root->anchor = *up, b = root;
+    else if (!rc && whole) {
+        int dup;
+        rc = add_upstream_locked(root, up, &dup);
+        if (!rc && dup && up->leases)
+            cuc__leases_unref(up->leases);
+        b = root;
+    } else if (!rc) {
+        rc = view_locked(root, rec->offset, rec->size, up, &b, &stale2);
+    }
     pthread_mutex_unlock(&pool->lock);
-    if (stale && cuc__device_activate(pool->dev) == 0)
-        CUC_DRV->cuEventDestroy(stale);
+    if ((stale || stale2) && cuc__device_activate(pool->dev) == 0) {
+        if (stale)
+            CUC_DRV->cuEventDestroy(stale);
+        if (stale2)
+            CUC_DRV->cuEventDestroy(stale2);
+    }
+    if (rc && root)
+        cuc_buffer_unref_async(root, NULL); /* the reference root_locked took */
     if (!rc)
         *out = b;
     return rc;
@@ -184,7 +280,8 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
         return rc;
     memcpy(rec.pool_id, b->pool->id, CUC_POOL_ID_LEN);
     rec.size = b->size;
-    rec.offset = 0;
+    rec.offset = b->offset;
+    rec.alloc_size = b->root ? b->root->size : b->size;
     rec.lease_id = cuc__lease_id_next();
     memcpy(rec.export_data, d.reserved, sizeof(rec.export_data));
     /* The lease first: a record without its lease would let the memory go
@@ -201,7 +298,6 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
 int cuc_msg_get_buffer(const cuc_msg *m, size_t index, cuc_buffer **out)
 {
     struct cuc_buffer_record rec;
-    CUmemPoolPtrExportData d;
     struct cuc__upstream up;
     cuc_pool *pool;
     cuc_buffer *b;
@@ -219,12 +315,11 @@ int cuc_msg_get_buffer(const cuc_msg *m, size_t index, cuc_buffer **out)
                            "record (cuc_msg_get_pool) first; the sender must send the "
                            "pool before its buffers", index,
                            cuc__pool_id_hex(rec.pool_id).s);
-    memcpy(d.reserved, rec.export_data, sizeof(d.reserved));
     up.leases = cuc__leases_of_msg(m);
     up.id = rec.lease_id;
     if (up.leases)
         cuc__leases_ref(up.leases);
-    rc = import(pool, &d, (size_t)rec.size, &up, &b);
+    rc = import(pool, &rec, &up, &b);
     if (rc && up.leases)
         cuc__leases_unref(up.leases);
     cuc_pool_unref(pool);

@@ -4,7 +4,9 @@
  * batch frees them all, synchronizes each stream once and sends one
  * release per channel. Buffers that need more than that (other references
  * left, leases of their own, a deferred free, not imported) take the
- * ordinary cuc_buffer_unref_async() path. */
+ * ordinary cuc_buffer_unref_async() path. A view in the batch frees no
+ * memory: it drops its allocation (whose last reference unmaps it and
+ * waits for the stream) before the releases go. */
 #include "memory/buffer.h"
 #include "os/proc.h"
 
@@ -88,6 +90,9 @@ static void forget_all(cuc_buffer **batch, size_t n)
         cuc_pool *pool = batch[i]->pool;
         pthread_mutex_lock(&pool->lock);
         cuc__buffer_forget_locked(batch[i]);
+        if (batch[i]->in_views)
+            cuc__htab_remove(&pool->views, &batch[i]->node);
+        batch[i]->in_views = 0;
         pthread_cond_broadcast(&pool->cond);
         pthread_mutex_unlock(&pool->lock);
     }
@@ -127,7 +132,7 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
             rc = rc1;
     }
     for (size_t i = 0; i < nb; i++) {
-        int rc1 = cuc__buffer_free_memory(batch[i], stream, 0);
+        int rc1 = batch[i]->root ? 0 : cuc__buffer_free_memory(batch[i], stream, 0);
         if (rc1) {
             /* its memory may still be in use: no release for it */
             cuc__upstream_keep(&batch[i]->anchor, 1);
@@ -150,6 +155,12 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
         }
     }
     forget_all(batch, nb);
+    for (size_t i = 0; i < nb; i++) {
+        /* before the releases: an allocation's last view unmaps it */
+        int rc1 = batch[i]->root ? cuc_buffer_unref_async(batch[i]->root, stream) : 0;
+        if (rc1 && !rc)
+            rc = rc1;
+    }
     release_grouped(batch, nb, ids);
     destroy_all(batch, nb);
     free(batch);

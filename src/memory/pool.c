@@ -110,6 +110,7 @@ static void pool_free(cuc_pool *p)
     if (p->fd >= 0)
         close(p->fd);
     cuc__htab_free(&p->bufs);
+    cuc__htab_free(&p->views);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
     free(p);

@@ -34,6 +34,7 @@ struct cuc_pool {
     pthread_mutex_t lock;
     pthread_cond_t cond;   /* a lease ended, a buffer's free completed */
     struct cuc__htab bufs; /* buffers by export data (buffer.c) */
+    struct cuc__htab views; /* views by (allocation, offset, size) (buffer_view.c) */
     size_t leases;         /* leases on its buffers, freed or not */
     /* frees that failed where no caller could be told (buffer.c), until
      * cuc_pool_lease_wait() reports them */

@@ -41,7 +41,8 @@
     X(FD, 1, 8, 8, 8, 1, 1, 4, 4)                      /* rec_fd.c */         \
     X(RELEASE, 1, 8, 8u * CUC__RELEASE_MAX_IDS, 8, 0, 0, 0, 0) /* rec_release.c */ \
     X(KERNEL_REF, 1, 50, 4144, 1, 0, 0, 12, 4)   /* rec_kernel.c: 48 + 4096 */ \
-    X(KERNEL_HELD, 1, 40, 40, 8, 0, 0, 0, 0)     /* rec_kernel.c */ \
+    X(KERNEL_HELD, 1, 40, 40, 8, 0, 0, 0, 0)     /* rec_kernel.c */        \
+    X(BUFFER_VIEW, 1, 112, 112, 8, 0, 0, 0, 0)         /* rec_buffer.c */ \
     X(REFUSED, 1, 8, 8, 8, 0, 0, 4, 4)                 /* rec_refused.c */
 
 /* Payload versions, for the codecs: CUC_RECORD_DEVICE_VERSION, ... */

@@ -28,6 +28,7 @@
 #define CUC__KERNEL_FIXED 48u
 #define CUC__POOL_PAYLOAD 40u
 #define CUC__BUFFER_PAYLOAD 104u
+#define CUC__BUFFER_VIEW_PAYLOAD 112u
 #define CUC__VMM_FIXED 40u
 #define CUC__VMM_PAYLOAD_MAX \
     (CUC__VMM_FIXED + 16u * CUC_VMM_MAX_PEERS + 8u * CUC_VMM_MAX_CHUNKS)
@@ -67,6 +68,8 @@ int cuc__msg_kernel_refs(const cuc_msg *m, int (*held)(void *, const struct cuc_
                          void *ctx, cuc_msg **out);
 /* r->fd is duplicated into the message. */
 int cuc__pool_rec_put(cuc_msg *m, const struct cuc_pool_record *r);
+/* A buffer record, or, when r is a part of its allocation (offset > 0 or
+ * size < alloc_size), a buffer view record. */
 int cuc__buffer_rec_put(cuc_msg *m, const struct cuc_buffer_record *r);
 /* The message takes fds[0..nchunks) (closed on failure too); CUC_E_LIMIT,
  * the message unchanged and the fds closed, when it has no room. */

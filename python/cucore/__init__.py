@@ -1,0 +1,45 @@
+"""cucore: CUDA devices, streams, events, pools, buffers, VMM, kernels and
+launch configurations that cross process boundaries with their physical
+meaning: pickle them (multiprocessing, concurrent.futures, Dask) or send
+them on a Channel.
+
+A device pickles as its UUID and resolves to whatever ordinal that GPU has
+in the receiving process (NotVisibleError there names it if it cannot see
+it); default streams, IPC events, kernels and launch configs pickle as
+cucore message bytes (what a C program reads); pools, buffers and VMM
+resources pickle through this process's share point, a Unix socket only
+this user can connect to, from which the receiver fetches the fds.
+"""
+import atexit
+
+from ._errors import (Error, NotVisibleError, PoolNotImportedError, NeedsChannelError,
+                      NotSerializableError, PeerClosedError, TimeoutError,
+                      ForeignHostError, ExporterGoneError)
+from ._core import (Device, Stream, Event, Kernel, LaunchConfig, Pool, Buffer, VMM,
+                    Channel, Listener, devices, launch, listen, driver, share_point,
+                    host_id, version)
+from . import _core
+
+__version__ = version
+
+
+class BufferBatch(list):
+    """A list of buffers that pickles as one request to the share point:
+    the receiver gets a plain list of its Buffers, all imported with one
+    round trip (pickling a list of Buffers costs one round trip each)."""
+
+    def __reduce__(self):
+        return _core._reduce_buffers(list(self))
+
+
+__all__ = [
+    "Error", "NotVisibleError", "PoolNotImportedError", "NeedsChannelError",
+    "NotSerializableError", "PeerClosedError", "TimeoutError", "ForeignHostError",
+    "ExporterGoneError", "Device", "Stream", "Event", "Kernel", "LaunchConfig", "Pool",
+    "Buffer", "BufferBatch", "VMM", "Channel", "Listener", "devices", "launch", "listen", "driver",
+    "share_point", "host_id",
+]
+
+# The share point is gone at exit (its socket file removed); the threads
+# serving importers end with the process.
+atexit.register(_core._share_close)

@@ -1,0 +1,311 @@
+/* cucore.Buffer: a pool allocation. Closing (or the last Python reference)
+ * drops cucore's reference: an importer's release goes to the exporter
+ * then, and an exporter's free waits for the leases. */
+#include <string.h>
+#include <unistd.h>
+
+#include "cucore_py.h"
+
+PyObject *buffer_wrap(cuc_buffer *b)
+{
+    PyObject *o = live_get_ptr(b);
+    PyBuffer *bo;
+
+    if (o || PyErr_Occurred()) {
+        cuc_buffer_unref_async(b, NULL); /* the object holds its own reference */
+        return o;
+    }
+    bo = PyObject_New(PyBuffer, &PyBuffer_Type);
+    if (!bo) {
+        cuc_buffer_unref_async(b, NULL);
+        return NULL;
+    }
+    bo->weak = NULL;
+    bo->b = b;
+    bo->pid = getpid();
+    bo->exports = 0;
+    if (live_put_ptr(b, (PyObject *)bo))
+        Py_CLEAR(bo);
+    return (PyObject *)bo;
+}
+
+int buffer_sync_default(cuc_buffer *b)
+{
+    cuc_stream *s;
+    int rc = cuc_stream_legacy(cuc_buffer_device(b), &s);
+
+    return rc ? rc : cuc_stream_synchronize(s);
+}
+
+int buffer_live(PyBuffer *b)
+{
+    if (py_check_pid(b->pid, "buffer"))
+        return -1;
+    if (!b->b) {
+        PyErr_SetString(PyExc_ValueError, "the buffer is closed");
+        return -1;
+    }
+    return 0;
+}
+
+/* Drops the reference (on stream s); the object stays, closed. */
+static int buffer_drop(PyBuffer *o, cuc_stream *s)
+{
+    cuc_buffer *b = o->b;
+    int rc;
+
+    if (!b)
+        return 0;
+    live_del_ptr(b);
+    o->b = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_buffer_unref_async(b, s);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+static void buffer_dealloc(PyObject *self)
+{
+    PyBuffer *o = (PyBuffer *)self;
+
+    if (o->weak)
+        PyObject_ClearWeakRefs(self);
+    if (o->pid == getpid())
+        buffer_drop(o, NULL);
+    PyObject_Free(self);
+}
+
+static PyObject *buf_close(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"stream", NULL};
+    PyObject *so = Py_None;
+    cuc_stream *s;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &so) || stream_arg(so, &s))
+        return NULL;
+    if (((PyBuffer *)self)->exports)
+        return PyErr_Format(PyExc_BufferError, "close(): %zd views of the buffer still live",
+                            ((PyBuffer *)self)->exports);
+    if (py_check_pid(((PyBuffer *)self)->pid, "buffer"))
+        return NULL;
+    rc = buffer_drop((PyBuffer *)self, s);
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *buf_enter(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return buffer_live((PyBuffer *)self) ? NULL : Py_NewRef(self);
+}
+
+static PyObject *buf_exit(PyObject *self, PyObject *args)
+{
+    int rc;
+
+    (void)args;
+    if (py_check_pid(((PyBuffer *)self)->pid, "buffer"))
+        return NULL;
+    rc = buffer_drop((PyBuffer *)self, NULL);
+    return rc ? py_raise(rc) : Py_NewRef(Py_False);
+}
+
+/* The stream, or for None the legacy default stream of the memory's own
+ * device (cucore's NULL stream would be the current device's). */
+static int stream_or_default(PyObject *so, cuc_device *dev, cuc_stream **s)
+{
+    int rc;
+
+    if (so != Py_None)
+        return stream_arg(so, s);
+    rc = cuc_stream_legacy(dev, s);
+    return rc ? (py_raise(rc), -1) : 0;
+}
+
+/* copy_from(data, offset=0, stream=None): bytes-like into memory at dst. */
+PyObject *mem_copy_from(void *dst, size_t cap, cuc_device *dev, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"data", "offset", "stream", NULL};
+    PyObject *so = Py_None;
+    Py_ssize_t off = 0;
+    cuc_stream *s;
+    Py_buffer v;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|nO", names, &v, &off, &so))
+        return NULL;
+    if (stream_or_default(so, dev, &s) || off < 0 || (size_t)off > cap ||
+        (size_t)v.len > cap - (size_t)off) {
+        if (!PyErr_Occurred())
+            py_raise_fmt(CUC_E_INVALID, "copy_from: %zd bytes at offset %zd do not fit in "
+                         "%zu bytes", v.len, off, cap);
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_memcpy((char *)dst + off, v.buf, (size_t)v.len, s);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&v);
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+/* to_bytes(size=None, offset=0, stream=None) */
+PyObject *mem_to_bytes(const void *src, size_t cap, cuc_device *dev, PyObject *args,
+                       PyObject *kw)
+{
+    static char *names[] = {"size", "offset", "stream", NULL};
+    PyObject *so = Py_None, *sz = Py_None, *out;
+    Py_ssize_t off = 0, n;
+    cuc_stream *s;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OnO", names, &sz, &off, &so) ||
+        stream_or_default(so, dev, &s))
+        return NULL;
+    if (off < 0 || (size_t)off > cap)
+        return py_raise_fmt(CUC_E_INVALID, "to_bytes: offset %zd outside %zu bytes", off, cap);
+    n = sz == Py_None ? (Py_ssize_t)(cap - (size_t)off) : PyLong_AsSsize_t(sz);
+    if (n < 0 || (size_t)n > cap - (size_t)off)
+        return PyErr_Occurred() ? NULL : py_raise_fmt(CUC_E_INVALID, "to_bytes: %zd bytes at "
+                                                      "offset %zd do not fit in %zu", n, off, cap);
+    out = PyBytes_FromStringAndSize(NULL, n);
+    if (!out)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_memcpy(PyBytes_AS_STRING(out), (const char *)src + off, (size_t)n, s);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        Py_DECREF(out);
+        return py_raise(rc);
+    }
+    return out;
+}
+
+#define B(o) (((PyBuffer *)(o))->b)
+
+static PyObject *buf_copy_from(PyObject *self, PyObject *args, PyObject *kw)
+{
+    if (buffer_live((PyBuffer *)self))
+        return NULL;
+    return mem_copy_from(cuc_buffer_ptr(B(self)), cuc_buffer_size(B(self)),
+                         cuc_buffer_device(B(self)), args, kw);
+}
+
+static PyObject *buf_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
+{
+    if (buffer_live((PyBuffer *)self))
+        return NULL;
+    return mem_to_bytes(cuc_buffer_ptr(B(self)), cuc_buffer_size(B(self)),
+                        cuc_buffer_device(B(self)), args, kw);
+}
+
+static PyObject *buf_fill(PyObject *self, PyObject *args)
+{
+    unsigned char v;
+    cuc_stream *s;
+    int rc;
+
+    if (!PyArg_ParseTuple(args, "b", &v) || buffer_live((PyBuffer *)self) ||
+        stream_or_default(Py_None, cuc_buffer_device(B(self)), &s))
+        return NULL;
+    rc = cuc_memset(cuc_buffer_ptr(B(self)), v, cuc_buffer_size(B(self)), s);
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *buf_leases(PyObject *self, PyObject *noargs)
+{
+    size_t n;
+    int rc;
+
+    (void)noargs;
+    if (buffer_live((PyBuffer *)self))
+        return NULL;
+    rc = cuc_buffer_lease_count(B(self), &n);
+    return rc ? py_raise(rc) : PyLong_FromSize_t(n);
+}
+
+static PyObject *buf_reduce(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (buffer_live((PyBuffer *)self))
+        return NULL;
+    return share_reduce_buffer((PyBuffer *)self);
+}
+
+static PyObject *get_size(PyObject *self, void *c)
+{
+    (void)c;
+    return buffer_live((PyBuffer *)self) ? NULL : PyLong_FromSize_t(cuc_buffer_size(B(self)));
+}
+
+static PyObject *get_ptr(PyObject *self, void *c)
+{
+    (void)c;
+    return buffer_live((PyBuffer *)self) ? NULL : PyLong_FromVoidPtr(cuc_buffer_ptr(B(self)));
+}
+
+static PyObject *get_device(PyObject *self, void *c)
+{
+    (void)c;
+    return buffer_live((PyBuffer *)self) ? NULL : device_wrap(cuc_buffer_device(B(self)));
+}
+
+static PyObject *get_pool(PyObject *self, void *c)
+{
+    (void)c;
+    if (buffer_live((PyBuffer *)self))
+        return NULL;
+    return pool_wrap(cuc_pool_ref(cuc_buffer_pool(B(self))));
+}
+
+static PyObject *get_imported(PyObject *self, void *c)
+{
+    (void)c;
+    return buffer_live((PyBuffer *)self) ? NULL
+                                         : PyBool_FromLong(cuc_buffer_is_imported(B(self)));
+}
+
+static PyObject *get_closed(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(B(self) == NULL);
+}
+
+static PyGetSetDef buf_getset[] = {
+    {"size", get_size, NULL, NULL, NULL},
+    {"ptr", get_ptr, NULL, "the device (or pinned host) address", NULL},
+    {"device", get_device, NULL, NULL, NULL},
+    {"pool", get_pool, NULL, NULL, NULL},
+    {"is_imported", get_imported, NULL, NULL, NULL},
+    {"closed", get_closed, NULL, NULL, NULL},
+    {"__cuda_array_interface__", interop_cai, NULL, "version 3, bytes (|u1)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef buf_methods[] = {
+    {"copy_from", (PyCFunction)(void (*)(void))buf_copy_from, METH_VARARGS | METH_KEYWORDS,
+     "copy_from(data, offset=0, stream=None): copy bytes in (synchronous)"},
+    {"to_bytes", (PyCFunction)(void (*)(void))buf_to_bytes, METH_VARARGS | METH_KEYWORDS,
+     "to_bytes(size=None, offset=0, stream=None)"},
+    {"fill", buf_fill, METH_VARARGS, "fill(byte): set every byte"},
+    {"lease_count", buf_leases, METH_NOARGS, "leases of other processes not ended"},
+    {"close", (PyCFunction)(void (*)(void))buf_close, METH_VARARGS | METH_KEYWORDS,
+     "close(stream=None): drop this object's reference"},
+    {"__enter__", buf_enter, METH_NOARGS, NULL},
+    {"__exit__", buf_exit, METH_VARARGS, NULL},
+    {"__dlpack__", (PyCFunction)(void (*)(void))interop_dlpack, METH_VARARGS | METH_KEYWORDS,
+     NULL},
+    {"__dlpack_device__", interop_dlpack_device, METH_NOARGS, NULL},
+    {"__reduce__", buf_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject PyBuffer_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cucore.Buffer",
+    .tp_basicsize = sizeof(PyBuffer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a pool allocation (Pool.allocate); pickles through the share point",
+    .tp_dealloc = buffer_dealloc,
+    .tp_weaklistoffset = offsetof(PyBuffer, weak),
+    .tp_getset = buf_getset,
+    .tp_methods = buf_methods,
+};

@@ -1,0 +1,358 @@
+/* cucore.Channel and cucore.Listener: explicit channels, for programs that
+ * want them (pickle needs none). */
+#include <unistd.h>
+
+#include "cucore_py.h"
+
+static int ms_arg(PyObject *o, int *ms)
+{
+    double t;
+
+    if (o == Py_None) {
+        *ms = -1;
+        return 0;
+    }
+    t = PyFloat_AsDouble(o);
+    if (t == -1.0 && PyErr_Occurred())
+        return -1;
+    *ms = t < 0 ? -1 : t * 1000 > 2147483647.0 ? 2147483647 : (int)(t * 1000);
+    return 0;
+}
+
+static PyObject *channel_wrap(cuc_channel *ch)
+{
+    PyChannel *o = PyObject_New(PyChannel, &PyChannel_Type);
+
+    if (!o) {
+        cuc_channel_destroy(ch);
+        return NULL;
+    }
+    o->ch = ch;
+    o->pid = getpid();
+    return (PyObject *)o;
+}
+
+static int ch_live(PyChannel *c)
+{
+    if (py_check_pid(c->pid, "channel"))
+        return -1;
+    if (!c->ch) {
+        PyErr_SetString(PyExc_ValueError, "the channel is closed");
+        return -1;
+    }
+    return 0;
+}
+
+static void channel_close(PyChannel *c)
+{
+    cuc_channel *ch = c->ch;
+
+    c->ch = NULL;
+    if (ch && c->pid == getpid()) {
+        Py_BEGIN_ALLOW_THREADS
+        cuc_channel_destroy(ch);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+static void channel_dealloc(PyObject *self)
+{
+    channel_close((PyChannel *)self);
+    PyObject_Free(self);
+}
+
+static PyObject *ch_pair(PyObject *cls, PyObject *noargs)
+{
+    cuc_channel *a, *b;
+    PyObject *pa, *pb;
+    int rc = cuc_channel_pair(&a, &b);
+
+    (void)cls;
+    (void)noargs;
+    if (rc)
+        return py_raise(rc);
+    pa = channel_wrap(a);
+    pb = pa ? channel_wrap(b) : (cuc_channel_destroy(b), NULL);
+    if (!pb) {
+        Py_XDECREF(pa);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", pa, pb);
+}
+
+static PyObject *ch_connect(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"path", "timeout", NULL};
+    PyObject *to = Py_None;
+    const char *path;
+    cuc_channel *ch;
+    int ms, rc;
+
+    (void)cls;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O", names, &path, &to) || ms_arg(to, &ms))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_channel_connect(path, ms, &ch);
+    Py_END_ALLOW_THREADS
+    return rc ? py_raise(rc) : channel_wrap(ch);
+}
+
+static PyObject *ch_from_fd(PyObject *cls, PyObject *arg)
+{
+    long fd = PyLong_AsLong(arg);
+    cuc_channel *ch;
+    int rc;
+
+    (void)cls;
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    rc = cuc_channel_from_fd((int)fd, &ch);
+    return rc ? py_raise(rc) : channel_wrap(ch);
+}
+
+#define CH(o) (((PyChannel *)(o))->ch)
+
+static PyObject *ch_send(PyObject *self, PyObject *args)
+{
+    Py_ssize_t i;
+    cuc_msg *m;
+    int rc;
+
+    if (ch_live((PyChannel *)self))
+        return NULL;
+    rc = cuc_msg_create(&m);
+    if (rc)
+        return py_raise(rc);
+    for (i = 0; i < PyTuple_GET_SIZE(args); i++) {
+        if (wire_add(m, PyTuple_GET_ITEM(args, i))) {
+            cuc_msg_destroy(m);
+            return NULL;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_channel_send(CH(self), m);
+    cuc_msg_destroy(m);
+    Py_END_ALLOW_THREADS
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *ch_recv(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"timeout", NULL};
+    PyObject *to = Py_None, *t;
+    cuc_msg *m;
+    int ms, rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || ms_arg(to, &ms) ||
+        ch_live((PyChannel *)self))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_channel_recv(CH(self), ms, &m);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return py_raise(rc);
+    t = wire_resolve(m);
+    cuc_msg_destroy(m);
+    return t;
+}
+
+static PyObject *ch_pump(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"timeout", NULL};
+    PyObject *to = Py_None;
+    int ms, rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || ms_arg(to, &ms) ||
+        ch_live((PyChannel *)self))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_channel_pump(CH(self), ms);
+    Py_END_ALLOW_THREADS
+    if (rc == CUC_E_TIMEOUT)
+        Py_RETURN_FALSE;
+    return rc ? py_raise(rc) : Py_NewRef(Py_True);
+}
+
+static PyObject *ch_lease_count(PyObject *self, PyObject *noargs)
+{
+    size_t n;
+    int rc;
+
+    (void)noargs;
+    if (ch_live((PyChannel *)self))
+        return NULL;
+    rc = cuc_channel_lease_count(CH(self), &n);
+    return rc ? py_raise(rc) : PyLong_FromSize_t(n);
+}
+
+static PyObject *ch_fileno(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return ch_live((PyChannel *)self) ? NULL : PyLong_FromLong(cuc_channel_fd(CH(self)));
+}
+
+static PyObject *ch_peer_pid(PyObject *self, void *c)
+{
+    pid_t pid;
+    int rc;
+
+    (void)c;
+    if (ch_live((PyChannel *)self))
+        return NULL;
+    rc = cuc_channel_peer_pid(CH(self), &pid);
+    return rc ? py_raise(rc) : PyLong_FromLong(pid);
+}
+
+static PyObject *ch_close(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    channel_close((PyChannel *)self);
+    return Py_NewRef(Py_None);
+}
+
+static PyObject *ch_enter(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return Py_NewRef(self);
+}
+
+static PyObject *ch_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    channel_close((PyChannel *)self);
+    return Py_NewRef(Py_False);
+}
+
+static PyObject *ch_reduce(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return py_raise_fmt(CUC_E_NOT_SERIALIZABLE, "a Channel is a socket of this process: "
+                        "pass its fileno() to a child, or listen()/connect() by path");
+}
+
+static PyGetSetDef ch_getset[] = {
+    {"peer_pid", ch_peer_pid, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef ch_methods[] = {
+    {"pair", ch_pair, METH_NOARGS | METH_CLASS, "two connected channels"},
+    {"connect", (PyCFunction)(void (*)(void))ch_connect,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "connect(path, timeout=None)"},
+    {"from_fd", ch_from_fd, METH_O | METH_CLASS, "a channel over an inherited socket"},
+    {"send", ch_send, METH_VARARGS, "send(*objects): one message"},
+    {"recv", (PyCFunction)(void (*)(void))ch_recv, METH_VARARGS | METH_KEYWORDS,
+     "recv(timeout=None) -> tuple of the message's objects"},
+    {"pump", (PyCFunction)(void (*)(void))ch_pump, METH_VARARGS | METH_KEYWORDS,
+     "pump(timeout=None): process releases; False on timeout"},
+    {"lease_count", ch_lease_count, METH_NOARGS, NULL},
+    {"fileno", ch_fileno, METH_NOARGS, NULL},
+    {"close", ch_close, METH_NOARGS, NULL},
+    {"__enter__", ch_enter, METH_NOARGS, NULL},
+    {"__exit__", ch_exit, METH_VARARGS, NULL},
+    {"__reduce__", ch_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject PyChannel_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cucore.Channel",
+    .tp_basicsize = sizeof(PyChannel),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "one end of a cucore channel: Channel.pair(), Channel.connect(path)",
+    .tp_dealloc = channel_dealloc,
+    .tp_getset = ch_getset,
+    .tp_methods = ch_methods,
+};
+
+PyObject *py_listen(PyObject *self, PyObject *arg)
+{
+    PyListener *o;
+    cuc_listener *l;
+    int rc;
+
+    (void)self;
+    if (!PyUnicode_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "listen(path): path is a str");
+    rc = cuc_channel_listen(PyUnicode_AsUTF8(arg), &l);
+    if (rc)
+        return py_raise(rc);
+    o = PyObject_New(PyListener, &PyListener_Type);
+    if (!o) {
+        cuc_listener_destroy(l);
+        return NULL;
+    }
+    o->l = l;
+    o->path = Py_NewRef(arg);
+    o->pid = getpid();
+    return (PyObject *)o;
+}
+
+static void listener_close(PyListener *o)
+{
+    if (o->l && o->pid == getpid())
+        cuc_listener_destroy(o->l);
+    o->l = NULL;
+}
+
+static void listener_dealloc(PyObject *self)
+{
+    listener_close((PyListener *)self);
+    Py_XDECREF(((PyListener *)self)->path);
+    PyObject_Free(self);
+}
+
+static PyObject *l_accept(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"timeout", NULL};
+    PyListener *o = (PyListener *)self;
+    PyObject *to = Py_None;
+    cuc_channel *ch;
+    int ms, rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || ms_arg(to, &ms))
+        return NULL;
+    if (!o->l || o->pid != getpid()) {
+        PyErr_SetString(PyExc_ValueError, "the listener is closed");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_listener_accept(o->l, ms, &ch);
+    Py_END_ALLOW_THREADS
+    return rc ? py_raise(rc) : channel_wrap(ch);
+}
+
+static PyObject *l_close(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    listener_close((PyListener *)self);
+    return Py_NewRef(Py_None);
+}
+
+static PyObject *l_path(PyObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef(((PyListener *)self)->path);
+}
+
+static PyGetSetDef l_getset[] = {
+    {"path", l_path, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef l_methods[] = {
+    {"accept", (PyCFunction)(void (*)(void))l_accept, METH_VARARGS | METH_KEYWORDS,
+     "accept(timeout=None) -> Channel (same-uid peers only)"},
+    {"close", l_close, METH_NOARGS, NULL},
+    {"__enter__", ch_enter, METH_NOARGS, NULL},
+    {"__exit__", l_close, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject PyListener_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cucore.Listener",
+    .tp_basicsize = sizeof(PyListener),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "cucore.listen(path): a socket 0600 that same-uid peers connect to",
+    .tp_dealloc = listener_dealloc,
+    .tp_getset = l_getset,
+    .tp_methods = l_methods,
+};

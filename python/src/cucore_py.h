@@ -1,0 +1,167 @@
+/* The cucore._core extension: what its files share. The module is written
+ * over cucore's public headers only (<cucore.h>); each object type has its
+ * own file, and the pickle/share point machinery its own. */
+#ifndef CUCORE_PY_H
+#define CUCORE_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sys/types.h>
+
+#include <cucore.h>
+
+/* Types, each defined in the file of its name. */
+extern PyTypeObject PyDevice_Type, PyStream_Type, PyEvent_Type, PyKernel_Type,
+    PyLaunchConfig_Type, PyPool_Type, PyBuffer_Type, PyVmm_Type, PyChannel_Type,
+    PyListener_Type;
+
+typedef struct {
+    PyObject_HEAD
+    cuc_device *dev;
+} PyDevice;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *weak;
+    cuc_stream *s;
+    int owned; /* a created stream: destroyed with the object */
+    pid_t pid;
+} PyStream;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *weak;
+    cuc_event *e;
+    pid_t pid;
+} PyEvent;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *weak;
+    cuc_kernel *k;
+    PyObject *key; /* hash + name: identity in this process */
+    pid_t pid;
+} PyKernel;
+
+typedef struct {
+    PyObject_HEAD
+    cuc_launch_config cfg;
+} PyLaunchConfig;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *weak;
+    cuc_pool *p;
+    pid_t pid;
+} PyPool;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *weak;
+    cuc_buffer *b; /* NULL once closed */
+    pid_t pid;
+    Py_ssize_t exports; /* live buffer-protocol views */
+} PyBuffer;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *weak;
+    cuc_vmm *v;
+    uint64_t token; /* its share point registration (0: none) */
+    pid_t pid;
+} PyVmm;
+
+typedef struct {
+    PyObject_HEAD
+    cuc_channel *ch;
+    pid_t pid;
+} PyChannel;
+
+typedef struct {
+    PyObject_HEAD
+    cuc_listener *l;
+    PyObject *path;
+    pid_t pid;
+} PyListener;
+
+/* errors.c: raises the cucore.Error subclass of status with cuc_errmsg()'s
+ * text (or fmt's); returns NULL for `return py_raise(rc);`. */
+int errors_init(PyObject *module);
+PyObject *py_raise(int status);
+PyObject *py_raise_fmt(int status, const char *fmt, ...);
+/* Raises a class of cucore._errors by name with code and text. */
+PyObject *py_raise_named(const char *cls, const char *code, const char *fmt, ...);
+/* 0 if obj was made in this process; else raises (inherited through fork). */
+int py_check_pid(pid_t pid, const char *what);
+
+/* live.c: this process's Python object of a cucore object (identity across
+ * pickle round trips). Borrowed lookups return a new reference or NULL
+ * (no error set). */
+int live_init(void);
+PyObject *live_get(PyObject *key);
+int live_put(PyObject *key, PyObject *obj);
+void live_del(PyObject *key);
+PyObject *live_get_ptr(const void *p);
+int live_put_ptr(const void *p, PyObject *obj);
+void live_del_ptr(const void *p);
+
+/* device.c */
+PyObject *device_wrap(cuc_device *dev);
+/* A Device, an int ordinal, a UUID string, or anything with .uuid. */
+int device_arg(PyObject *o, cuc_device **dev);
+PyObject *py_devices(PyObject *self, PyObject *noargs);
+
+/* stream.c: None is NULL (the legacy default stream). */
+int stream_arg(PyObject *o, cuc_stream **s);
+PyObject *stream_wrap_default(cuc_stream *s);
+
+/* event.c, kernel.c, pool.c, buffer.c, vmm.c: wrap a reference the caller
+ * gives away (the existing Python object when there is one). */
+PyObject *event_wrap(cuc_event *e);
+PyObject *kernel_wrap(cuc_kernel *k);
+PyObject *launch_config_wrap(const cuc_launch_config *cfg);
+PyObject *pool_wrap(cuc_pool *p);
+PyObject *buffer_wrap(cuc_buffer *b);
+PyObject *vmm_wrap(cuc_vmm *v);
+int buffer_live(PyBuffer *b);
+/* Waits for the legacy default stream of b's device. */
+int buffer_sync_default(cuc_buffer *b); /* 0, or raises for a closed/inherited one */
+int vmm_live(PyVmm *v);
+
+/* wire.c: messages of Python objects. */
+int wire_init(PyObject *module);
+int wire_add(cuc_msg *m, PyObject *obj);
+/* Every record of m as objects (a tuple). */
+PyObject *wire_resolve(cuc_msg *m);
+/* One object in m (fd-free) as pickle's (cucore._core._load, (bytes,)). */
+PyObject *wire_reduce(PyObject *obj);
+PyObject *py_load(PyObject *self, PyObject *arg);
+
+/* share.c: the share point (objects with fds through pickle). */
+PyObject *share_reduce_pool(PyPool *p);
+PyObject *share_reduce_buffer(PyBuffer *b);
+PyObject *share_reduce_vmm(PyVmm *v);
+PyObject *py_reduce_buffers(PyObject *self, PyObject *arg);
+PyObject *py_load_shared(PyObject *self, PyObject *args);
+PyObject *py_share_point(PyObject *self, PyObject *noargs);
+PyObject *py_share_close(PyObject *self, PyObject *noargs);
+PyObject *py_host_id(PyObject *self, PyObject *noargs);
+void share_vmm_forget(uint64_t token);
+int share_init(PyObject *module);
+
+PyObject *py_listen(PyObject *self, PyObject *arg);
+
+/* launch.c */
+PyObject *py_launch(PyObject *self, PyObject *args);
+
+/* interop.c: __cuda_array_interface__ / __dlpack__ of a buffer. */
+PyObject *interop_cai(PyObject *self, void *closure);
+PyObject *interop_dlpack(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *interop_dlpack_device(PyObject *self, PyObject *noargs);
+
+/* Memory helpers shared by Buffer and VMM (buffer.c). */
+PyObject *mem_copy_from(void *dst, size_t cap, cuc_device *dev, PyObject *args, PyObject *kw);
+PyObject *mem_to_bytes(const void *src, size_t cap, cuc_device *dev, PyObject *args,
+                       PyObject *kw);
+
+#endif

@@ -1,0 +1,90 @@
+/* Status codes as Python exceptions (the classes live in cucore._errors,
+ * where Python is the better tool for a class hierarchy). */
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "cucore_py.h"
+
+static PyObject *errors_mod; /* cucore._errors */
+
+int errors_init(PyObject *module)
+{
+    PyObject *base;
+
+    errors_mod = PyImport_ImportModule("cucore._errors");
+    if (!errors_mod)
+        return -1;
+    base = PyObject_GetAttrString(errors_mod, "Error");
+    if (!base)
+        return -1;
+    return PyModule_AddObject(module, "Error", base) ? (Py_DECREF(base), -1) : 0;
+}
+
+/* The class for code (cucore.Error when none is more specific). */
+static PyObject *class_of(const char *code)
+{
+    PyObject *by = PyObject_GetAttrString(errors_mod, "BY_CODE"), *cls;
+
+    if (!by)
+        return NULL;
+    cls = PyDict_GetItemString(by, code);
+    Py_XINCREF(cls);
+    Py_DECREF(by);
+    return cls ? cls : PyObject_GetAttrString(errors_mod, "Error");
+}
+
+static PyObject *raise_with(PyObject *cls, const char *code, const char *text)
+{
+    PyObject *exc;
+
+    if (!cls)
+        return NULL;
+    exc = PyObject_CallFunction(cls, "ss", code, text);
+    Py_DECREF(cls);
+    if (exc) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+PyObject *py_raise(int status)
+{
+    const char *code = cuc_errname(status), *msg = cuc_errmsg();
+
+    return raise_with(class_of(code), code, msg[0] ? msg : cuc_strerror(status));
+}
+
+PyObject *py_raise_fmt(int status, const char *fmt, ...)
+{
+    const char *code = cuc_errname(status);
+    char text[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    return raise_with(class_of(code), code, text);
+}
+
+PyObject *py_raise_named(const char *cls, const char *code, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    return raise_with(PyObject_GetAttrString(errors_mod, cls), code, text);
+}
+
+int py_check_pid(pid_t pid, const char *what)
+{
+    if (pid == getpid())
+        return 0;
+    py_raise_fmt(CUC_E_INVALID, "this %s was inherited through fork from process %ld: "
+                 "objects inherited through fork are inert (CUDA state does not "
+                 "survive fork); send it to this process by pickle instead",
+                 what, (long)pid);
+    return -1;
+}

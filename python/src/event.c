@@ -1,0 +1,149 @@
+/* cucore.Event: events, and IPC events that pickle as their driver handle
+ * and device UUID. */
+#include <unistd.h>
+
+#include "cucore_py.h"
+
+PyObject *event_wrap(cuc_event *e)
+{
+    PyObject *o = live_get_ptr(e);
+    PyEvent *ev;
+
+    if (o || PyErr_Occurred()) {
+        cuc_event_unref(e); /* the Python object holds its own reference */
+        return o;
+    }
+    ev = PyObject_New(PyEvent, &PyEvent_Type);
+    if (!ev) {
+        cuc_event_unref(e);
+        return NULL;
+    }
+    ev->weak = NULL;
+    ev->e = e;
+    ev->pid = getpid();
+    if (live_put_ptr(e, (PyObject *)ev))
+        Py_CLEAR(ev);
+    return (PyObject *)ev;
+}
+
+static PyObject *event_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"device", "ipc", "timing", "blocking_sync", NULL};
+    int ipc = 1, timing = 0, blocking = 0, rc;
+    unsigned flags;
+    cuc_device *dev;
+    PyObject *d;
+    cuc_event *e;
+
+    (void)type;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|ppp", names, &d, &ipc, &timing, &blocking) ||
+        device_arg(d, &dev))
+        return NULL;
+    flags = (ipc ? CUC_EVENT_IPC : 0) | (timing ? CUC_EVENT_TIMING : 0) |
+            (blocking ? CUC_EVENT_BLOCKING_SYNC : 0);
+    rc = cuc_event_create(dev, flags, &e);
+    return rc ? py_raise(rc) : event_wrap(e);
+}
+
+static void event_dealloc(PyObject *self)
+{
+    PyEvent *o = (PyEvent *)self;
+
+    if (o->weak)
+        PyObject_ClearWeakRefs(self);
+    live_del_ptr(o->e);
+    if (o->pid == getpid())
+        cuc_event_unref(o->e);
+    PyObject_Free(self);
+}
+
+#define E(o) (((PyEvent *)(o))->e)
+
+static PyObject *ev_record(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"stream", NULL};
+    PyObject *so = Py_None;
+    cuc_stream *s;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &so) ||
+        py_check_pid(((PyEvent *)self)->pid, "event") || stream_arg(so, &s))
+        return NULL;
+    rc = cuc_event_record(E(self), s);
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *ev_sync(PyObject *self, PyObject *noargs)
+{
+    int rc;
+
+    (void)noargs;
+    if (py_check_pid(((PyEvent *)self)->pid, "event"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_event_synchronize(E(self));
+    Py_END_ALLOW_THREADS
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *ev_query(PyObject *self, PyObject *noargs)
+{
+    int rc, done = 0;
+
+    (void)noargs;
+    if (py_check_pid(((PyEvent *)self)->pid, "event"))
+        return NULL;
+    rc = cuc_event_query(E(self), &done);
+    return rc ? py_raise(rc) : PyBool_FromLong(done);
+}
+
+static PyObject *ev_reduce(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return wire_reduce(self);
+}
+
+static PyObject *get_device(PyObject *self, void *c)
+{
+    (void)c;
+    return device_wrap(cuc_event_device(E(self)));
+}
+
+static PyObject *get_imported(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(cuc_event_is_imported(E(self)));
+}
+
+static PyObject *get_ipc(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong((cuc_event_flags(E(self)) & CUC_EVENT_IPC) != 0);
+}
+
+static PyGetSetDef ev_getset[] = {
+    {"device", get_device, NULL, NULL, NULL},
+    {"is_imported", get_imported, NULL, "opened from another process's IPC handle", NULL},
+    {"ipc", get_ipc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef ev_methods[] = {
+    {"record", (PyCFunction)(void (*)(void))ev_record, METH_VARARGS | METH_KEYWORDS,
+     "record(stream=None): capture the work queued so far"},
+    {"synchronize", ev_sync, METH_NOARGS, NULL},
+    {"query", ev_query, METH_NOARGS, "True when the captured work has completed"},
+    {"__reduce__", ev_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject PyEvent_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cucore.Event",
+    .tp_basicsize = sizeof(PyEvent),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Event(device, ipc=True, timing=False, blocking_sync=False)",
+    .tp_new = event_new,
+    .tp_dealloc = event_dealloc,
+    .tp_weaklistoffset = offsetof(PyEvent, weak),
+    .tp_getset = ev_getset,
+    .tp_methods = ev_methods,
+};

@@ -1,0 +1,171 @@
+/* cucore.Kernel: a symbol of a loaded image; pickles as image + kind +
+ * name + hash, and one process loads each image once (cucore's cache). */
+#include <string.h>
+#include <unistd.h>
+
+#include "cucore_py.h"
+
+static PyObject *key_of(cuc_kernel *k)
+{
+    const char *name = cuc_kernel_name(k);
+    size_t n = strlen(name);
+    PyObject *key = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(CUC_KERNEL_HASH_LEN + 1 + n));
+
+    if (!key)
+        return NULL;
+    memcpy(PyBytes_AS_STRING(key), cuc_kernel_hash(k), CUC_KERNEL_HASH_LEN);
+    PyBytes_AS_STRING(key)[CUC_KERNEL_HASH_LEN] = (char)cuc_kernel_kind(k);
+    memcpy(PyBytes_AS_STRING(key) + CUC_KERNEL_HASH_LEN + 1, name, n);
+    return key;
+}
+
+PyObject *kernel_wrap(cuc_kernel *k)
+{
+    PyObject *key = key_of(k), *o;
+    PyKernel *ko;
+
+    o = key ? live_get(key) : NULL;
+    if (o || !key || PyErr_Occurred()) {
+        cuc_kernel_destroy(k); /* the same image and symbol: one object */
+        Py_XDECREF(key);
+        return o;
+    }
+    ko = PyObject_New(PyKernel, &PyKernel_Type);
+    if (!ko) {
+        cuc_kernel_destroy(k);
+        Py_DECREF(key);
+        return NULL;
+    }
+    ko->weak = NULL;
+    ko->k = k;
+    ko->key = key;
+    ko->pid = getpid();
+    if (live_put(key, (PyObject *)ko))
+        Py_CLEAR(ko);
+    return (PyObject *)ko;
+}
+
+static int kind_arg(const char *s, enum cuc_image_kind *kind)
+{
+    if (!strcmp(s, "ptx"))
+        *kind = CUC_IMAGE_PTX;
+    else if (!strcmp(s, "cubin"))
+        *kind = CUC_IMAGE_CUBIN;
+    else if (!strcmp(s, "fatbin"))
+        *kind = CUC_IMAGE_FATBIN;
+    else
+        return py_raise_fmt(CUC_E_INVALID, "kernel kind \"%s\": use \"ptx\", \"cubin\" or "
+                            "\"fatbin\"", s), -1;
+    return 0;
+}
+
+static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"image", "name", "kind", NULL};
+    const char *name, *kname = "ptx";
+    enum cuc_image_kind kind;
+    Py_buffer img;
+    cuc_kernel *k;
+    int rc;
+
+    (void)type;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s*s|s", names, &img, &name, &kname))
+        return NULL;
+    if (kind_arg(kname, &kind)) {
+        PyBuffer_Release(&img);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_kernel_load(kind, img.buf, (size_t)img.len, name, &k);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&img);
+    return rc ? py_raise(rc) : kernel_wrap(k);
+}
+
+static void kernel_dealloc(PyObject *self)
+{
+    PyKernel *o = (PyKernel *)self;
+
+    if (o->weak)
+        PyObject_ClearWeakRefs(self);
+    live_del(o->key);
+    Py_DECREF(o->key);
+    if (o->pid == getpid())
+        cuc_kernel_destroy(o->k);
+    PyObject_Free(self);
+}
+
+#define K(o) (((PyKernel *)(o))->k)
+
+static PyObject *get_name(PyObject *self, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(cuc_kernel_name(K(self)));
+}
+
+static PyObject *get_kind(PyObject *self, void *c)
+{
+    int k = cuc_kernel_kind(K(self));
+
+    (void)c;
+    return PyUnicode_FromString(k == CUC_IMAGE_PTX ? "ptx" : k == CUC_IMAGE_CUBIN ? "cubin"
+                                                                                  : "fatbin");
+}
+
+static PyObject *get_hash(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBytes_FromStringAndSize((const char *)cuc_kernel_hash(K(self)),
+                                     CUC_KERNEL_HASH_LEN);
+}
+
+static PyObject *get_image(PyObject *self, void *c)
+{
+    size_t n;
+    const void *p = cuc_kernel_image(K(self), &n);
+
+    (void)c;
+    return PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
+}
+
+static PyObject *k_reduce(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return wire_reduce(self);
+}
+
+static PyObject *k_stats(PyObject *cls, PyObject *noargs)
+{
+    size_t loads, hits;
+
+    (void)cls;
+    (void)noargs;
+    cuc_kernel_cache_stats(&loads, &hits);
+    return Py_BuildValue("(nn)", (Py_ssize_t)loads, (Py_ssize_t)hits);
+}
+
+static PyGetSetDef k_getset[] = {
+    {"name", get_name, NULL, NULL, NULL},
+    {"kind", get_kind, NULL, NULL, NULL},
+    {"hash", get_hash, NULL, "SHA-256 of the image", NULL},
+    {"image", get_image, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef k_methods[] = {
+    {"__reduce__", k_reduce, METH_NOARGS, NULL},
+    {"cache_stats", k_stats, METH_NOARGS | METH_CLASS,
+     "(images loaded, loads that reused one) since the process started"},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject PyKernel_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cucore.Kernel",
+    .tp_basicsize = sizeof(PyKernel),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Kernel(image, name, kind=\"ptx\"|\"cubin\"|\"fatbin\")",
+    .tp_new = kernel_new,
+    .tp_dealloc = kernel_dealloc,
+    .tp_weaklistoffset = offsetof(PyKernel, weak),
+    .tp_getset = k_getset,
+    .tp_methods = k_methods,
+};

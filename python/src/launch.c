@@ -1,0 +1,243 @@
+/* cucore.LaunchConfig (a plain value: no stream) and cucore.launch(). */
+#include <string.h>
+
+#include "cucore_py.h"
+
+/* An int or a tuple of 1-3 ints; missing dimensions are 1. */
+static int dims_arg(PyObject *o, const char *what, uint32_t d[3])
+{
+    PyObject *seq;
+    Py_ssize_t n, i;
+    unsigned long v;
+
+    d[0] = d[1] = d[2] = 1;
+    if (PyLong_Check(o)) {
+        v = PyLong_AsUnsignedLong(o);
+        if (PyErr_Occurred() || v > UINT32_MAX)
+            return PyErr_Format(PyExc_ValueError, "%s: %R is not a dimension", what, o), -1;
+        d[0] = (uint32_t)v;
+        return 0;
+    }
+    seq = PySequence_Fast(o, "a launch dimension is an int or a tuple of 1-3 ints");
+    if (!seq)
+        return -1;
+    n = PySequence_Fast_GET_SIZE(seq);
+    for (i = 0; i < n && i < 3; i++) {
+        v = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (PyErr_Occurred() || v > UINT32_MAX)
+            break;
+        d[i] = (uint32_t)v;
+    }
+    Py_DECREF(seq);
+    if (i != n || n < 1 || n > 3) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_ValueError, "%s: %R is not 1-3 dimensions", what, o), -1;
+    }
+    return 0;
+}
+
+PyObject *launch_config_wrap(const cuc_launch_config *cfg)
+{
+    PyLaunchConfig *o = PyObject_New(PyLaunchConfig, &PyLaunchConfig_Type);
+
+    if (o)
+        o->cfg = *cfg;
+    return (PyObject *)o;
+}
+
+static PyObject *lc_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"grid", "block", "shared_mem", "cluster", "cooperative", NULL};
+    PyObject *grid, *block, *cluster = Py_None;
+    unsigned int shmem = 0;
+    int coop = 0, rc;
+    cuc_launch_config cfg;
+
+    (void)type;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|IOp", names, &grid, &block, &shmem,
+                                     &cluster, &coop))
+        return NULL;
+    cuc_launch_config_init(&cfg);
+    if (dims_arg(grid, "grid", cfg.grid) || dims_arg(block, "block", cfg.block) ||
+        (cluster != Py_None && dims_arg(cluster, "cluster", cfg.cluster)))
+        return NULL;
+    cfg.shared_mem = shmem;
+    cfg.cooperative = (uint32_t)coop;
+    rc = cuc_launch_config_check(&cfg);
+    return rc ? py_raise(rc) : launch_config_wrap(&cfg);
+}
+
+#define CFG(o) (&((PyLaunchConfig *)(o))->cfg)
+
+static PyObject *get_grid(PyObject *o, void *c)
+{
+    (void)c;
+    return Py_BuildValue("(III)", CFG(o)->grid[0], CFG(o)->grid[1], CFG(o)->grid[2]);
+}
+
+static PyObject *get_block(PyObject *o, void *c)
+{
+    (void)c;
+    return Py_BuildValue("(III)", CFG(o)->block[0], CFG(o)->block[1], CFG(o)->block[2]);
+}
+
+static PyObject *get_cluster(PyObject *o, void *c)
+{
+    const uint32_t *d = CFG(o)->cluster;
+
+    (void)c;
+    if (d[0] == 1 && d[1] == 1 && d[2] == 1)
+        return Py_NewRef(Py_None);
+    return Py_BuildValue("(III)", d[0], d[1], d[2]);
+}
+
+static PyObject *get_shmem(PyObject *o, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLong(CFG(o)->shared_mem);
+}
+
+static PyObject *get_coop(PyObject *o, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(CFG(o)->cooperative);
+}
+
+static PyObject *lc_richcompare(PyObject *a, PyObject *b, int op)
+{
+    int eq;
+
+    if (!PyObject_TypeCheck(b, &PyLaunchConfig_Type) || (op != Py_EQ && op != Py_NE))
+        Py_RETURN_NOTIMPLEMENTED;
+    eq = !memcmp(CFG(a), CFG(b), sizeof(cuc_launch_config));
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static PyObject *lc_repr(PyObject *o)
+{
+    const cuc_launch_config *c = CFG(o);
+
+    return PyUnicode_FromFormat("<cucore.LaunchConfig grid=(%u,%u,%u) block=(%u,%u,%u) "
+                                "cluster=(%u,%u,%u) shared_mem=%u cooperative=%u>",
+                                c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1],
+                                c->block[2], c->cluster[0], c->cluster[1], c->cluster[2],
+                                c->shared_mem, c->cooperative);
+}
+
+static PyObject *lc_reduce(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return wire_reduce(self);
+}
+
+static PyGetSetDef lc_getset[] = {
+    {"grid", get_grid, NULL, "blocks (not clusters) in x, y, z", NULL},
+    {"block", get_block, NULL, "threads per block", NULL},
+    {"cluster", get_cluster, NULL, "blocks per cluster, or None", NULL},
+    {"shared_mem", get_shmem, NULL, "dynamic shared memory per block", NULL},
+    {"cooperative", get_coop, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef lc_methods[] = {
+    {"__reduce__", lc_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject PyLaunchConfig_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cucore.LaunchConfig",
+    .tp_basicsize = sizeof(PyLaunchConfig),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "LaunchConfig(grid, block, shared_mem=0, cluster=None, cooperative=False)",
+    .tp_new = lc_new,
+    .tp_repr = lc_repr,
+    .tp_richcompare = lc_richcompare,
+    .tp_getset = lc_getset,
+    .tp_methods = lc_methods,
+};
+
+/* Kernel arguments: each becomes 8 bytes of storage (ints, floats as
+ * double, device pointers) unless it exposes its own bytes (a ctypes or
+ * NumPy scalar, for a float32 parameter). */
+#define MAX_ARGS 64
+
+struct args {
+    uint64_t slot[MAX_ARGS];
+    Py_buffer views[MAX_ARGS];
+    void *ptrs[MAX_ARGS];
+    int nviews;
+};
+
+static int arg_put(struct args *a, int i, PyObject *o)
+{
+    a->ptrs[i] = &a->slot[i];
+    if (PyObject_TypeCheck(o, &PyBuffer_Type)) {
+        if (buffer_live((PyBuffer *)o))
+            return -1;
+        a->slot[i] = (uint64_t)(uintptr_t)cuc_buffer_ptr(((PyBuffer *)o)->b);
+    } else if (PyObject_TypeCheck(o, &PyVmm_Type)) {
+        if (vmm_live((PyVmm *)o))
+            return -1;
+        a->slot[i] = (uint64_t)(uintptr_t)cuc_vmm_ptr(((PyVmm *)o)->v);
+    } else if (PyFloat_Check(o)) {
+        double d = PyFloat_AS_DOUBLE(o);
+        memcpy(&a->slot[i], &d, sizeof(d));
+    } else if (PyLong_Check(o)) {
+        long long v = PyLong_AsLongLong(o);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            a->slot[i] = PyLong_AsUnsignedLongLong(o); /* a raw pointer above 2^63 */
+            if (PyErr_Occurred())
+                return -1;
+        } else {
+            a->slot[i] = (uint64_t)v;
+        }
+    } else if (PyObject_CheckBuffer(o)) {
+        if (PyObject_GetBuffer(o, &a->views[a->nviews], PyBUF_SIMPLE))
+            return -1;
+        a->ptrs[i] = a->views[a->nviews++].buf;
+    } else {
+        PyErr_Format(PyExc_TypeError, "kernel argument %d: %.100s is not an int, float, "
+                     "buffer, VMM or bytes-like scalar", i, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static void args_release(struct args *a)
+{
+    while (a->nviews > 0)
+        PyBuffer_Release(&a->views[--a->nviews]);
+}
+
+PyObject *py_launch(PyObject *self, PyObject *args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args), i;
+    PyObject *so, *co, *ko;
+    struct args a;
+    cuc_stream *s;
+    int rc = 0;
+
+    (void)self;
+    if (n < 3 || n - 3 > MAX_ARGS)
+        return PyErr_Format(PyExc_TypeError, "launch(stream, config, kernel, *args): at "
+                            "most %d kernel arguments", MAX_ARGS);
+    so = PyTuple_GET_ITEM(args, 0);
+    co = PyTuple_GET_ITEM(args, 1);
+    ko = PyTuple_GET_ITEM(args, 2);
+    if (!PyObject_TypeCheck(co, &PyLaunchConfig_Type) || !PyObject_TypeCheck(ko, &PyKernel_Type))
+        return PyErr_Format(PyExc_TypeError, "launch(stream, config, kernel, *args) takes a "
+                            "cucore.LaunchConfig and a cucore.Kernel");
+    if (stream_arg(so, &s) || py_check_pid(((PyKernel *)ko)->pid, "kernel"))
+        return NULL;
+    a.nviews = 0;
+    for (i = 3; i < n && rc == 0; i++)
+        rc = arg_put(&a, (int)(i - 3), PyTuple_GET_ITEM(args, i));
+    if (rc == 0)
+        rc = cuc_launch(s, CFG(co), ((PyKernel *)ko)->k, n > 3 ? a.ptrs : NULL);
+    else
+        rc = 1; /* a Python error is set */
+    args_release(&a);
+    if (rc == 1)
+        return NULL;
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}

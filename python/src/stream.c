@@ -1,0 +1,238 @@
+/* cucore.Stream: the default streams (singletons that cross processes as
+ * kind + device UUID) and created streams (this process only). */
+#include <unistd.h>
+
+#include "cucore_py.h"
+
+static PyStream *stream_new_obj(cuc_stream *s, int owned)
+{
+    PyStream *o = PyObject_New(PyStream, &PyStream_Type);
+
+    if (!o)
+        return NULL;
+    o->weak = NULL;
+    o->s = s;
+    o->owned = owned;
+    o->pid = getpid();
+    return o;
+}
+
+PyObject *stream_wrap_default(cuc_stream *s)
+{
+    PyObject *o = live_get_ptr(s);
+
+    if (o || PyErr_Occurred())
+        return o;
+    o = (PyObject *)stream_new_obj(s, 0);
+    if (o && live_put_ptr(s, o))
+        Py_CLEAR(o);
+    return o;
+}
+
+int stream_arg(PyObject *o, cuc_stream **s)
+{
+    if (o == Py_None) {
+        *s = NULL;
+        return 0;
+    }
+    if (!PyObject_TypeCheck(o, &PyStream_Type)) {
+        PyErr_Format(PyExc_TypeError, "expected a cucore.Stream or None, not %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    if (py_check_pid(((PyStream *)o)->pid, "stream"))
+        return -1;
+    *s = ((PyStream *)o)->s;
+    return 0;
+}
+
+static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"device", "non_blocking", "priority", NULL};
+    PyObject *d;
+    int nb = 0, prio = 0, rc;
+    cuc_device *dev;
+    cuc_stream *s;
+    PyStream *o;
+
+    (void)type;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pi", names, &d, &nb, &prio) ||
+        device_arg(d, &dev))
+        return NULL;
+    rc = cuc_stream_create(dev, nb ? CUC_STREAM_NON_BLOCKING : 0, prio, &s);
+    if (rc)
+        return py_raise(rc);
+    o = stream_new_obj(s, 1);
+    if (!o)
+        cuc_stream_destroy(s);
+    return (PyObject *)o;
+}
+
+static void stream_dealloc(PyObject *self)
+{
+    PyStream *o = (PyStream *)self;
+
+    if (o->weak)
+        PyObject_ClearWeakRefs(self);
+    if (o->owned && o->pid == getpid())
+        cuc_stream_destroy(o->s);
+    else if (!o->owned)
+        live_del_ptr(o->s);
+    PyObject_Free(self);
+}
+
+typedef int (*default_fn)(cuc_device *, cuc_stream **);
+
+static PyObject *get_default(PyObject *arg, default_fn fn)
+{
+    cuc_device *dev;
+    cuc_stream *s;
+    int rc;
+
+    if (device_arg(arg, &dev))
+        return NULL;
+    rc = fn(dev, &s);
+    return rc ? py_raise(rc) : stream_wrap_default(s);
+}
+
+static PyObject *st_legacy(PyObject *cls, PyObject *arg)
+{
+    (void)cls;
+    return get_default(arg, cuc_stream_legacy);
+}
+
+static PyObject *st_per_thread(PyObject *cls, PyObject *arg)
+{
+    (void)cls;
+    return get_default(arg, cuc_stream_per_thread);
+}
+
+static PyObject *st_default(PyObject *cls, PyObject *arg)
+{
+    (void)cls;
+    return get_default(arg, cuc_stream_default);
+}
+
+#define S(o) (((PyStream *)(o))->s)
+
+static PyObject *st_sync(PyObject *self, PyObject *noargs)
+{
+    int rc;
+
+    (void)noargs;
+    if (py_check_pid(((PyStream *)self)->pid, "stream"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_stream_synchronize(S(self));
+    Py_END_ALLOW_THREADS
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *st_query(PyObject *self, PyObject *noargs)
+{
+    int rc, done = 0;
+
+    (void)noargs;
+    if (py_check_pid(((PyStream *)self)->pid, "stream"))
+        return NULL;
+    rc = cuc_stream_query(S(self), &done);
+    return rc ? py_raise(rc) : PyBool_FromLong(done);
+}
+
+static PyObject *st_wait(PyObject *self, PyObject *ev)
+{
+    int rc;
+
+    if (!PyObject_TypeCheck(ev, &PyEvent_Type))
+        return PyErr_Format(PyExc_TypeError, "Stream.wait takes a cucore.Event");
+    if (py_check_pid(((PyStream *)self)->pid, "stream") ||
+        py_check_pid(((PyEvent *)ev)->pid, "event"))
+        return NULL;
+    rc = cuc_stream_wait_event(S(self), ((PyEvent *)ev)->e);
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *st_cuda_stream(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return Py_BuildValue("(iK)", 0, (unsigned long long)(uintptr_t)cuc_stream_handle(S(self)));
+}
+
+static PyObject *st_reduce(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (cuc_stream_kind(S(self)) == CUC_STREAM_CREATED)
+        return py_raise_fmt(CUC_E_NOT_SERIALIZABLE, "a created stream (on device %s) is a "
+                            "handle valid only in its process: send a cucore.Event(dev, "
+                            "ipc=True) recorded on it, and have the receiver wait on it "
+                            "(Stream.wait) from a stream of its own; or send "
+                            "Stream.legacy(dev) / Stream.per_thread(dev)",
+                            cuc_device_uuid_string(cuc_stream_device(S(self))));
+    return wire_reduce(self);
+}
+
+static PyObject *get_device(PyObject *self, void *c)
+{
+    (void)c;
+    return device_wrap(cuc_stream_device(S(self)));
+}
+
+static PyObject *get_kind(PyObject *self, void *c)
+{
+    int k = cuc_stream_kind(S(self));
+
+    (void)c;
+    return PyUnicode_FromString(k == CUC_STREAM_LEGACY_DEFAULT       ? "legacy"
+                                : k == CUC_STREAM_PER_THREAD_DEFAULT ? "per-thread"
+                                                                     : "created");
+}
+
+static PyObject *get_handle(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromVoidPtr(cuc_stream_handle(S(self)));
+}
+
+static PyObject *stream_repr(PyObject *self)
+{
+    PyObject *kind = get_kind(self, NULL), *r;
+
+    if (!kind)
+        return NULL;
+    r = PyUnicode_FromFormat("<cucore.Stream %U on %s>", kind,
+                             cuc_device_uuid_string(cuc_stream_device(S(self))));
+    Py_DECREF(kind);
+    return r;
+}
+
+static PyGetSetDef st_getset[] = {
+    {"device", get_device, NULL, NULL, NULL},
+    {"kind", get_kind, NULL, "\"legacy\", \"per-thread\" or \"created\"", NULL},
+    {"handle", get_handle, NULL, "the driver's CUstream as an int", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef st_methods[] = {
+    {"legacy", st_legacy, METH_O | METH_CLASS, "the device's legacy default stream"},
+    {"per_thread", st_per_thread, METH_O | METH_CLASS, "the per-thread default stream"},
+    {"default", st_default, METH_O | METH_CLASS, "what stream 0 means in this process"},
+    {"synchronize", st_sync, METH_NOARGS, NULL},
+    {"query", st_query, METH_NOARGS, "True when all queued work has completed"},
+    {"wait", st_wait, METH_O, "make later work wait for an event"},
+    {"__cuda_stream__", st_cuda_stream, METH_NOARGS, "(0, CUstream) for cuda.core"},
+    {"__reduce__", st_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject PyStream_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cucore.Stream",
+    .tp_basicsize = sizeof(PyStream),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Stream(device, non_blocking=False, priority=0): a created stream "
+              "(this process only); Stream.legacy(dev) / Stream.per_thread(dev) pickle",
+    .tp_new = stream_new,
+    .tp_dealloc = stream_dealloc,
+    .tp_repr = stream_repr,
+    .tp_weaklistoffset = offsetof(PyStream, weak),
+    .tp_getset = st_getset,
+    .tp_methods = st_methods,
+};

@@ -1,0 +1,260 @@
+/* cucore.VMM: physical chunks at one contiguous range, with peers; pickles
+ * through the share point. */
+#include <unistd.h>
+
+#include "cucore_py.h"
+
+PyObject *vmm_wrap(cuc_vmm *v)
+{
+    PyObject *o = live_get_ptr(v);
+    PyVmm *vo;
+
+    if (o || PyErr_Occurred()) {
+        cuc_vmm_unref(v);
+        return o;
+    }
+    vo = PyObject_New(PyVmm, &PyVmm_Type);
+    if (!vo) {
+        cuc_vmm_unref(v);
+        return NULL;
+    }
+    vo->weak = NULL;
+    vo->v = v;
+    vo->token = 0;
+    vo->pid = getpid();
+    if (live_put_ptr(v, (PyObject *)vo))
+        Py_CLEAR(vo);
+    return (PyObject *)vo;
+}
+
+int vmm_live(PyVmm *v)
+{
+    if (py_check_pid(v->pid, "VMM resource"))
+        return -1;
+    if (!v->v) {
+        PyErr_SetString(PyExc_ValueError, "the VMM resource is closed");
+        return -1;
+    }
+    return 0;
+}
+
+/* Up to CUC_VMM_MAX_PEERS devices of a sequence. */
+static int peers_arg(PyObject *o, cuc_device **peers, size_t *n)
+{
+    PyObject *seq = PySequence_Fast(o, "peers is a sequence of devices");
+    Py_ssize_t i, len;
+
+    if (!seq)
+        return -1;
+    len = PySequence_Fast_GET_SIZE(seq);
+    if ((size_t)len > CUC_VMM_MAX_PEERS) {
+        Py_DECREF(seq);
+        return py_raise_fmt(CUC_E_INVALID, "%zd peers: at most %u", len,
+                            CUC_VMM_MAX_PEERS), -1;
+    }
+    for (i = 0; i < len; i++) {
+        if (device_arg(PySequence_Fast_GET_ITEM(seq, i), &peers[i])) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    *n = (size_t)len;
+    return 0;
+}
+
+static PyObject *vmm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"owner", "size", "peers", "chunks", NULL};
+    cuc_device *owner, *peers[CUC_VMM_MAX_PEERS];
+    size_t npeers = 0, gran, chunk, sizes[CUC_VMM_MAX_CHUNKS], i;
+    PyObject *oo, *po = NULL;
+    Py_ssize_t size, nch = 1;
+    cuc_vmm *v;
+    int rc;
+
+    (void)type;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "On|On", names, &oo, &size, &po, &nch) ||
+        device_arg(oo, &owner) || (po && peers_arg(po, peers, &npeers)))
+        return NULL;
+    if (size <= 0 || nch < 1 || (size_t)nch > CUC_VMM_MAX_CHUNKS)
+        return py_raise_fmt(CUC_E_INVALID, "VMM(size=%zd, chunks=%zd): the size must be "
+                            "positive and chunks 1..%u", size, nch, CUC_VMM_MAX_CHUNKS);
+    rc = cuc_vmm_granularity(owner, &gran);
+    if (rc)
+        return py_raise(rc);
+    /* Equal chunks, each a multiple of the granularity, covering size. */
+    chunk = ((size_t)size + (size_t)nch - 1) / (size_t)nch;
+    chunk = (chunk + gran - 1) / gran * gran;
+    for (i = 0; i < (size_t)nch; i++)
+        sizes[i] = chunk;
+    rc = cuc_vmm_create(owner, (const cuc_device *const *)peers, npeers, sizes,
+                        (size_t)nch, &v);
+    return rc ? py_raise(rc) : vmm_wrap(v);
+}
+
+static void vmm_drop(PyVmm *o)
+{
+    cuc_vmm *v = o->v;
+
+    if (!v)
+        return;
+    if (o->token)
+        share_vmm_forget(o->token);
+    live_del_ptr(v);
+    o->v = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    cuc_vmm_unref(v);
+    Py_END_ALLOW_THREADS
+}
+
+static void vmm_dealloc(PyObject *self)
+{
+    PyVmm *o = (PyVmm *)self;
+
+    if (o->weak)
+        PyObject_ClearWeakRefs(self);
+    if (o->pid == getpid())
+        vmm_drop(o);
+    PyObject_Free(self);
+}
+
+#define V(o) (((PyVmm *)(o))->v)
+
+static PyObject *vmm_close(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (py_check_pid(((PyVmm *)self)->pid, "VMM resource"))
+        return NULL;
+    vmm_drop((PyVmm *)self);
+    return Py_NewRef(Py_None);
+}
+
+static PyObject *vmm_copy_from(PyObject *self, PyObject *args, PyObject *kw)
+{
+    if (vmm_live((PyVmm *)self))
+        return NULL;
+    return mem_copy_from(cuc_vmm_ptr(V(self)), cuc_vmm_size(V(self)), cuc_vmm_device(V(self)),
+                         args, kw);
+}
+
+static PyObject *vmm_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
+{
+    if (vmm_live((PyVmm *)self))
+        return NULL;
+    return mem_to_bytes(cuc_vmm_ptr(V(self)), cuc_vmm_size(V(self)), cuc_vmm_device(V(self)),
+                        args, kw);
+}
+
+static PyObject *vmm_access(PyObject *self, PyObject *d)
+{
+    cuc_device *dev;
+    unsigned flags;
+    int rc;
+
+    if (vmm_live((PyVmm *)self) || device_arg(d, &dev))
+        return NULL;
+    rc = cuc_vmm_access(V(self), dev, &flags);
+    if (rc)
+        return py_raise(rc);
+    return PyUnicode_FromString(flags == CUC_VMM_ACCESS_READWRITE ? "rw"
+                                : flags == CUC_VMM_ACCESS_READ    ? "r"
+                                                                  : "");
+}
+
+static PyObject *vmm_leases(PyObject *self, PyObject *noargs)
+{
+    size_t n;
+    int rc;
+
+    (void)noargs;
+    if (vmm_live((PyVmm *)self))
+        return NULL;
+    rc = cuc_vmm_lease_count(V(self), &n);
+    return rc ? py_raise(rc) : PyLong_FromSize_t(n);
+}
+
+static PyObject *vmm_reduce(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (vmm_live((PyVmm *)self))
+        return NULL;
+    return share_reduce_vmm((PyVmm *)self);
+}
+
+static PyObject *get_ptr(PyObject *self, void *c)
+{
+    (void)c;
+    return vmm_live((PyVmm *)self) ? NULL : PyLong_FromVoidPtr(cuc_vmm_ptr(V(self)));
+}
+
+static PyObject *get_size(PyObject *self, void *c)
+{
+    (void)c;
+    return vmm_live((PyVmm *)self) ? NULL : PyLong_FromSize_t(cuc_vmm_size(V(self)));
+}
+
+static PyObject *get_device(PyObject *self, void *c)
+{
+    (void)c;
+    return vmm_live((PyVmm *)self) ? NULL : device_wrap(cuc_vmm_device(V(self)));
+}
+
+static PyObject *get_peers(PyObject *self, void *c)
+{
+    size_t i, n;
+    PyObject *t, *d;
+
+    (void)c;
+    if (vmm_live((PyVmm *)self))
+        return NULL;
+    n = cuc_vmm_peer_count(V(self));
+    t = PyTuple_New((Py_ssize_t)n);
+    for (i = 0; t && i < n; i++) {
+        d = device_wrap(cuc_vmm_peer(V(self), i));
+        if (!d) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, d);
+    }
+    return t;
+}
+
+static PyObject *get_imported(PyObject *self, void *c)
+{
+    (void)c;
+    return vmm_live((PyVmm *)self) ? NULL : PyBool_FromLong(cuc_vmm_is_imported(V(self)));
+}
+
+static PyGetSetDef vmm_getset[] = {
+    {"ptr", get_ptr, NULL, NULL, NULL},
+    {"size", get_size, NULL, NULL, NULL},
+    {"device", get_device, NULL, "the owner", NULL},
+    {"peers", get_peers, NULL, NULL, NULL},
+    {"is_imported", get_imported, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef vmm_methods[] = {
+    {"copy_from", (PyCFunction)(void (*)(void))vmm_copy_from, METH_VARARGS | METH_KEYWORDS,
+     NULL},
+    {"to_bytes", (PyCFunction)(void (*)(void))vmm_to_bytes, METH_VARARGS | METH_KEYWORDS,
+     NULL},
+    {"access", vmm_access, METH_O, "a device's access: \"rw\", \"r\" or \"\""},
+    {"lease_count", vmm_leases, METH_NOARGS, NULL},
+    {"close", vmm_close, METH_NOARGS, NULL},
+    {"__reduce__", vmm_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+PyTypeObject PyVmm_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cucore.VMM",
+    .tp_basicsize = sizeof(PyVmm),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "VMM(owner, size, peers=(), chunks=1): size rounded up to the granularity",
+    .tp_new = vmm_new,
+    .tp_dealloc = vmm_dealloc,
+    .tp_weaklistoffset = offsetof(PyVmm, weak),
+    .tp_getset = vmm_getset,
+    .tp_methods = vmm_methods,
+};

@@ -1,0 +1,29 @@
+"""Shared fixtures: the devices' UUIDs (the simulator has 4), fd counts,
+and children that receive cucore objects through multiprocessing."""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Children (spawn, forkserver, Dask's nannies) import workers.py from here.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in [HERE, os.environ.get("PYTHONPATH", "")] if p)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import cucore  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def uuids():
+    return [d.uuid for d in cucore.devices()]
+
+
+@pytest.fixture(scope="session")
+def simulated():
+    return cucore.driver()["simulated"]
+
+
+def fd_count():
+    return len(os.listdir("/proc/self/fd"))

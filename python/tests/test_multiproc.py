@@ -1,0 +1,342 @@
+"""cucore objects through multiprocessing (spawn, forkserver, fork) and
+ProcessPoolExecutor, to children that see the GPUs in another order."""
+import concurrent.futures
+import itertools
+import multiprocessing
+import os
+import pickle
+import signal
+import time
+
+import pytest
+
+import cucore
+import workers
+from conftest import fd_count
+from test_objects import PTX
+
+N = len(cucore.devices())
+PERMS = [",".join(map(str, p)) for p in itertools.permutations(range(N))]
+# Buffers cost more: the identity, the reverse and one rotation.
+SOME = sorted({",".join(map(str, range(N))), ",".join(map(str, reversed(range(N)))),
+               ",".join(map(str, list(range(1, N)) + [0]))})
+
+
+class Child:
+    """A child process that receives (op, objects) through a Pipe."""
+
+    def __init__(self, method, visible):
+        ctx = multiprocessing.get_context(method)
+        self.conn, theirs = ctx.Pipe()
+        self.proc = ctx.Process(target=workers.child_main, args=(visible, theirs))
+        self.proc.start()
+        theirs.close()
+
+    def call(self, op, *objs):
+        self.conn.send((op, objs))
+        return self.conn.recv()
+
+    def close(self):
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.proc.join(30)
+        self.conn.close()
+        self.proc.close()
+
+
+def ordinal_in(visible, uuids, uuid):
+    """The ordinal the child should give the GPU with this UUID."""
+    return [uuids[int(i)] for i in visible.split(",")].index(uuid)
+
+
+def value_objects():
+    devs = cucore.devices()
+    objs = list(devs)
+    objs += [cucore.Stream.legacy(d) for d in devs]
+    objs += [cucore.Stream.per_thread(d) for d in devs]
+    objs += [cucore.Kernel(PTX, "twice"), cucore.LaunchConfig((4, 2), 64, shared_mem=128)]
+    return objs
+
+
+def check_values(got, visible, uuids):
+    devs = cucore.devices()
+    for i, d in enumerate(devs):
+        assert got[i] == ("device", d.uuid, ordinal_in(visible, uuids, d.uuid))
+        assert got[N + i] == ("stream", "legacy", d.uuid)
+        assert got[2 * N + i] == ("stream", "per-thread", d.uuid)
+    k = cucore.Kernel(PTX, "twice")
+    assert got[3 * N] == ("kernel", "twice", "ptx", k.hash)
+    assert got[3 * N + 1] == ("config", (4, 2, 1), (64, 1, 1), 128, None, False)
+
+
+@pytest.mark.parametrize("visible", PERMS)
+def test_values_every_permutation(visible, uuids):
+    child = Child("spawn", visible)
+    try:
+        check_values(child.call("describe", *value_objects()), visible, uuids)
+    finally:
+        child.close()
+
+
+def test_visible_by_uuid(uuids):
+    visible = ",".join(reversed(uuids))
+    child = Child("spawn", visible)
+    try:
+        got = child.call("describe", *cucore.devices())
+        assert [g[1:] for g in got] == [(u, N - 1 - i) for i, u in enumerate(uuids)]
+    finally:
+        child.close()
+
+
+@pytest.mark.skipif(N < 2, reason="needs a second GPU to leave one out")
+def test_not_visible_named(uuids):
+    child = Child("spawn", ",".join(map(str, range(1, N))))
+    try:
+        got = child.call("describe", cucore.Device(0))
+        assert got[0] == "error" and got[1] == "NotVisibleError"
+        assert got[2] == "CUC_E_NOT_VISIBLE" and uuids[0] in got[3]
+        pool = cucore.Pool(0)
+        buf = pool.allocate(8)
+        got = child.call("describe", buf)
+        assert got[0] == "error" and uuids[0] in got[3]
+        # the child could not take it: the lease came back at once
+        buf.close()
+        pool.lease_wait(0, timeout=10)
+        assert pool.lease_count() == 0
+        # the child goes on: a visible device still resolves
+        assert child.call("describe", cucore.Device(1 % N))[0][1] == uuids[1 % N]
+    finally:
+        child.close()
+
+
+def buffers_both_ways(child, visible, uuids):
+    devs = cucore.devices()
+    pools = [cucore.Pool(d) for d in devs]
+    bufs = []
+    for i, p in enumerate(pools):
+        b = p.allocate(256 + i)
+        b.copy_from(bytes([i + 1]) * b.size)
+        bufs.append(b)
+    got = child.call("describe", *pools, *bufs)
+    for i, d in enumerate(devs):
+        assert got[i] == ("pool", d.uuid, pools[i].id, True, "device")
+        assert got[N + i] == ("buffer", d.uuid, 256 + i, True, bytes([i + 1]) * (256 + i))
+    # the other way: the child writes into our memory
+    for i, b in enumerate(bufs):
+        got = child.call("write", b, bytes([0xA0 + i]) * b.size)
+        assert got[0] == "buffer" and got[1] == devs[i].uuid
+        assert b.to_bytes() == bytes([0xA0 + i]) * b.size
+    child.call("drop")
+    for b in bufs:
+        b.close()
+    for p in pools:  # the child's releases came back: no lease, frees ran
+        p.lease_wait(0, timeout=10)
+        assert p.lease_count() == 0
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+@pytest.mark.parametrize("visible", SOME)
+def test_events_pools_buffers_vmm(method, visible, uuids):
+    child = Child(method, visible)
+    try:
+        check_values(child.call("describe", *value_objects()), visible, uuids)
+        ev = cucore.Event(0, ipc=True)
+        ev.record()
+        ev.synchronize()
+        assert child.call("describe", ev) == [("event", uuids[0], True, True)]
+        buffers_both_ways(child, visible, uuids)
+        devs = cucore.devices()
+        vmm = cucore.VMM(devs[-1], 4096, peers=devs[:-1])
+        vmm.copy_from(b"\x5a" * 64)
+        got = child.call("describe", vmm)[0]
+        assert got == ("vmm", devs[-1].uuid, tuple(d.uuid for d in devs[:-1]),
+                       ("rw",) * (N - 1), True, b"\x5a" * 64)
+        child.call("drop")
+    finally:
+        child.close()
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_process_pool_executor(method, uuids):
+    visible = ",".join(map(str, reversed(range(N))))
+    with concurrent.futures.ProcessPoolExecutor(
+            2, mp_context=multiprocessing.get_context(method),
+            initializer=workers.set_visible, initargs=(visible,)) as ex:
+        got = ex.submit(workers.pool_task, "describe", *value_objects()).result(60)
+        check_values(got, visible, uuids)
+        pool = cucore.Pool(1 % N)
+        buf = pool.allocate(100)
+        buf.copy_from(b"e" * 100)
+        got = ex.submit(workers.pool_task, "describe", pool, buf).result(60)
+        assert got[1] == ("buffer", uuids[1 % N], 100, True, b"e" * 100)
+        ex.submit(workers.pool_task, "write", buf, b"E" * 100).result(60)
+        assert buf.to_bytes() == b"E" * 100
+        results = list(ex.map(workers.pool_task, ["describe"] * 8, [buf] * 8))
+        assert all(r[0][4] == b"E" * 100 for r in results)
+        ev = cucore.Event(0, ipc=True)
+        ev.record()
+        devs = cucore.devices()
+        vmm = cucore.VMM(devs[-1], 4096, peers=devs[:-1])
+        vmm.copy_from(b"\x77" * 64)
+        got = ex.submit(workers.pool_task, "describe", ev, vmm).result(60)
+        assert got[0][:3] == ("event", uuids[0], True)
+        assert got[1] == ("vmm", devs[-1].uuid, tuple(d.uuid for d in devs[:-1]),
+                          ("rw",) * (N - 1), True, b"\x77" * 64)
+
+
+def test_pickled_twice_is_one_object():
+    child = Child("spawn", None)
+    try:
+        pool = cucore.Pool(0)
+        buf = pool.allocate(40)
+        buf.copy_from(b"t" * 40)
+        # two pickles (two records, two leases) and the same bytes loaded twice
+        first, second = pickle.dumps(buf), pickle.dumps(buf)
+        assert first != second
+        assert child.call("same", Raw(first), Raw(second), Raw(first)) == [True] * 3
+        assert child.call("describe", buf)[0][4] == b"t" * 40
+        assert buf.lease_count() >= 1
+        child.call("drop")
+        pool.lease_wait(0, timeout=10)
+        assert buf.lease_count() == 0
+    finally:
+        child.close()
+
+
+def test_a_b_c(uuids):
+    b_child = Child("spawn", ",".join(map(str, reversed(range(N)))))
+    c_child = Child("spawn", ",".join(map(str, list(range(1, N)) + [0])))
+    try:
+        pool = cucore.Pool(2 % N)
+        buf = pool.allocate(128)
+        buf.copy_from(b"abc" * 42 + b"!!")
+        (again,) = b_child.call("repickle", buf)  # B holds it and pickles it on
+        assert b"cucore-share-%d-" % b_child.proc.pid in again  # B's share point
+        got = c_child.call("describe", Raw(again))
+        assert got == [("buffer", uuids[2 % N], 128, True, b"abc" * 42 + b"!!")]
+        c_child.call("drop")
+        b_child.call("drop")
+        pool.lease_wait(0, timeout=10)
+    finally:
+        c_child.close()
+        b_child.close()
+
+
+class Raw:
+    """Pickles as bytes that already are a pickle (C unpickles them)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __reduce__(self):
+        return (pickle.loads, (self.data,))
+
+
+def test_killed_child_frees_run_and_fds_back(uuids):
+    pool = cucore.Pool(1 % N)
+    cucore.share_point()
+    warm = Child("spawn", None)  # the first child starts multiprocessing's machinery
+    warm.close()
+    base = fd_count()
+    child = Child("spawn", None)
+    bufs = [pool.allocate(1 << 12) for _ in range(8)]
+    assert child.call("hold", *bufs) == 8
+    for b in bufs:
+        b.close()  # our last reference: the frees wait for the child's leases
+    assert pool.lease_count() == 8
+    os.kill(child.proc.pid, signal.SIGKILL)
+    child.proc.join(10)
+    pool.lease_wait(0, timeout=10)
+    assert pool.lease_count() == 0
+    child.conn.close()
+    child.proc.close()
+    deadline = time.time() + 10
+    while fd_count() != base and time.time() < deadline:
+        time.sleep(0.05)  # the share point's thread closes the channel
+    assert fd_count() == base
+
+
+def test_exporter_gone_names_pid():
+    child = Child("spawn", None)
+    data = child.call("export", 0)
+    pid = child.proc.pid
+    child.close()
+    with pytest.raises(cucore.ExporterGoneError) as e:
+        pickle.loads(data)
+    assert str(pid) in str(e.value) and "is gone" in str(e.value)
+
+
+def test_foreign_host_refused():
+    pool = cucore.Pool(0)
+    buf = pool.allocate(8)
+    fn, (kind, host, path, pid, payload) = buf.__reduce__()
+    assert fn is cucore._core._load_shared and host == cucore.host_id()
+
+    class Forged:
+        def __reduce__(self):
+            return (fn, (kind, "elsewhere/0123456789abcdef", path, pid, payload))
+    with pytest.raises(cucore.ForeignHostError) as e:
+        pickle.loads(pickle.dumps(Forged()))
+    assert "elsewhere/0123456789abcdef" in str(e.value) and cucore.host_id() in str(e.value)
+    # fd-free objects resolve on any host: their pickles carry no host
+    assert pickle.loads(pickle.dumps(cucore.Device(0))) is cucore.Device(0)
+
+
+def test_fork_children(uuids):
+    """A fork child inherits our objects inert (CUDA state does not survive
+    fork); what it receives by pickle resolves by UUID where that needs no
+    driver call, and what needs the driver fails with a cucore.Error."""
+    pool = cucore.Pool(0)
+    buf = pool.allocate(16)
+    workers.HELD[:] = [buf, pool]
+    try:
+        child = Child("fork", None)
+    finally:
+        workers.HELD.clear()
+    try:
+        got = child.call("inherited")
+        assert len(got) == 2
+        for g in got:
+            assert g[0] == "error" and "inherited through fork" in g[3]
+        assert child.call("describe", cucore.Device(1 % N)) == [("device", uuids[1 % N], 1 % N)]
+        got = child.call("describe", buf)
+        assert got[0] == "error", got
+    finally:
+        child.close()
+    assert buf.to_bytes() is not None  # ours still works
+
+
+def test_buffer_batch_one_request(uuids):
+    """A BufferBatch (one request for all) arrives as a list of imported
+    buffers, their pools with them; a buffer of it pickled alone is the
+    same object there."""
+    child = Child("spawn", ",".join(map(str, reversed(range(N)))))
+    try:
+        devs = cucore.devices()
+        pools = [cucore.Pool(d) for d in devs]
+        bufs = [pools[i % N].allocate(64 + i) for i in range(3 * N)]
+        for i, b in enumerate(bufs):
+            b.copy_from(bytes([i]) * b.size)
+        assert len(pickle.dumps(cucore.BufferBatch(bufs))) < 200 * len(bufs)
+        got = child.call("describe", *child_list(cucore.BufferBatch(bufs)))
+        assert got == [("buffer", devs[i % N].uuid, 64 + i, True, bytes([i]) * (64 + i))
+                       for i in range(3 * N)]
+        assert child.call("batch_identity", cucore.BufferBatch(bufs[:2]), bufs[0]) is True
+        child.call("drop")
+        for b in bufs:
+            b.close()
+        for p in pools:
+            p.lease_wait(0, timeout=10)
+            assert p.lease_count() == 0
+    finally:
+        child.close()
+    with pytest.raises(cucore.Error):
+        pickle.dumps(cucore.BufferBatch([]))
+
+
+def child_list(batch):
+    """Objects for Child.call: the batch's buffers as separate arguments
+    would pickle one by one, so the batch travels whole and unpacks there."""
+    return [batch]

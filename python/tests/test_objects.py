@@ -1,0 +1,253 @@
+"""Objects, errors and pickle in one process."""
+import pickle
+
+import pytest
+
+import cucore
+
+PTX = (b".version 7.0\n.target sm_70\n.address_size 64\n\n"
+       b".visible .entry twice(.param .u64 out, .param .u32 n)\n{\n"
+       b"  .reg .u32 %r<6>;\n  .reg .u64 %rd<4>;\n  .reg .pred %p;\n"
+       b"  ld.param.u64 %rd1, [out];\n  ld.param.u32 %r1, [n];\n"
+       b"  mov.u32 %r2, %ctaid.x;\n  mov.u32 %r3, %ntid.x;\n  mov.u32 %r4, %tid.x;\n"
+       b"  mad.lo.u32 %r5, %r2, %r3, %r4;\n  setp.ge.u32 %p, %r5, %r1;\n  @%p bra DONE;\n"
+       b"  cvta.to.global.u64 %rd1, %rd1;\n  mul.wide.u32 %rd2, %r5, 4;\n"
+       b"  add.u64 %rd3, %rd1, %rd2;\n  shl.b32 %r1, %r5, 1;\n  st.global.u32 [%rd3], %r1;\n"
+       b"DONE:\n  ret;\n}\n")
+
+N = len(cucore.devices())
+
+
+def rt(o):
+    return pickle.loads(pickle.dumps(o))
+
+
+def test_devices(uuids):
+    devs = cucore.devices()
+    assert len(devs) == len(uuids) >= 1
+    for i, d in enumerate(devs):
+        assert d.ordinal == i
+        assert d.uuid.startswith("GPU-") and len(d.uuid) == 40
+        assert cucore.Device(i) is d
+        assert cucore.Device(uuid=d.uuid) is d
+        assert cucore.Device(d.uuid.lower()) is d
+        assert isinstance(d.name, str) and d.name
+        assert len(d.compute_capability) == 2
+        assert d.pci_bus_id.count(":") == 2
+        d.set_current()
+
+
+def test_device_from_any_object_with_uuid(uuids):
+    class Foreign:  # as a cuda.core Device: .uuid without the "GPU-" prefix
+        uuid = uuids[-1][4:]
+    assert cucore.Device(Foreign()) is cucore.Device(len(uuids) - 1)
+
+
+def test_errors_name_the_thing(uuids):
+    absent = "GPU-00000000-0000-0000-0000-000000000001"
+    with pytest.raises(cucore.NotVisibleError) as e:
+        cucore.Device(uuid=absent)
+    assert e.value.code == "CUC_E_NOT_VISIBLE"
+    assert absent in str(e.value) and uuids[0] in e.value.message
+    assert isinstance(e.value, cucore.Error)
+    with pytest.raises(cucore.Error) as e:
+        cucore.Device(len(uuids))
+    assert e.value.code == "CUC_E_INVALID"
+    with pytest.raises(cucore.Error):
+        cucore.Device(uuid="GPU-nothex")
+    # errors survive pickle (a worker's error reaches its parent)
+    again = rt(e.value)
+    assert type(again) is cucore.Error and again.code == e.value.code
+    assert again.message == e.value.message
+    assert issubclass(cucore.NotSerializableError, pickle.PicklingError)
+    assert issubclass(cucore.TimeoutError, TimeoutError)
+    assert issubclass(cucore.ExporterGoneError, cucore.PeerClosedError)
+
+
+def test_device_pickle_is_identity_and_uuid():
+    for d in cucore.devices():
+        assert rt(d) is d
+        fn, (data,) = d.__reduce__()
+        assert fn is cucore._core._load and isinstance(data, bytes)
+        assert bytes.fromhex(d.uuid[4:].replace("-", "")) in data
+
+
+def test_default_streams():
+    d = cucore.Device(0)
+    leg, pt = cucore.Stream.legacy(d), cucore.Stream.per_thread(d)
+    assert leg.kind == "legacy" and pt.kind == "per-thread"
+    assert leg is cucore.Stream.legacy(0) and rt(leg) is leg and rt(pt) is pt
+    assert leg.device is d
+    assert cucore.Stream.default(d).kind in ("legacy", "per-thread")
+    leg.synchronize()
+    assert leg.query() is True
+
+
+def test_created_stream_refused():
+    s = cucore.Stream(cucore.Device(0))
+    assert s.kind == "created"
+    s.synchronize()
+    with pytest.raises(cucore.NotSerializableError) as e:
+        pickle.dumps(s)
+    assert "Event" in str(e.value) and "Stream.legacy" in str(e.value)
+    assert isinstance(e.value, pickle.PicklingError)
+    assert s.__cuda_stream__()[1] == s.handle
+
+
+def test_event():
+    d = cucore.Device(0)
+    e = cucore.Event(d, ipc=True)
+    e.record(cucore.Stream(d))
+    e.synchronize()
+    assert e.query() is True and e.ipc and not e.is_imported
+    assert rt(e) is e
+    plain = cucore.Event(d, ipc=False)
+    with pytest.raises(cucore.NotSerializableError):
+        pickle.dumps(plain)
+    s = cucore.Stream(d)
+    s.wait(e)
+    s.synchronize()
+
+
+def test_launch_config_pickles_without_stream():
+    c = cucore.LaunchConfig((8, 2), (128,), shared_mem=256, cluster=(2, 1, 1))
+    assert c.grid == (8, 2, 1) and c.block == (128, 1, 1) and c.cluster == (2, 1, 1)
+    assert rt(c) == c and c.shared_mem == 256 and not c.cooperative
+    assert cucore.LaunchConfig(1, 1).cluster is None
+    with pytest.raises(cucore.Error):
+        cucore.LaunchConfig((3,), 32, cluster=2)  # cluster does not divide grid
+    with pytest.raises(cucore.Error):
+        cucore.LaunchConfig(1, 2048)
+
+
+def test_kernel_pickle_and_launch(simulated):
+    k = cucore.Kernel(PTX, "twice")
+    assert k.name == "twice" and k.kind == "ptx" and len(k.hash) == 32
+    assert rt(k) is k
+    loads, hits = cucore.Kernel.cache_stats()
+    k2 = cucore.Kernel(PTX, "twice")
+    assert k2 is k
+    assert cucore.Kernel.cache_stats() == (loads, hits + 1)
+    with pytest.raises(cucore.Error) as e:
+        cucore.Kernel(PTX, "absent")
+    assert e.value.code == "CUC_E_NOT_FOUND" and "absent" in str(e.value)
+    with pytest.raises(cucore.Error):
+        cucore.Kernel(PTX, "twice", kind="elf")
+    pool = cucore.Pool(0)
+    buf = pool.allocate(4 * 256)
+    args = (cucore.Stream.legacy(0), cucore.LaunchConfig(2, 128), k, buf, 256)
+    if simulated:
+        with pytest.raises(cucore.Error) as e:
+            cucore.launch(*args)
+        assert "cannot run kernels" in str(e.value)
+        return
+    cucore.launch(*args)
+    cucore.Stream.legacy(0).synchronize()
+    out = buf.to_bytes()
+    assert [int.from_bytes(out[4 * i:4 * i + 4], "little") for i in range(256)] == \
+        [2 * i for i in range(256)]
+
+
+def test_pool_and_buffer():
+    d = cucore.Device(1 % N)
+    pool = cucore.Pool(d)
+    assert pool.device is d and pool.ipc and not pool.is_imported and len(pool.id) == 16
+    with pool.allocate(1000) as buf:
+        assert buf.size == 1000 and buf.device is d and buf.ptr != 0
+        buf.copy_from(bytes(range(250)) * 4)
+        assert buf.to_bytes() == bytes(range(250)) * 4
+        assert buf.to_bytes(size=10, offset=5) == bytes(range(5, 15))
+        buf.fill(7)
+        assert buf.to_bytes() == b"\x07" * 1000
+        assert buf.pool is pool
+        assert rt(buf) is buf and rt(pool) is pool
+        with pytest.raises(cucore.Error):
+            buf.copy_from(b"x" * 1001)
+    assert buf.closed
+    with pytest.raises(ValueError):
+        buf.size
+    with pytest.raises(cucore.Error):
+        pool.allocate(0)
+    local = cucore.Pool(d, ipc=False)
+    b = local.allocate(16)
+    with pytest.raises(cucore.NotSerializableError):
+        pickle.dumps(b)
+    with pytest.raises(cucore.NotSerializableError):
+        pickle.dumps(local)
+    b.close()
+    pinned = cucore.Pool(d, kind="pinned")
+    pb = pinned.allocate(64)
+    pb.copy_from(b"p" * 64)
+    assert pb.to_bytes() == b"p" * 64 and pinned.kind == "pinned"
+    assert pb.__dlpack_device__() == (3, 0)
+
+
+def test_vmm():
+    devs = cucore.devices()
+    v = cucore.VMM(devs[0], 1000, peers=devs[1:])
+    assert v.size >= 1000 and v.device is devs[0]
+    assert v.peers == tuple(devs[1:])
+    assert all(v.access(p) == "rw" for p in devs)
+    v.copy_from(b"v" * 100)
+    assert v.to_bytes(size=100) == b"v" * 100
+    assert rt(v) is v
+    with pytest.raises(cucore.Error):
+        cucore.VMM(devs[0], 10, peers=[devs[0]])  # the owner is no peer
+
+
+def test_cuda_array_interface_and_dlpack():
+    pool = cucore.Pool(2 % N)
+    buf = pool.allocate(96)
+    cai = buf.__cuda_array_interface__
+    assert cai == {"shape": (96,), "typestr": "|u1", "data": (buf.ptr, False),
+                   "version": 3, "strides": None, "stream": 1}
+    assert buf.__dlpack_device__() == (2, 2 % N)  # kDLCUDA, its ordinal
+    cap = buf.__dlpack__(stream=None)
+    assert type(cap).__name__ == "PyCapsule" and "dltensor" in repr(cap)
+    with pytest.raises(BufferError):
+        buf.close()  # a view is live
+    del cap
+    buf.close()
+
+
+def test_channel_pair_in_process():
+    a, b = cucore.Channel.pair()
+    d = cucore.Device(3 % N)
+    pool = cucore.Pool(d)
+    buf = pool.allocate(32)
+    buf.copy_from(b"c" * 32)
+    a.send(d, cucore.Stream.per_thread(d), cucore.LaunchConfig(1, 32), pool, buf)
+    got = b.recv(timeout=5)
+    assert got[0] is d and got[1] is cucore.Stream.per_thread(d)
+    assert got[2] == cucore.LaunchConfig(1, 32)
+    assert got[3] is pool and got[4] is buf
+    with pytest.raises(cucore.TimeoutError):
+        b.recv(timeout=0)
+    with pytest.raises(cucore.NotSerializableError):
+        pickle.dumps(a)
+    a.close()
+    with pytest.raises(cucore.PeerClosedError):
+        b.recv(timeout=5)
+    b.close()
+
+
+def test_listen_connect(tmp_path):
+    path = str(tmp_path / "sock")
+    with cucore.listen(path) as lst:
+        c = cucore.Channel.connect(path, timeout=5)
+        s = lst.accept(timeout=5)
+        c.send(cucore.Device(1 % N))
+        assert s.recv(timeout=5) == (cucore.Device(1 % N),)
+        assert s.peer_pid > 0
+        c.close()
+        s.close()
+
+
+def test_share_point_and_host():
+    sp = cucore.share_point()
+    import os
+    import stat
+    st = os.stat(sp)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    assert str(os.getpid()) in sp
+    assert "/" in cucore.host_id()
