@@ -18,9 +18,9 @@ static void test_names(void)
     static const char *const names[] = {"device", "stream", "event", "launch config",
                                         "kernel", "pool", "buffer", "vmm", "fd",
                                         "release", "kernel ref", "kernel held", "buffer view",
-                                        "ipc buffer"};
+                                        "ipc buffer", "refused"};
 
-    for (int t = CUC_RECORD_DEVICE; t <= CUC_RECORD_IPC_BUFFER; t++)
+    for (int t = CUC_RECORD_DEVICE; t <= CUC_RECORD_REFUSED; t++)
         CHECK(strcmp(cuc_record_type_name(t), names[t - 1]) == 0);
     CHECK(strcmp(cuc_record_type_name(0), "unknown") == 0);
     CHECK(strcmp(cuc_record_type_name(99), "unknown") == 0);

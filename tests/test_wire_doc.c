@@ -781,6 +781,20 @@ static void sample_release(struct sample *s)
     add_field(&s->l, "lease_ids", copy_of(ids, 24), 24, BAD_FF);
 }
 
+static void sample_refused(struct sample *s)
+{
+    uint8_t p[8] = {0};
+
+    s->heading = "### refused (type 15)";
+    s->m = new_msg();
+    cuc__put32(p, 0x01020304u);
+    CHECK_OK(cuc__msg_add_record(s->m, CUC_RECORD_REFUSED, CUC_RECORD_REFUSED_VERSION, p,
+                                 sizeof(p), NULL, 0));
+    s->resolve = NULL; /* the channel's; the table claims no check */
+    add_field(&s->l, "seq", le(0x01020304u, 4), 4, BAD_FF);
+    add_field(&s->l, "reserved", zeros(4), 4, BAD_FF);
+}
+
 static int res_kernel_held(cuc_msg *m)
 {
     struct cuc__kernel_id id;
@@ -875,6 +889,7 @@ static void check_owner(unsigned type, const char *owner, size_t line)
                                     "int cuc__kernel_refs_take_held("},
         [CUC_RECORD_BUFFER_VIEW] = {"int cuc_msg_add_buffer(", "int cuc_msg_get_buffer("},
         [CUC_RECORD_IPC_BUFFER] = {"int cuc_msg_add_buffer(", "int cuc_msg_get_buffer("},
+        [CUC_RECORD_REFUSED] = {"int cuc__refused_msg_build(", "int cuc__leases_take_release("},
     };
     int found[2] = {0, 0};
     char path[4096];
@@ -995,7 +1010,8 @@ static void test_payload_tables(void)
     static void (*const make[])(struct sample *) = {
         sample_device, sample_stream, sample_event, sample_launch, sample_kernel,
         sample_pool, sample_buffer, sample_vmm, sample_fd, sample_release,
-        sample_kernel_ref, sample_kernel_held, sample_buffer_view, sample_ipc_buffer};
+        sample_kernel_ref, sample_kernel_held, sample_buffer_view, sample_ipc_buffer,
+        sample_refused};
     struct sample s;
     struct table t;
     struct placed placed[MAX_ROWS];

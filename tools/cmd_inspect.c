@@ -196,6 +196,9 @@ static const char *not_resolved_why(int type)
                "under a lease, which only a channel gives";
     case CUC_RECORD_RELEASE:
         return "a release ends leases on the channel it arrives on; inspect has no channel";
+    case CUC_RECORD_REFUSED:
+        return "a refused record ends the leases of a message its sender's peer could not "
+               "take; inspect has no channel";
     case CUC_RECORD_KERNEL_HELD:
         return "a kernel held record tells a channel's sender which images its peer "
                "holds; inspect has no channel";

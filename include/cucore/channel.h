@@ -158,7 +158,14 @@ CUC_API int cuc_channel_send(cuc_channel *ch, const cuc_msg *m);
  * owns *m and its fds. Messages queued by cuc_channel_pump() come first.
  * CUC_E_TIMEOUT: nothing complete arrived in time. CUC_E_PEER_CLOSED: the
  * peer closed or died (also mid-message); the leases it held ended.
- * CUC_E_BADMSG / CUC_E_VERSION: see the framing rules above. */
+ * CUC_E_BADMSG / CUC_E_VERSION: see the framing rules above.
+ * CUC_E_LIMIT: a message came whose fds this process had no room for (the
+ * kernel dropped them: RLIMIT_NOFILE). The message names the limit, the
+ * fds the message needed and the fds free; the message is dropped (the
+ * rest of its frames are skipped as they arrive), the sender is sent a
+ * refused record and ends the message's leases (cuc_channel_refused_count
+ * there), and the channel goes on: the next call receives the next
+ * message. A socket with SO_PASSCRED set receives a full 253-fd frame. */
 CUC_API int cuc_channel_recv(cuc_channel *ch, int timeout_ms, cuc_msg **m);
 
 /* Processes incoming traffic without losing any: waits up to timeout_ms
@@ -167,7 +174,9 @@ CUC_API int cuc_channel_recv(cuc_channel *ch, int timeout_ms, cuc_msg **m);
  * least one message was processed, CUC_E_TIMEOUT if none came,
  * CUC_E_PEER_CLOSED if the peer has gone (its leases ended; queued
  * messages stay readable), CUC_E_BUSY if CUC_CHANNEL_MAX_QUEUED messages
- * wait to be received (call cuc_channel_recv()). */
+ * wait to be received (call cuc_channel_recv()), CUC_E_LIMIT for a message
+ * this process had no room for the fds of (as cuc_channel_recv: dropped,
+ * refused to the sender; call again to go on). */
 CUC_API int cuc_channel_pump(cuc_channel *ch, int timeout_ms);
 #define CUC_CHANNEL_MAX_QUEUED 4096u
 
@@ -182,6 +191,14 @@ CUC_API int cuc_channel_release(cuc_channel *ch, const uint64_t *lease_ids, size
  * exported over the channel. Counts what has been noticed so far: it drops
  * when a receive, pump or lease wait processes releases. */
 CUC_API int cuc_channel_lease_count(cuc_channel *ch, size_t *n);
+
+/* Exporter side: how many messages sent on the channel the peer refused
+ * (dropped unread because it had no room for their fds; its receive gave
+ * CUC_E_LIMIT). Each refusal ends the leases of that message, as a release
+ * would: the objects' deferred frees run. Counts what a receive, pump or
+ * lease wait has processed so far (as cuc_channel_lease_count); compare
+ * before and after to learn that a message was refused. */
+CUC_API int cuc_channel_refused_count(cuc_channel *ch, uint64_t *n);
 
 /* Pumps (as cuc_channel_pump()) until at most max_left leases remain, or
  * timeout_ms has passed (CUC_E_TIMEOUT). Returns 0 as soon as the count is

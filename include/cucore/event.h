@@ -59,7 +59,8 @@ CUC_API int cuc_event_create(cuc_device *dev, unsigned flags, cuc_event **out);
 CUC_API cuc_event *cuc_event_ref(cuc_event *event);
 
 /* Drops one reference; the last destroys the driver event (and forgets
- * its IPC handle). NULL is a no-op. */
+ * its IPC handle). In a child that inherited the event through fork() it
+ * frees only the child's copy: no driver call. NULL is a no-op. */
 CUC_API void cuc_event_unref(cuc_event *event);
 
 /* Captures the work queued on stream so far (NULL: the legacy default

@@ -79,8 +79,9 @@ struct cuc_kernel_record {
 CUC_API int cuc_kernel_load(enum cuc_image_kind kind, const void *image, size_t len,
                             const char *name, cuc_kernel **out);
 
-/* Releases the kernel (and its library, if it was the last user). NULL is a
- * no-op. */
+/* Releases the kernel (and its library, if it was the last user). In a
+ * child that inherited the library through fork() no driver call unloads
+ * it. NULL is a no-op. */
 CUC_API void cuc_kernel_destroy(cuc_kernel *kernel);
 
 /* The symbol name. */

@@ -58,9 +58,10 @@ typedef struct cuc_msg cuc_msg;
     X(FD, 9, "fd")                         \
     X(RELEASE, 10, "release")              \
     X(KERNEL_REF, 11, "kernel ref")        \
-    X(KERNEL_HELD, 12, "kernel held")        \
+    X(KERNEL_HELD, 12, "kernel held")      \
     X(BUFFER_VIEW, 13, "buffer view")      \
-    X(IPC_BUFFER, 14, "ipc buffer")
+    X(IPC_BUFFER, 14, "ipc buffer")        \
+    X(REFUSED, 15, "refused")
 
 enum cuc_record_type {
 #define CUC_RECORD_ENUM_(name, value, text) CUC_RECORD_##name = (value),

@@ -89,7 +89,8 @@ CUC_API int cuc_stream_create(cuc_device *dev, unsigned flags, int priority,
 
 /* Destroys a created stream (work already queued still runs). NULL and the
  * default streams are a no-op: the singletons live as long as the
- * process. */
+ * process. In a child that inherited the stream through fork() it frees
+ * only the child's copy: no driver call. */
 CUC_API void cuc_stream_destroy(cuc_stream *stream);
 
 /* Waits until all work queued on the stream has completed. */

@@ -153,7 +153,7 @@ int cuc_channel_send(cuc_channel *ch, const cuc_msg *m)
         return rc;
     rc = cuc__leases_grant(ch->leases, m);
     if (!rc) {
-        rc = cuc__link_send(ch->link, sent);
+        rc = cuc__leases_send(ch->leases, m, sent);
         if (rc)
             cuc__leases_revoke(ch->leases, m);
     }
@@ -392,6 +392,16 @@ int cuc_channel_lease_count(cuc_channel *ch, size_t *n)
     if (cuc__link_check_owner(ch->link, "cuc_channel_lease_count"))
         return CUC_E_FORKED;
     *n = cuc__leases_count(ch->leases);
+    return 0;
+}
+
+int cuc_channel_refused_count(cuc_channel *ch, uint64_t *n)
+{
+    if (!ch || !n)
+        return cuc__seterr(CUC_E_INVALID, "cuc_channel_refused_count: NULL argument");
+    if (cuc__link_check_owner(ch->link, "cuc_channel_refused_count"))
+        return CUC_E_FORKED;
+    *n = cuc__leases_refused(ch->leases);
     return 0;
 }
 

@@ -3,6 +3,7 @@
  * handle this process already has returns that event. */
 #include "exec/event.h"
 #include "exec/stream.h"
+#include "os/proc.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ cuc_event *cuc__event_wrap(cuc_device *dev, CUevent cu, unsigned flags, int impo
     ev->cu = cu;
     ev->flags = flags;
     ev->imported = imported;
+    ev->creator = cuc__pid();
     ev->refs = 1;
     return ev;
 }
@@ -171,7 +173,8 @@ void cuc_event_unref(cuc_event *ev)
     pthread_mutex_unlock(&table_lock);
     if (!last)
         return;
-    if (cuc__device_activate(ev->dev) == 0)
+    /* Inherited through fork: the driver's event is the parent's. */
+    if (ev->creator == cuc__pid() && cuc__device_activate(ev->dev) == 0)
         CUC_DRV->cuEventDestroy(ev->cu);
     free(ev);
 }

@@ -9,11 +9,14 @@
 #include "base/htab.h"
 #include "device/device.h"
 
+#include <sys/types.h>
+
 struct cuc_event {
     cuc_device *dev;
     CUevent cu;
     unsigned flags;   /* CUC_EVENT_* */
     int imported;     /* opened from another process's handle */
+    pid_t creator;    /* fork rule: a child's last unref makes no driver call */
     /* guarded by event.c's table lock */
     int refs;
     int have_ipc;     /* ipc is valid and the event is in the table */

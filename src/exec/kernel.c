@@ -4,6 +4,7 @@
 #include "exec/kernel_image.h"
 #include "base/hex.h"
 #include "base/htab.h"
+#include "os/proc.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@ struct cuc__library {
     size_t len;
     CUlibrary cu;
     size_t refs; /* kernels using it; guarded by cache_lock */
+    pid_t creator; /* fork rule: a child's last unref makes no driver call */
     struct cuc__hnode node;
 };
 
@@ -72,6 +74,7 @@ static int library_load(int kind, const void *image, size_t len, const uint8_t *
         return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte image", len);
     }
     memcpy(l->image, image, len);
+    l->creator = cuc__pid();
     /* No JIT log buffer: with lazy loading the driver may use JIT options
      * after this call returns, when a stack buffer is gone. */
     r = CUC_DRV->cuLibraryLoadData(&l->cu, l->image, NULL, NULL, 0, NULL, NULL, 0);
@@ -92,7 +95,8 @@ static int library_load(int kind, const void *image, size_t len, const uint8_t *
 
 static void library_free(struct cuc__library *l)
 {
-    CUC_DRV->cuLibraryUnload(l->cu);
+    if (l->creator == cuc__pid()) /* not the parent's, after fork */
+        CUC_DRV->cuLibraryUnload(l->cu);
     free(l->image);
     free(l);
 }

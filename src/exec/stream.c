@@ -1,6 +1,7 @@
 /* Streams: created streams, the per-device default-stream singletons and
  * the process's default-stream mode. */
 #include "exec/stream.h"
+#include "os/proc.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -32,9 +33,9 @@ static void defaults_init(void)
         rc = cuc_device_get(i, &d);
         if (rc)
             break;
-        defaults[2 * i] = (struct cuc_stream){d, CU_STREAM_LEGACY, CUC_STREAM_LEGACY_DEFAULT};
+        defaults[2 * i] = (struct cuc_stream){d, CU_STREAM_LEGACY, CUC_STREAM_LEGACY_DEFAULT, 0};
         defaults[2 * i + 1] =
-            (struct cuc_stream){d, CU_STREAM_PER_THREAD, CUC_STREAM_PER_THREAD_DEFAULT};
+            (struct cuc_stream){d, CU_STREAM_PER_THREAD, CUC_STREAM_PER_THREAD_DEFAULT, 0};
     }
     if (rc) {
         cuc__err_save(&defaults_failure, rc);
@@ -163,6 +164,7 @@ int cuc_stream_create(cuc_device *dev, unsigned flags, int priority, cuc_stream 
     }
     s->dev = dev;
     s->kind = CUC_STREAM_CREATED;
+    s->creator = cuc__pid();
     *out = s;
     return 0;
 }
@@ -173,8 +175,8 @@ void cuc_stream_destroy(cuc_stream *s)
         return;
     /* The stream's context must be current for the driver to find it; if
      * that fails there is nothing better to do than free our part. */
-    if (cuc__device_activate(s->dev) == 0)
-        CUC_DRV->cuStreamDestroy(s->cu);
+    if (s->creator == cuc__pid() && cuc__device_activate(s->dev) == 0)
+        CUC_DRV->cuStreamDestroy(s->cu); /* not the parent's, after fork */
     free(s);
 }
 

@@ -5,10 +5,13 @@
 #include "cucore/stream.h"
 #include "device/device.h"
 
+#include <sys/types.h>
+
 struct cuc_stream {
     cuc_device *dev;
     CUstream cu;
     int kind; /* enum cuc_stream_kind */
+    pid_t creator; /* fork rule: a child's destroy makes no driver call */
 };
 
 /* The stream a call orders its work on: s itself, or for NULL the legacy

@@ -131,6 +131,7 @@ void cuc__reasm_reset(struct cuc__reasm *r)
     r->fds = NULL;
     r->len = r->cap = r->nfds = r->fd_cap = 0;
     r->next_part = 0;
+    r->dropping = 0;
 }
 
 static int append(struct cuc__reasm *r, const struct cuc__frame *f,
@@ -179,6 +180,38 @@ static int check_sequence(struct cuc__reasm *r, const struct cuc__frame *f, size
     return 0;
 }
 
+/* The next frame of the message being skipped has come. */
+static void skipped(struct cuc__reasm *r, const struct cuc__frame *f)
+{
+    r->next_seq++;
+    if (++r->next_part >= f->nparts) {
+        r->next_part = 0;
+        r->dropping = 0;
+    }
+}
+
+int cuc__reasm_refuse(struct cuc__reasm *r, const struct cuc__frame *f, int *fresh,
+                      uint32_t *seq0)
+{
+    int rc = check_sequence(r, f, f->nfds);
+
+    if (rc) {
+        cuc__reasm_reset(r);
+        return rc;
+    }
+    *fresh = !r->dropping;
+    *seq0 = f->seq - f->part;
+    if (f->part == 0)
+        r->first = *f;
+    /* what arrived of the message goes */
+    cuc__close_fds(r->fds, r->nfds);
+    r->nfds = 0;
+    r->len = 0;
+    r->dropping = 1;
+    skipped(r, f);
+    return 0;
+}
+
 int cuc__reasm_push(struct cuc__reasm *r, const struct cuc__frame *f,
                     const uint8_t *data, int *fds, size_t nfds, cuc_msg **out,
                     int *decode_rc)
@@ -190,6 +223,11 @@ int cuc__reasm_push(struct cuc__reasm *r, const struct cuc__frame *f,
     rc = check_sequence(r, f, nfds);
     if (rc)
         goto fail;
+    if (r->dropping) { /* a later frame of a refused message */
+        cuc__close_fds(fds, nfds);
+        skipped(r, f);
+        return 0;
+    }
     r->next_seq++;
     if (f->part == 0)
         r->first = *f;

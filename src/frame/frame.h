@@ -54,6 +54,7 @@ struct cuc__reasm {
     size_t len, cap;
     int *fds;
     size_t nfds, fd_cap;
+    int dropping; /* the rest of a refused message's frames are skipped */
 };
 
 /* Feeds one parsed frame, its data and the fds that arrived with it (which
@@ -67,6 +68,15 @@ struct cuc__reasm {
 int cuc__reasm_push(struct cuc__reasm *r, const struct cuc__frame *f,
                     const uint8_t *data, int *fds, size_t nfds, cuc_msg **out,
                     int *decode_rc);
+
+/* Takes frame f whose fds this process could not receive (the kernel
+ * dropped them: os/sock.h's CUC_E_LIMIT). The frame's sequence is checked
+ * as for any frame (nonzero: a framing error, as cuc__reasm_push); its
+ * message is dropped, with what arrived of it, and its later frames are
+ * skipped as they come. *fresh is 1 when this is the first refused frame
+ * of its message, *seq0 then that message's first frame number. */
+int cuc__reasm_refuse(struct cuc__reasm *r, const struct cuc__frame *f, int *fresh,
+                      uint32_t *seq0);
 
 /* 1 while a message is partly received. */
 int cuc__reasm_partial(const struct cuc__reasm *r);

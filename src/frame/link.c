@@ -13,6 +13,7 @@
 #include "os/fd.h"
 #include "os/proc.h"
 #include "os/sock.h"
+#include "wire/records.h"
 #include "wire/wire.h"
 
 #include <stdlib.h>
@@ -103,6 +104,12 @@ static int send_part(struct cuc__link *l, const uint8_t *bytes, uint32_t len,
 
 int cuc__link_send(struct cuc__link *l, const cuc_msg *m)
 {
+    return cuc__link_send_seq(l, m, NULL, NULL);
+}
+
+int cuc__link_send_seq(struct cuc__link *l, const cuc_msg *m,
+                       void (*stamp)(void *arg, uint32_t seq), void *arg)
+{
     const int *fds;
     size_t len, nfds;
     uint32_t part, nparts;
@@ -123,6 +130,8 @@ int cuc__link_send(struct cuc__link *l, const cuc_msg *m)
         rc = cuc__err_restore(&l->send_err);
     if (!rc && atomic_load(&l->closed))
         rc = cuc__seterr(CUC_E_INVALID, "the channel was closed by this process");
+    if (!rc && stamp)
+        stamp(arg, l->send_seq);
     for (part = 0; !rc && part < nparts; part++) {
         rc = send_part(l, bytes, (uint32_t)len, fds, (uint32_t)nfds, part, nparts);
         if (!rc)
@@ -179,8 +188,15 @@ static int read_frame(struct cuc__link *l, int64_t deadline, struct cuc__frame *
         return peer_gone(l);
     if (rc == CUC_E_TIMEOUT)
         return timed_out(l);
-    if (rc)
+    if (rc && rc != CUC_E_LIMIT)
         return rc;
+    if (rc) { /* the bytes came, the fds did not */
+        rc = cuc__frame_parse(l->rxbuf, n, f);
+        if (!rc && f->nfds == 0)
+            rc = cuc__badmsg("frame %u carries no fds, yet its control data "
+                             "arrived cut short", f->seq);
+        return rc ? rc : CUC_E_LIMIT;
+    }
     rc = cuc__frame_parse(l->rxbuf, n, f);
     if (rc) {
         cuc__close_fds(fds, k);
@@ -188,6 +204,36 @@ static int read_frame(struct cuc__link *l, int64_t deadline, struct cuc__frame *
     }
     *nfds = k;
     return 0;
+}
+
+/* A frame whose fds the kernel could not give this process: its message
+ * is dropped and the sender told (a refused record) once per message, so
+ * it ends that message's leases. CUC_E_LIMIT naming the limit, 1 for a
+ * later frame of a message already refused (read on), or a framing error. */
+static int refuse(struct cuc__link *l, const struct cuc__frame *f)
+{
+    unsigned long limit, open;
+    uint32_t seq0;
+    cuc_msg *m;
+    int fresh, rc = cuc__reasm_refuse(&l->rx, f, &fresh, &seq0);
+
+    if (rc)
+        return rc;
+    if (!fresh)
+        return 1;
+    /* Best effort: if it fails the sender learns at the close instead. */
+    if (cuc__refused_msg_build(seq0, &m) == 0) {
+        (void)cuc__link_send(l, m);
+        cuc_msg_destroy(m);
+    }
+    cuc__fd_room(&limit, &open);
+    return cuc__seterr(CUC_E_LIMIT, "a message from the peer (pid %ld) needs %u fds "
+                       "(frame %u's header), but this process has no room for them: "
+                       "RLIMIT_NOFILE is %lu, %lu fds are open, %lu free; the message "
+                       "was dropped and the sender told it was refused (its leases "
+                       "end); the channel goes on. Raise RLIMIT_NOFILE or close fds",
+                       (long)l->peer_pid, f->msg_nfds, f->seq, limit, open,
+                       limit > open ? limit - open : 0);
 }
 
 int cuc__link_recv(struct cuc__link *l, int64_t deadline, cuc_msg **m)
@@ -206,6 +252,16 @@ int cuc__link_recv(struct cuc__link *l, int64_t deadline, cuc_msg **m)
         rc = read_frame(l, deadline, &f, fds, &nfds);
         if (rc == CUC_E_TIMEOUT)
             return rc;
+        if (rc == CUC_E_LIMIT) {
+            rc = refuse(l, &f);
+            if (rc == 1) {
+                rc = 0;
+                continue;
+            }
+            if (rc == CUC_E_LIMIT)
+                return rc;
+            break;
+        }
         if (!rc)
             rc = cuc__reasm_push(&l->rx, &f, l->rxbuf + CUC__FRAME_HDR, fds, nfds,
                                  &msg, &drc);

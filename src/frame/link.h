@@ -72,11 +72,19 @@ int cuc__link_is_closed(struct cuc__link *l);
  * CUC_E_LIMIT (fds in flight). A failure after part of a message went out,
  * or the peer's close, sticks to the sending direction. */
 int cuc__link_send(struct cuc__link *l, const cuc_msg *m);
+/* As cuc__link_send; stamp(arg, seq) runs first, under the send lock, with
+ * the sequence number the message's first frame will carry (what a refused
+ * record names), before any frame of it can reach the peer. */
+int cuc__link_send_seq(struct cuc__link *l, const cuc_msg *m,
+                       void (*stamp)(void *arg, uint32_t seq), void *arg);
 
 /* The next complete message, waiting until the deadline (a partial
- * message survives a timeout and goes on at the next call). CUC_E_TIMEOUT
- * and a message that decodes badly (CUC_E_BADMSG / CUC_E_VERSION, the
- * message dropped) leave the link usable; a framing error and
+ * message survives a timeout and goes on at the next call). CUC_E_TIMEOUT,
+ * a message that decodes badly (CUC_E_BADMSG / CUC_E_VERSION, the message
+ * dropped) and a message whose fds this process had no room for
+ * (CUC_E_LIMIT naming RLIMIT_NOFILE, the fds needed and free: the message
+ * dropped, the rest of its frames skipped, a refused record sent back so
+ * the sender ends its leases) leave the link usable; a framing error and
  * CUC_E_PEER_CLOSED stick to the receiving direction. */
 int cuc__link_recv(struct cuc__link *l, int64_t deadline, cuc_msg **m);
 

@@ -15,6 +15,8 @@ struct lease {
     uint64_t id;
     const struct cuc__lease_ops *ops;
     void *obj;
+    int sent;     /* seq is known: the message's frames went out */
+    uint32_t seq; /* its first frame's sequence number (a refusal names it) */
 };
 
 static struct lease *of_node(struct cuc__hnode *n)
@@ -171,7 +173,7 @@ int cuc__leases_add(struct cuc__leases *l, uint64_t id,
     if (!e)
         return cuc__seterr(CUC_E_NOMEM, "out of memory for lease %llu",
                            (unsigned long long)id);
-    *e = (struct lease){{NULL, cuc__hash_u64(id)}, id, ops, obj};
+    *e = (struct lease){{NULL, cuc__hash_u64(id)}, id, ops, obj, 0, 0};
     pthread_mutex_lock(&l->lock);
     if (l->over)
         rc = cuc__seterr(CUC_E_PEER_CLOSED, "the peer (pid %ld) has closed the "
@@ -266,26 +268,118 @@ static void release_ids(struct cuc__leases *l, const uint8_t *p, size_t n)
     }
 }
 
+struct stamp {
+    struct cuc__leases *l;
+    const struct cuc__lease_att *atts;
+    size_t n;
+};
+
+/* Under the link's send lock, before the first frame goes out. */
+static void stamp_seq(void *arg, uint32_t seq)
+{
+    const struct stamp *st = arg;
+    struct cuc__leases *l = st->l;
+
+    pthread_mutex_lock(&l->lock);
+    for (size_t i = 0; i < st->n; i++) {
+        uint64_t id = st->atts[i].id;
+        struct cuc__hnode *h = cuc__htab_find(&l->by_id, cuc__hash_u64(id), same_id, &id);
+        if (h) {
+            of_node(h)->sent = 1;
+            of_node(h)->seq = seq;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sent)
+{
+    struct stamp st = {l, NULL, 0};
+
+    st.n = cuc__msg_leases(m, &st.atts);
+    return cuc__link_send_seq(l->link, sent, st.n ? stamp_seq : NULL, &st);
+}
+
+struct by_seq {
+    uint32_t seq;
+    uint64_t *ids;
+    size_t n, cap;
+};
+
+static void collect_seq(struct cuc__hnode *h, void *arg)
+{
+    struct by_seq *b = arg;
+    struct lease *e = of_node(h);
+
+    if (!e->sent || e->seq != b->seq)
+        return;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 16;
+        uint64_t *p = realloc(b->ids, cap * sizeof(*p));
+        if (!p)
+            return; /* out of memory: these stay until the peer goes */
+        b->ids = p;
+        b->cap = cap;
+    }
+    b->ids[b->n++] = e->id;
+}
+
+/* The peer refused the message whose first frame was seq: its leases end
+ * (nothing of it was kept). */
+static void refused_seq(struct cuc__leases *l, uint32_t seq)
+{
+    struct by_seq b = {seq, NULL, 0, 0};
+
+    pthread_mutex_lock(&l->lock);
+    cuc__htab_each(&l->by_id, collect_seq, &b);
+    l->refused++;
+    pthread_mutex_unlock(&l->lock);
+    for (size_t i = 0; i < b.n; i++) {
+        struct lease *e;
+        pthread_mutex_lock(&l->lock);
+        e = take_locked(l, b.ids[i]);
+        pthread_mutex_unlock(&l->lock);
+        if (e)
+            finish(l, e, CUC__LEASE_REFUSED);
+    }
+    free(b.ids);
+}
+
 int cuc__leases_take_release(struct cuc__leases *l, cuc_msg *m)
 {
     size_t n = cuc_msg_record_count(m), nrel = cuc__release_rec_count(m);
+    size_t nref = cuc__refused_rec_count(m);
 
-    if (nrel == 0)
+    if (nrel + nref == 0)
         return 0;
-    if (nrel != n || cuc_msg_fd_count(m)) {
+    if (nrel + nref != n || cuc_msg_fd_count(m)) {
         cuc_msg_destroy(m);
         return cuc__seterr(CUC_E_BADMSG, "the peer sent a message mixing %zu "
-                           "release records with %zu other records: releases "
-                           "travel alone (message dropped)", nrel, n - nrel);
+                           "release and refused records with %zu other records: "
+                           "they travel alone (message dropped)", nrel + nref,
+                           n - nrel - nref);
     }
     for (size_t i = 0; i < n; i++) {
         const uint8_t *ids;
+        uint32_t seq;
         size_t k;
         if (cuc__release_rec_read(m, i, &ids, &k) == 0)
             release_ids(l, ids, k);
+        else if (cuc__refused_rec_read(m, i, &seq) == 0)
+            refused_seq(l, seq);
     }
     cuc_msg_destroy(m);
     return 1;
+}
+
+uint64_t cuc__leases_refused(struct cuc__leases *l)
+{
+    uint64_t n;
+
+    pthread_mutex_lock(&l->lock);
+    n = l->refused;
+    pthread_mutex_unlock(&l->lock);
+    return n;
 }
 
 struct end_all {

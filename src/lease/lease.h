@@ -42,7 +42,8 @@ enum cuc__lease_end {
     CUC__LEASE_RELEASED = 1,       /* the importer sent a release */
     CUC__LEASE_PEER_CLOSED = 2,    /* the importer closed its end or died */
     CUC__LEASE_CHANNEL_CLOSED = 3, /* this side closed the link for good */
-    CUC__LEASE_SEND_FAILED = 4     /* the message never reached the peer */
+    CUC__LEASE_SEND_FAILED = 4,    /* the message never reached the peer */
+    CUC__LEASE_REFUSED = 5         /* the peer dropped the message unread */
 };
 
 struct cuc__leases {
@@ -53,6 +54,7 @@ struct cuc__leases {
     struct cuc__htab by_id; /* granted leases (struct lease in lease.c) */
     size_t count;           /* leases in by_id */
     int over;               /* peer gone or channel closed: none can be added */
+    uint64_t refused;       /* messages the peer refused (refused records) */
     /* objects kept for the peer until the table goes (wire.h:
      * cuc__origin_ops keep): images the peer may name by reference */
     struct cuc__kept *kept;
@@ -93,14 +95,25 @@ int cuc__leases_grant(struct cuc__leases *l, const cuc_msg *m);
  * CUC__LEASE_SEND_FAILED. */
 void cuc__leases_revoke(struct cuc__leases *l, const cuc_msg *m);
 
-/* A message the channel received: 1 if it was a release (consumed: its
- * leases ended, m destroyed), 0 if not (m untouched), or CUC_E_BADMSG for
- * releases mixed with anything else (m destroyed). */
+/* Sends sent (m, or what the channel made of it) on the link, m's leases
+ * (granted) stamped with the sequence number of its first frame before any
+ * frame goes out, so that a refused record naming it ends exactly those
+ * leases. */
+int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sent);
+
+/* A message the channel received: 1 if it was a release or a refusal
+ * (consumed: the leases it names ended, m destroyed; a refused record
+ * ends the leases of the message it names with CUC__LEASE_REFUSED and
+ * counts one), 0 if not (m untouched), or CUC_E_BADMSG for those mixed
+ * with anything else (m destroyed). */
 int cuc__leases_take_release(struct cuc__leases *l, cuc_msg *m);
 
 /* Ends every lease with why. After CUC__LEASE_PEER_CLOSED or
  * _CHANNEL_CLOSED no lease can be added. */
 void cuc__leases_end_all(struct cuc__leases *l, int why);
+
+/* Messages the peer refused so far. */
+uint64_t cuc__leases_refused(struct cuc__leases *l);
 
 /* Leases held now. */
 size_t cuc__leases_count(struct cuc__leases *l);

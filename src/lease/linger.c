@@ -58,7 +58,7 @@ static void drain(struct entry *e)
             cuc__leases_end_all(l, CUC__LEASE_PEER_CLOSED);
             return;
         }
-        if (rc == CUC_E_BADMSG || rc == CUC_E_VERSION) {
+        if (rc == CUC_E_BADMSG || rc == CUC_E_VERSION || rc == CUC_E_LIMIT) {
             if (l->link->recv_err.status) {
                 /* A framing error: releases can no longer be told apart,
                  * so the leases stay (the memory is kept, never freed

@@ -2,8 +2,10 @@
 #include "os/fd.h"
 #include "base/error.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -14,6 +16,26 @@ void cuc__close_fds(int *fds, size_t n)
             close(fds[i]);
             fds[i] = -1;
         }
+}
+
+void cuc__fd_room(unsigned long *limit, unsigned long *open)
+{
+    struct rlimit rl;
+    struct dirent *e;
+    unsigned long n = 0;
+    DIR *d;
+
+    *limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (unsigned long)rl.rlim_cur : 0;
+    d = opendir("/proc/self/fd");
+    if (!d) {
+        /* no fd for the directory: the process is at its limit */
+        *open = errno == EMFILE ? *limit : 0;
+        return;
+    }
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    *open = n ? n - 1 : 0; /* not the directory's own fd */
 }
 
 int cuc__dup_cloexec(int fd, const char *what, int *out)

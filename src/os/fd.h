@@ -16,6 +16,11 @@ int cuc__dup_cloexec(int fd, const char *what, int *out);
  * must not keep an fd a child could inherit). */
 int cuc__set_cloexec_or_close(int fd, const char *what);
 
+/* This process's RLIMIT_NOFILE soft limit and how many fds it has open
+ * now (counted in /proc/self/fd), for a message naming the room left.
+ * Best effort: 0 for what cannot be read. */
+void cuc__fd_room(unsigned long *limit, unsigned long *open);
+
 /* n random bytes from the kernel (getrandom), for identities. */
 int cuc__random_bytes(void *out, size_t n, const char *what);
 

@@ -10,9 +10,13 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+/* Room for a full frame's fds and, beside them, the credentials the
+ * kernel adds to every datagram on a socket with SO_PASSCRED set (issue
+ * 13.3: without it a legal 253-fd frame arrives cut short). */
 union fd_cmsg {
     struct cmsghdr h;
-    char buf[CMSG_SPACE(CUC__SOCK_MAX_FDS * sizeof(int))];
+    char buf[CMSG_SPACE(CUC__SOCK_MAX_FDS * sizeof(int)) +
+             CMSG_SPACE(sizeof(struct ucred))];
 };
 
 int cuc__poll_until(int fd, short events, int64_t deadline)
@@ -185,16 +189,24 @@ int cuc__sock_recv(int fd, void *buf, size_t cap, int64_t deadline, int *fds,
             return rc;
     }
     k = take_fds(&mh, fds, &over);
-    if ((mh.msg_flags & MSG_CTRUNC) || over) {
+    if (over) {
         cuc__close_fds(fds, k);
         return cuc__seterr(CUC_E_BADMSG, "the peer sent more fds with one frame "
-                           "than the %u a frame may carry (control data truncated); "
-                           "the %zu that arrived were closed", CUC__SOCK_MAX_FDS, k);
+                           "than the %u a frame may carry; the %zu that arrived "
+                           "were closed", CUC__SOCK_MAX_FDS, k);
     }
     if (mh.msg_flags & MSG_TRUNC) {
         cuc__close_fds(fds, k);
         return cuc__seterr(CUC_E_BADMSG, "the peer sent a frame larger than %zu "
                            "bytes", cap);
+    }
+    if (mh.msg_flags & MSG_CTRUNC) {
+        /* The buffer holds any frame's control data, so the kernel cut it
+         * because it could not install the fds here (RLIMIT_NOFILE): the
+         * bytes are whole, the caller decides what the frame needed. */
+        cuc__close_fds(fds, k);
+        *len = (size_t)n;
+        return CUC_E_LIMIT;
     }
     if (n == 0 && k == 0)
         return empty_datagram(fd);

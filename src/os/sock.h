@@ -35,8 +35,13 @@ int cuc__sock_send(int fd, const void *hdr, size_t hlen, const void *data, size_
  *                      (no message set: the caller knows what was cut);
  *                      a 0-byte datagram from a peer still connected is
  *                      CUC_E_BADMSG (named);
- *   CUC_E_BADMSG       more fds than CUC__SOCK_MAX_FDS or control data
- *                      cut short, or a datagram longer than cap (named);
+ *   CUC_E_BADMSG       more fds than CUC__SOCK_MAX_FDS, or a datagram
+ *                      longer than cap (named);
+ *   CUC_E_LIMIT        the kernel cut the control data (MSG_CTRUNC): this
+ *                      process had no room for the fds (RLIMIT_NOFILE).
+ *                      The exception to "nothing written": *len and buf
+ *                      hold the datagram's bytes, every fd that came was
+ *                      closed, no message is set (the caller names it);
  *   CUC_E_IO           recvmsg or poll failed (named). */
 int cuc__sock_recv(int fd, void *buf, size_t cap, int64_t deadline, int *fds,
                    size_t *len, size_t *nfds);

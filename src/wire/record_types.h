@@ -43,7 +43,8 @@
     X(KERNEL_REF, 1, 50, 4144, 1, 0, 0, 12, 4)   /* rec_kernel.c: 48 + 4096 */ \
     X(KERNEL_HELD, 1, 40, 40, 8, 0, 0, 0, 0)     /* rec_kernel.c */        \
     X(BUFFER_VIEW, 1, 112, 112, 8, 0, 0, 0, 0)         /* rec_buffer.c */     \
-    X(IPC_BUFFER, 1, 144, 144, 8, 0, 0, 76, 4)         /* rec_ipc_buffer.c */
+    X(IPC_BUFFER, 1, 144, 144, 8, 0, 0, 76, 4)         /* rec_ipc_buffer.c */ \
+    X(REFUSED, 1, 8, 8, 8, 0, 0, 4, 4)                 /* rec_refused.c */
 
 /* Payload versions, for the codecs: CUC_RECORD_DEVICE_VERSION, ... */
 #define CUC__RECORD_VERSION_OF_(name, version, a, b, c, d, e, f, g) \

@@ -91,4 +91,13 @@ size_t cuc__release_rec_count(const cuc_msg *m);
 /* The ids of release record index: n ids, little-endian at *ids. */
 int cuc__release_rec_read(const cuc_msg *m, size_t index, const uint8_t **ids, size_t *n);
 
+/* Refused messages (rec_refused.c): one record telling the sender that
+ * the message whose first frame had sequence number seq was dropped
+ * unread (the receiver had no room for its fds). */
+int cuc__refused_msg_build(uint32_t seq, cuc_msg **out);
+/* How many of m's records are refused records. */
+size_t cuc__refused_rec_count(const cuc_msg *m);
+/* The sequence number of refused record index. */
+int cuc__refused_rec_read(const cuc_msg *m, size_t index, uint32_t *seq);
+
 #endif
