@@ -4,6 +4,7 @@
 #define CUC_WIRE_MSG_IMPL_H
 
 #include "wire/wire.h"
+#include "base/compiler.h"
 
 #define CUC__MSG_INLINE_RECS 4
 #define CUC__MSG_INLINE_FDS 4
@@ -49,14 +50,29 @@ static inline size_t cuc__pad8(size_t n)
 
 /* A fresh, empty message (the thread's spare struct when it has one). */
 cuc_msg *cuc__msg_new(void);
-/* Makes room for need records, fds, data bytes. */
-int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len);
+/* Makes room for need records, fds, data bytes (the arrays grown by
+ * cuc__msg_grow when they must; inline, as a message that fits is the
+ * rule). */
+int cuc__msg_grow(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len);
+static inline int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
+{
+    if (CUC_LIKELY(nrecs <= m->rec_cap && nfds <= m->fd_cap && data_len <= m->data_cap))
+        return 0;
+    return cuc__msg_grow(m, nrecs, nfds, data_len);
+}
 /* The shape of type, or NULL for a type this cucore does not know. */
 struct cuc__rec_shape {
     uint16_t type, version;
     uint32_t min_len, max_len, multiple, min_fds, max_fds;
     uint32_t rsv_off, rsv_len; /* a reserved field that must be zero */
 };
-const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type);
+extern const struct cuc__rec_shape cuc__rec_shapes[];
+extern const unsigned cuc__rec_nshapes;
+static inline const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type)
+{
+    if (type >= cuc__rec_nshapes || cuc__rec_shapes[type].version == 0)
+        return NULL;
+    return &cuc__rec_shapes[type];
+}
 
 #endif

@@ -24,6 +24,12 @@ int cuc__msg_add_record(cuc_msg *m, uint16_t type, uint16_t version,
                         const void *payload, uint32_t len, const int *fds,
                         uint32_t nfds);
 
+/* A record with no fds whose payload is head then tail, copied once into
+ * the message (a kernel record's image goes in from the kernel's own
+ * copy). The shape's reserved field must lie in head. */
+int cuc__msg_add_record_tail(cuc_msg *m, uint16_t type, uint16_t version, const void *head,
+                             uint32_t head_len, const void *tail, uint32_t tail_len);
+
 /* Like cuc__msg_add_record, but the message takes ownership of fds (closed
  * by the message, also when this call fails). */
 int cuc__msg_add_record_owned(cuc_msg *m, uint16_t type, uint16_t version,
