@@ -45,10 +45,25 @@ static int same_uuid(const struct cuc__hnode *n, const void *key)
     return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
 }
 
+/* Up to this many devices a scan of the table's UUIDs is quicker than a
+ * hash and a bucket (the usual machine has 1 to 8). */
+#define SCAN_MAX 8
+
 static const cuc_device *uuid_table_find(const cuc_uuid *u)
 {
-    struct cuc__hnode *n = cuc__htab_find(&by_uuid, uuid_hash(u), same_uuid, u);
+    struct cuc__hnode *n;
+    uint64_t w[2], d[2];
 
+    if (n_devices <= SCAN_MAX) {
+        uuid_words(u, w);
+        for (int i = 0; i < n_devices; i++) {
+            uuid_words(&devices[i].uuid, d);
+            if (((w[0] ^ d[0]) | (w[1] ^ d[1])) == 0)
+                return &devices[i];
+        }
+        return NULL;
+    }
+    n = cuc__htab_find(&by_uuid, uuid_hash(u), same_uuid, u);
     return n ? CUC_CONTAINER_OF(n, cuc_device, by_uuid) : NULL;
 }
 

@@ -1,10 +1,13 @@
-/* The message object, shared by msg.c (building and viewing), encode.c
- * and decode.c; no other file sees it. */
+/* The message object, shared by msg.c (building and viewing), encode.c,
+ * decode.c and the readers and writers of the smallest records (their
+ * inline fast paths below); no file outside wire/ sees it. */
 #ifndef CUC_WIRE_MSG_IMPL_H
 #define CUC_WIRE_MSG_IMPL_H
 
 #include "wire/wire.h"
 #include "base/compiler.h"
+
+#include <string.h>
 
 #define CUC__MSG_INLINE_RECS 4
 #define CUC__MSG_INLINE_FDS 4
@@ -73,6 +76,50 @@ static inline const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type)
     if (type >= cuc__rec_nshapes || cuc__rec_shapes[type].version == 0)
         return NULL;
     return &cuc__rec_shapes[type];
+}
+
+/* Appends a record of len bytes (no fds, no reserved field, not a release
+ * record) when it fits the message's current arrays and limits: 1 done,
+ * 0 the caller takes cuc__msg_add_record_owned, which checks and names
+ * everything. With a constant len the copy inlines: a device record's
+ * whole add is this. */
+static inline int cuc__msg_append_fits(cuc_msg *m, uint16_t type, uint16_t version,
+                                       const void *payload, uint32_t len)
+{
+    size_t off = cuc__pad8(m->data_len);
+    struct cuc__wire_rec *r;
+
+    if (CUC_UNLIKELY(m->nrecs >= m->rec_cap || m->nrecs >= CUC_MSG_MAX_RECORDS ||
+                     off + len > m->data_cap ||
+                     m->wire_len + CUC__WIRE_REC_HDR + cuc__pad8(len) > CUC_MSG_MAX_BYTES))
+        return 0;
+    r = &m->recs[m->nrecs++];
+    r->type = type;
+    r->version = version;
+    r->len = len;
+    r->off = (uint32_t)off;
+    r->fd_first = 0;
+    r->nfds = 0;
+    memcpy(m->data + off, payload, len);
+    m->data_len = off + len;
+    m->types |= type < 32 ? 1u << type : 0;
+    m->wire_len += CUC__WIRE_REC_HDR + cuc__pad8(len);
+    return 1;
+}
+
+/* The payload of record index when it is of type, len bytes and no fds,
+ * else NULL (the caller takes cuc__msg_record_fixed for the message). */
+static inline const uint8_t *cuc__msg_fixed_payload(const cuc_msg *m, size_t index,
+                                                    unsigned type, uint32_t len)
+{
+    const struct cuc__wire_rec *r;
+
+    if (CUC_UNLIKELY(index >= m->nrecs))
+        return NULL;
+    r = &m->recs[index];
+    if (CUC_UNLIKELY(r->type != type || r->len != len || r->nfds != 0))
+        return NULL;
+    return m->data + r->off;
 }
 
 #endif
