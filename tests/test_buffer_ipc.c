@@ -4,7 +4,8 @@
  *    pinned host, malloc'ed memory, a part past the end), a part of a
  *    base is a view of one wrapped root, a record that comes back to its
  *    process resolves to the original pointer with no cuIpcOpenMemHandle;
- *    driver calls per wrap (a later part of a wrapped base: none);
+ *    driver calls per wrap (a later part of a wrapped base: none, but a
+ *    forked child asks the driver again);
  *    hostile records (offset or size near UINT64_MAX, generation 0, an
  *    unknown handle type, a handle that is not the one its generation
  *    gave) refused before anything is touched;
@@ -274,6 +275,20 @@ static void test_wrap_calls(void)
     CHECK(sim_calls("*") == all); /* no driver call */
     CHECK(b->root == a->root && c->root == a->root);
     CHECK(cuc_buffer_ptr(c) == (void *)(uintptr_t)(base + BASE - 1));
+    /* a plain fork's child does not trust its parent's hints: it asks the
+     * driver (which, on a GPU, refuses a process that forked) */
+    {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            long long before = sim_calls("*");
+            cuc_buffer *e = NULL;
+            int rc = cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + PART), PART, &e);
+            (void)rc;
+            _exit(sim_calls("*") > before ? 0 : 1);
+        }
+        CHECK(wait_child(pid) == 0);
+    }
     /* past the end: the driver is asked, and the message names the base */
     CHECK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + PART), BASE, &d) == CUC_E_INVALID);
     CHECK_ERRMSG("run past the end");

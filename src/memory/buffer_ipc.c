@@ -266,6 +266,7 @@ struct recent_base {
     cuc_device *dev;
     CUdeviceptr base;
     size_t size;
+    pid_t pid; /* a forked child asks the driver, which refuses it */
 };
 
 static pthread_mutex_t recent_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -274,15 +275,17 @@ static unsigned recent_next;
 
 static void recent_note(cuc_device *dev, CUdeviceptr base, size_t size)
 {
+    pid_t me = cuc__pid();
+
     pthread_mutex_lock(&recent_lock);
     for (unsigned i = 0; i < RECENT_BASES; i++) {
-        if (recent[i].dev == dev && recent[i].base == base) {
+        if (recent[i].dev == dev && recent[i].base == base && recent[i].pid == me) {
             recent[i].size = size;
             pthread_mutex_unlock(&recent_lock);
             return;
         }
     }
-    recent[recent_next] = (struct recent_base){dev, base, size};
+    recent[recent_next] = (struct recent_base){dev, base, size, me};
     recent_next = (recent_next + 1) % RECENT_BASES;
     pthread_mutex_unlock(&recent_lock);
 }
@@ -290,12 +293,13 @@ static void recent_note(cuc_device *dev, CUdeviceptr base, size_t size)
 /* A recent base of dev holding ptr, or 0. */
 static int recent_find(cuc_device *dev, CUdeviceptr ptr, CUdeviceptr *base, size_t *size)
 {
+    pid_t me = cuc__pid();
     int found = 0;
 
     pthread_mutex_lock(&recent_lock);
     for (unsigned i = 0; i < RECENT_BASES && !found; i++) {
         const struct recent_base *e = &recent[i];
-        if (e->dev == dev && ptr >= e->base && ptr - e->base < e->size) {
+        if (e->dev == dev && e->pid == me && ptr >= e->base && ptr - e->base < e->size) {
             *base = e->base;
             *size = e->size;
             found = 1;
