@@ -12,7 +12,8 @@
  *    failures (cuLibraryLoadData, cuLibraryGetKernel, by the simulator's
  *    fault injection) are reported with the image's hash, the library
  *    unloaded, and a wrong hash still wins over them; a malformed image
- *    never reaches the driver.
+ *    never reaches the driver; a driver that refuses the
+ *    CU_LIBRARY_BINARY_IS_PRESERVED hint gets the load without it.
  * Simulator only (the call counts and faults are its). */
 #include <dlfcn.h>
 
@@ -150,6 +151,11 @@ static void test_sender(void)
     CHECK_RC(cuc_kernel_load(CUC_IMAGE_PTX, img, len, "twice", &a), CUC_E_DRIVER);
     CHECK_ERRMSG("cuLibraryLoadData failed");
     CHECK_ERRMSG("sha256 ");
+    /* a driver that refuses the preserved-binary hint: loaded without it */
+    fail("cuLibraryLoadData:1:CUDA_ERROR_INVALID_VALUE");
+    CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, img, len, "twice", &a));
+    CHECK(calls("cuLibraryLoadData") == 2);
+    cuc_kernel_destroy(a);
     fail(NULL);
     free(img);
     free(other);

@@ -146,6 +146,8 @@ static void driver_load(struct cuc__library *l, const char *name, int warm, CUre
     void *val = (void *)(uintptr_t)1;
 
     *load = CUC_DRV->cuLibraryLoadData(&l->cu, l->image, NULL, NULL, 0, &opt, &val, 1);
+    if (*load == CUDA_ERROR_INVALID_VALUE) /* a driver that does not take the hint */
+        *load = CUC_DRV->cuLibraryLoadData(&l->cu, l->image, NULL, NULL, 0, NULL, NULL, 0);
     *get = CUDA_SUCCESS;
     if (*load != CUDA_SUCCESS) {
         l->cu = NULL;
