@@ -98,6 +98,7 @@ cuc_msg *cuc__msg_new(void)
     m->types = 0;
     m->data_len = 0;
     m->data_cap = CUC__MSG_INLINE_DATA;
+    m->data_block = NULL;
     m->wire_len = CUC__WIRE_HDR;
     m->atts = NULL;
     m->natts = m->att_cap = 0;
@@ -127,7 +128,9 @@ void cuc_msg_destroy(cuc_msg *m)
         cuc__close_fds(m->fds, m->nfds);
     if (m->recs != m->rec_inline)
         free(m->recs);
-    if (m->data != m->data_inline)
+    if (m->data_block)
+        free(m->data_block);
+    else if (m->data != m->data_inline)
         free(m->data);
     if (m->fds != m->fd_inline)
         free(m->fds);
@@ -154,6 +157,18 @@ int cuc__msg_grow(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
         rc = cuc__array_reserve((void **)&m->fds, &fcap, nfds, sizeof(*m->fds), 0,
                                 m->fd_inline);
     m->fd_cap = (uint32_t)fcap;
+    if (!rc && m->data_block && data_len > m->data_cap) {
+        /* data lies inside an adopted buffer: it moves to a block of its
+         * own, which can grow */
+        uint8_t *own = malloc(m->data_cap);
+        if (!own)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte message",
+                               m->data_cap);
+        memcpy(own, m->data, m->data_len);
+        free(m->data_block);
+        m->data_block = NULL;
+        m->data = own;
+    }
     if (!rc)
         rc = cuc__array_reserve((void **)&m->data, &m->data_cap, data_len, 1, 0,
                                 m->data_inline);

@@ -34,6 +34,7 @@ struct cuc_msg {
     uint32_t nrelease;  /* release records, at most CUC__RELEASE_MAX_RECORDS */
     uint32_t types;     /* bit t set: a record of type t (< 32) is in it */
     size_t data_len, data_cap;
+    void *data_block; /* the buffer data lies in when a decode adopted it, else NULL */
     size_t wire_len; /* encoded size */
     struct cuc__lease_att *atts; /* objects kept, leases to begin when sent */
     size_t natts, att_cap;

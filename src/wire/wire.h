@@ -77,6 +77,15 @@ int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
 int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
                     cuc_msg **out);
 
+/* cuc__msg_decode of the len bytes at buf, a malloc'ed block: when it
+ * succeeds with *adopted 1 the message took buf (its records are read in
+ * place, and freed with it) instead of copying them; otherwise buf stays
+ * the caller's. A message of more than the message's inline storage is
+ * adopted (a channel's rejoined frames: a 1 MiB kernel record is not
+ * copied again). */
+int cuc__msg_decode_adopt(void *buf, size_t len, int *fds, size_t nfds, cuc_msg **out,
+                          int *adopted);
+
 /* ---- objects a message keeps alive, and leases on them ----
  *
  * An exporting object attaches itself to the message that carries its
