@@ -24,6 +24,9 @@ PyObject *buffer_wrap(cuc_buffer *b)
     bo->b = b;
     bo->pid = getpid();
     bo->exports = 0;
+    bo->rec = NULL;
+    bo->lease_at = 0;
+    bo->claimed = 0;
     if (live_put_ptr(b, (PyObject *)bo))
         Py_CLEAR(bo);
     return (PyObject *)bo;
@@ -52,15 +55,19 @@ int buffer_live(PyBuffer *b)
 static int buffer_drop(PyBuffer *o, cuc_stream *s)
 {
     cuc_buffer *b = o->b;
+    struct imp *e;
     int rc;
 
     if (!b)
         return 0;
     live_del_ptr(b);
     o->b = NULL;
+    Py_CLEAR(o->rec);
+    e = o->claimed ? claim_py_drop(b) : NULL;
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_buffer_unref_async(b, s);
     Py_END_ALLOW_THREADS
+    claim_release(e); /* after the unmap: the exporter may free then */
     return rc;
 }
 
@@ -72,6 +79,7 @@ static void buffer_dealloc(PyObject *self)
         PyObject_ClearWeakRefs(self);
     if (o->pid == getpid())
         buffer_drop(o, NULL);
+    Py_CLEAR(o->rec);
     PyObject_Free(self);
 }
 
@@ -220,7 +228,7 @@ static PyObject *buf_leases(PyObject *self, PyObject *noargs)
     (void)noargs;
     if (buffer_live((PyBuffer *)self))
         return NULL;
-    rc = cuc_buffer_lease_count(B(self), &n);
+    rc = share_lease_count(B(self), NULL, &n);
     return rc ? py_raise(rc) : PyLong_FromSize_t(n);
 }
 

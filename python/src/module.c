@@ -22,7 +22,8 @@ static PyMethodDef methods[] = {
     {"share_point", py_share_point, METH_NOARGS, "this process's share point (starts it)"},
     {"host_id", py_host_id, METH_NOARGS, "hostname/machine-id, as pickles carry it"},
     {"_share_close", py_share_close, METH_NOARGS, NULL},
-    {"_reduce_buffers", py_reduce_buffers, METH_O, NULL},
+    {"_share_flush", py_share_flush, METH_NOARGS, NULL},
+    {"_share_stats", py_share_stats, METH_NOARGS, NULL},
     {"_load", py_load, METH_O, NULL},
     {"_load_shared", py_load_shared, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
