@@ -64,6 +64,8 @@ static int buffer_drop(PyBuffer *o, cuc_stream *s)
     o->b = NULL;
     Py_CLEAR(o->rec);
     e = o->claimed ? claim_py_drop(b) : NULL;
+    if (o->claimed && !s && claim_drop_later(b, e) == 0)
+        return 0; /* with the others closed meanwhile: claim.c */
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_buffer_unref_async(b, s);
     Py_END_ALLOW_THREADS

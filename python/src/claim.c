@@ -13,6 +13,7 @@
  * waits for its stream first). */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cucore_py.h"
 
@@ -44,9 +45,16 @@ static pthread_cond_t wake = PTHREAD_COND_INITIALIZER, idle = PTHREAD_COND_INITI
 static struct imp **table;
 static size_t nbuckets, nimps;
 static struct queue *queues;
-static size_t queued; /* ops waiting, over all queues */
-static int flushing, started;
+static size_t queued; /* ops and drops waiting, over all queues */
+static int flushing, started, asleep;
 static pthread_t flusher;
+static struct drop {
+    cuc_buffer *b;  /* a reference to drop */
+    struct imp *e;  /* its claims to release then, or NULL */
+} *drops;
+static size_t ndrops, drops_cap;
+
+#define BATCH_NAP_US 100 /* a lone op waits this long for company */
 
 static size_t bucket(const void *p)
 {
@@ -93,6 +101,43 @@ static void remove_locked(struct imp *e)
 
 /* ---- the queue and its thread ---- */
 
+static void nap_us(long us)
+{
+    struct timespec ts = {0, us * 1000};
+
+    nanosleep(&ts, NULL);
+}
+
+/* The buffers closed since the last round, dropped together (one
+ * synchronize a stream, cuc_buffer_unref_many_async), then their claims
+ * released (queued: they go out in this round). */
+static void drop_all_locked(void)
+{
+    struct drop *d = drops;
+    size_t n = ndrops, i;
+    cuc_buffer **bufs;
+
+    if (!n)
+        return;
+    drops = NULL;
+    ndrops = drops_cap = 0;
+    queued -= n;
+    pthread_mutex_unlock(&mu);
+    bufs = malloc(n * sizeof(*bufs));
+    for (i = 0; bufs && i < n; i++)
+        bufs[i] = d[i].b;
+    if (bufs)
+        cuc_buffer_unref_many_async(bufs, n, NULL);
+    for (i = 0; i < n; i++) {
+        if (!bufs)
+            cuc_buffer_unref_async(d[i].b, NULL);
+        claim_release(d[i].e);
+    }
+    free(bufs);
+    free(d);
+    pthread_mutex_lock(&mu);
+}
+
 static void *flush_main(void *arg)
 {
     (void)arg;
@@ -100,9 +145,18 @@ static void *flush_main(void *arg)
     for (;;) {
         struct queue *q;
 
-        while (!queued)
+        while (!queued) {
+            asleep = 1;
             pthread_cond_wait(&wake, &mu);
+            asleep = 0;
+        }
         flushing = 1;
+        if (queued < 32) { /* a list being unpickled: let its ops gather */
+            pthread_mutex_unlock(&mu);
+            nap_us(BATCH_NAP_US);
+            pthread_mutex_lock(&mu);
+        }
+        drop_all_locked();
         for (q = queues; q; q = q->next) {
             uint64_t *ops = q->ops;
             size_t n = q->n;
@@ -121,6 +175,26 @@ static void *flush_main(void *arg)
         pthread_cond_broadcast(&idle);
     }
     return NULL;
+}
+
+static int start_locked(void)
+{
+    pthread_attr_t attr;
+
+    if (started)
+        return 0;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    started = pthread_create(&flusher, &attr, flush_main, NULL) == 0;
+    pthread_attr_destroy(&attr);
+    return started ? 0 : CUC_E_NOMEM;
+}
+
+static void wake_locked(void)
+{
+    queued++;
+    if (asleep)
+        pthread_cond_signal(&wake);
 }
 
 static struct queue *queue_locked(struct conn *c)
@@ -153,22 +227,37 @@ static int post_locked(struct conn *c, uint64_t op)
         q->ops = ops;
         q->cap = cap;
     }
+    if (start_locked())
+        return CUC_E_NOMEM;
     q->ops[q->n++] = op;
-    if (!started) {
-        pthread_attr_t attr;
+    wake_locked();
+    return 0;
+}
 
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        started = pthread_create(&flusher, &attr, flush_main, NULL) == 0;
-        pthread_attr_destroy(&attr);
-        if (!started) {
-            q->n--;
-            return CUC_E_NOMEM;
+/* b's reference (and then e's claims) for the thread to drop with the
+ * others closed meanwhile: 0, or CUC_E_NOMEM (the caller drops it now). */
+int claim_drop_later(cuc_buffer *b, struct imp *e)
+{
+    int rc = CUC_E_NOMEM;
+
+    pthread_mutex_lock(&mu);
+    if (ndrops == drops_cap) {
+        size_t cap = drops_cap ? drops_cap * 2 : 256;
+        struct drop *grown = realloc(drops, cap * sizeof(*grown));
+
+        if (grown) {
+            drops = grown;
+            drops_cap = cap;
         }
     }
-    if (!queued++)
-        pthread_cond_signal(&wake);
-    return 0;
+    if (ndrops < drops_cap && start_locked() == 0) {
+        drops[ndrops].b = b;
+        drops[ndrops++].e = e;
+        wake_locked();
+        rc = 0;
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
 }
 
 /* Waits until every op queued so far has been sent (the GIL released). */
@@ -308,5 +397,7 @@ void claim_after_fork(void)
     nbuckets = nimps = 0;
     queues = NULL;
     queued = 0;
-    flushing = started = 0;
+    flushing = started = asleep = 0;
+    drops = NULL;
+    ndrops = drops_cap = 0;
 }

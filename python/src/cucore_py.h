@@ -180,6 +180,7 @@ struct imp *claim_py_drop(const cuc_buffer *b);
 void claim_downstream_begin(const cuc_buffer *b);
 struct imp *claim_downstream_end(const cuc_buffer *b);
 void claim_release(struct imp *e);
+int claim_drop_later(cuc_buffer *b, struct imp *e);
 void claim_flush(void);
 void claim_after_fork(void);
 /* Holds and leases of a buffer / of a pool's buffers, C's and the share
