@@ -352,3 +352,82 @@ def child_list(batch):
     """Objects for Child.call: the batch's buffers as separate arguments
     would pickle one by one, so the batch travels whole and unpacks there."""
     return [batch]
+
+
+def exporter_child(hold_ms):
+    """A child that exports, with its holds lasting hold_ms."""
+    old = os.environ.get("CUCORE_SHARE_HOLD_MS")
+    os.environ["CUCORE_SHARE_HOLD_MS"] = str(hold_ms)
+    try:
+        return Child("spawn", None)
+    finally:
+        if old is None:
+            del os.environ["CUCORE_SHARE_HOLD_MS"]
+        else:
+            os.environ["CUCORE_SHARE_HOLD_MS"] = old
+
+
+def test_unclaimed_holds_end_after_their_time():
+    """A pickle never loaded keeps its buffer for the hold time only: then
+    the exporter's frees run (the policy of python/src/hold.c)."""
+    child = exporter_child(400)
+    try:
+        child.call("export_n", 0, 3)  # never loaded
+        stats, counts = child.call("share_stats")
+        assert stats == {"holds": 3, "leases": 0} and counts == [3]
+        time.sleep(0.5)
+        assert child.call("lease_wait", 5) is True
+        stats, counts = child.call("share_stats")
+        assert stats == {"holds": 0, "leases": 0} and counts == [0]
+    finally:
+        child.close()
+
+
+def test_late_load_claims_synchronously():
+    """Loaded past half its hold time, a pickle's claim is a round trip (the
+    hold cannot end under the import); past the whole time it is refused,
+    saying why, and nothing is imported."""
+    child = exporter_child(1000)
+    try:
+        early, late, too_late = child.call("export_n", 1, 3)
+        b0 = pickle.loads(early)  # claimed without waiting
+        time.sleep(0.6)
+        b1 = pickle.loads(late)  # past 500 ms: claimed before it returns
+        stats, _ = child.call("share_stats")
+        assert stats["leases"] >= 1 and stats["holds"] <= 2
+        assert b1.to_bytes() == bytes([0x31]) * 32 and b0.to_bytes() == bytes([0x30]) * 32
+        time.sleep(0.5)
+        with pytest.raises(cucore.Error) as e:
+            pickle.loads(too_late)
+        assert "CUCORE_SHARE_HOLD_MS" in str(e.value) and str(child.proc.pid) in str(e.value)
+        b0.close()
+        b1.close()
+        assert child.call("lease_wait", 10) is True
+        assert child.call("share_stats") == ({"holds": 0, "leases": 0}, [0])
+    finally:
+        child.close()
+
+
+def test_a_b_c_b_drops_first(uuids):
+    """B closes its buffer while C still uses the one it got from B: B's
+    lease on A lasts until C's ended, and A's free waits for both."""
+    b_child = Child("spawn", None)
+    c_child = Child("spawn", ",".join(map(str, reversed(range(N)))))
+    try:
+        pool = cucore.Pool(0)
+        buf = pool.allocate(64)
+        buf.copy_from(b"abc!" * 16)
+        (again,) = b_child.call("repickle", buf)
+        assert c_child.call("hold", Raw(again)) == 1
+        buf.close()
+        b_child.call("drop")  # B's object goes; C's lease keeps B's import and B's lease
+        time.sleep(0.2)
+        assert pool.lease_count() == 1
+        got = c_child.call("describe_held")  # C still reads what A wrote
+        assert got == [("buffer", uuids[0], 64, True, b"abc!" * 16)]
+        c_child.call("drop")
+        pool.lease_wait(0, timeout=10)
+        assert pool.lease_count() == 0
+    finally:
+        c_child.close()
+        b_child.close()
