@@ -13,7 +13,7 @@
 /* Types, each defined in the file of its name. */
 extern PyTypeObject PyDevice_Type, PyStream_Type, PyEvent_Type, PyKernel_Type,
     PyLaunchConfig_Type, PyPool_Type, PyBuffer_Type, PyVmm_Type, PyChannel_Type,
-    PyListener_Type;
+    PyListener_Type, PySlab_Type;
 
 typedef struct {
     PyObject_HEAD
@@ -188,6 +188,9 @@ void claim_after_fork(void);
 int share_lease_count(const cuc_buffer *b, const cuc_pool *pool, size_t *n);
 
 PyObject *py_listen(PyObject *self, PyObject *arg);
+
+/* slab.c */
+PyObject *py_wrap(PyObject *self, PyObject *args, PyObject *kw);
 
 /* launch.c */
 PyObject *py_launch(PyObject *self, PyObject *args);
