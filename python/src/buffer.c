@@ -22,7 +22,7 @@ PyObject *buffer_wrap(cuc_buffer *b)
     }
     bo->weak = NULL;
     bo->b = b;
-    bo->pid = getpid();
+    bo->pid = py_pid();
     bo->exports = 0;
     bo->rec = NULL;
     bo->lease_at = 0;
@@ -79,7 +79,7 @@ static void buffer_dealloc(PyObject *self)
 
     if (o->weak)
         PyObject_ClearWeakRefs(self);
-    if (o->pid == getpid())
+    if (o->pid == py_pid())
         buffer_drop(o, NULL);
     Py_CLEAR(o->rec);
     PyObject_Free(self);

@@ -94,6 +94,8 @@ PyObject *py_raise(int status);
 PyObject *py_raise_fmt(int status, const char *fmt, ...);
 /* Raises a class of cucore._errors by name with code and text. */
 PyObject *py_raise_named(const char *cls, const char *code, const char *fmt, ...);
+/* This process's pid (cached; refreshed after fork). */
+pid_t py_pid(void);
 /* 0 if obj was made in this process; else raises (inherited through fork). */
 int py_check_pid(pid_t pid, const char *what);
 

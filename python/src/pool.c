@@ -21,7 +21,7 @@ PyObject *pool_wrap(cuc_pool *p)
     }
     po->weak = NULL;
     po->p = p;
-    po->pid = getpid();
+    po->pid = py_pid();
     if (live_put_ptr(p, (PyObject *)po))
         Py_CLEAR(po);
     return (PyObject *)po;
@@ -70,7 +70,7 @@ static void pool_dealloc(PyObject *self)
     if (o->weak)
         PyObject_ClearWeakRefs(self);
     live_del_ptr(o->p);
-    if (o->pid == getpid())
+    if (o->pid == py_pid())
         cuc_pool_unref(o->p);
     PyObject_Free(self);
 }

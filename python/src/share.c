@@ -35,6 +35,7 @@
 #define REPLY_ERROR 0x80000000u
 #define RELEASE_BIT (1ull << 63)
 #define MAX_LEASE_OPS 65536
+#define GONE_CHECK_MS 10
 #define TEXT_MAX 1024
 #define REQUEST_TIMEOUT_MS 60000
 #define MAX_VMM_EXPORTS 65536
@@ -294,7 +295,7 @@ static int share_start_locked(void)
     uint32_t r = 0;
     int rc;
 
-    if (srv.l && srv.pid == getpid())
+    if (srv.l && srv.pid == py_pid())
         return 0;
     if (share_dir(dir, sizeof(dir))) {
         py_raise_fmt(CUC_E_PERMISSION, "no private directory for the share point: "
@@ -303,16 +304,16 @@ static int share_start_locked(void)
         return -1;
     }
     if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-        r = (uint32_t)getpid() * 2654435761u;
+        r = (uint32_t)py_pid() * 2654435761u;
     snprintf(srv.path, sizeof(srv.path), "%.60s/cucore-share-%ld-%08x.sock", dir,
-             (long)getpid(), r);
+             (long)py_pid(), r);
     rc = cuc_channel_listen(srv.path, &srv.l);
     if (rc) {
         py_raise(rc);
         return -1;
     }
     srv.stopping = 0;
-    srv.pid = getpid();
+    srv.pid = py_pid();
     srv.gen++;
     if (pthread_create(&srv.accepter, NULL, accept_main, NULL)) {
         cuc_listener_destroy(srv.l);
@@ -352,7 +353,7 @@ PyObject *py_share_close(PyObject *self, PyObject *noargs)
     claim_flush(); /* the releases queued go out before we exit */
     Py_END_ALLOW_THREADS
     pthread_mutex_lock(&srv.mu);
-    if (srv.l && srv.pid == getpid()) {
+    if (srv.l && srv.pid == py_pid()) {
         srv.stopping = 1;
         Py_BEGIN_ALLOW_THREADS
         if (cuc_channel_connect(srv.path, 0, &wake) == 0) /* wakes the accept */
@@ -415,7 +416,7 @@ static int share_strings(void)
     if (path_str && strs_gen == srv.gen)
         return 0;
     Py_XSETREF(path_str, PyUnicode_FromString(srv.path));
-    Py_XSETREF(pid_obj, PyLong_FromLong((long)getpid()));
+    Py_XSETREF(pid_obj, PyLong_FromLong((long)py_pid()));
     if (!path_str || !pid_obj)
         return -1;
     strs_gen = srv.gen;
@@ -430,7 +431,7 @@ static PyObject *reduce_as(const char *kind, PyObject *payload)
         Py_XDECREF(payload);
         return NULL;
     }
-    r = Py_BuildValue("(O(sssiO))", load_shared_fn, kind, host_id, srv.path, (int)getpid(),
+    r = Py_BuildValue("(O(sssiO))", load_shared_fn, kind, host_id, srv.path, (int)py_pid(),
                       payload);
     Py_DECREF(payload);
     return r;
@@ -552,6 +553,7 @@ struct conn {
     pthread_mutex_t mu; /* one request at a time */
     cuc_pool **pools;   /* the pools fetched from it: kept for the process */
     size_t npools;
+    int64_t checked_ms; /* when exporter_dead() last asked the kernel */
 };
 
 static pthread_mutex_t conns_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -748,6 +750,22 @@ static int fetch_pool(struct conn *c, const uint8_t id[CUC_POOL_ID_LEN])
     return 0;
 }
 
+/* The exporter has died (checked at most every GONE_CHECK_MS, a system
+ * call; a claim to a dead one is dropped, and its pool's fd keeps the
+ * memory mapped here until the buffer goes). */
+static int exporter_dead(struct conn *c)
+{
+    int64_t now = hold_now_ms();
+
+    if (now - c->checked_ms < GONE_CHECK_MS)
+        return 0;
+    c->checked_ms = now;
+    if (kill(c->owner, 0) == 0 || errno != ESRCH)
+        return 0;
+    c->gone = 1;
+    return 1;
+}
+
 /* The hold token a buffer pickle's record carries as its lease id. */
 static int record_token(cuc_msg *m, uint8_t pool_id[CUC_POOL_ID_LEN], uint64_t *token)
 {
@@ -789,7 +807,7 @@ static PyObject *load_buffer(const char *path, pid_t pid, Py_buffer *payload)
         return py_raise(rc);
     if (record_token(m, pool_id, &token))
         goto fail_msg;
-    if (c->gone || (kill(pid, 0) && errno == ESRCH)) {
+    if (c->gone || exporter_dead(c)) {
         exporter_gone("buffer", path, pid);
         goto fail_msg;
     }
@@ -899,7 +917,7 @@ PyObject *py_load_shared(PyObject *self, PyObject *args)
                            "this %s was pickled on host %s and unpickled on host %s: memory "
                            "does not cross machines (devices, default streams, launch "
                            "configs and kernels do)", kind, host, host_id);
-    else if (pid == getpid())
+    else if (pid == py_pid())
         o = local(kind, &payload);
     else
         o = fetch(kind, path, pid, &payload);

@@ -36,7 +36,7 @@ static PyObject *slab_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         return NULL;
     }
     o->s = s;
-    o->pid = getpid();
+    o->pid = py_pid();
     return (PyObject *)o;
 }
 
@@ -44,7 +44,7 @@ static void slab_dealloc(PyObject *self)
 {
     PySlab *o = (PySlab *)self;
 
-    if (o->pid == getpid())
+    if (o->pid == py_pid())
         cuc_slab_unref(o->s); /* its buffers keep it until they go */
     Py_TYPE(self)->tp_free(self);
 }
