@@ -4,16 +4,21 @@
  * cuc_channel_listen/accept), started on first use, served by background
  * threads that never touch Python, removed at exit. A pickle carries the
  * host's identity, the share point's path, the exporter's pid and the
- * record bytes; unpickling connects (one channel per exporter, kept), asks
- * for the object, and imports what comes back over that channel, so the
- * lease lives as long as the imported object (or this process).
+ * payload; unpickling connects (one channel per exporter, kept for the
+ * process) when it needs the exporter.
  *
- * Requests and replies are cucore messages. A buffer request is the
- * buffer records themselves (bytes-only records); the reply holds each
- * buffer's pool, then the buffers. A pool or VMM request is one fd record
- * whose tag says which (REQ_*) and whose fd, a memfd, holds the pool id or
- * VMM token. A refusal is one fd record tagged REPLY_ERROR | -status with
- * the exporter's message in its memfd. */
+ * A buffer's payload is its record (bytes only), whose lease id is a hold's
+ * token (hold.c): the receiver imports the pointer itself, fetching the
+ * buffer's pool once (kept for the process), and claims the hold on the
+ * kept channel without waiting (claim.c), which makes it a lease of that
+ * connection. No round trip a buffer.
+ *
+ * Requests are cucore messages of one fd record whose tag says what
+ * (REQ_*) and whose memfd holds the argument: a pool id, a VMM token, lease
+ * ops (REQ_LEASES: claims and releases, never answered) or one token to
+ * claim synchronously (REQ_CLAIM, answered REPLY_OK). A refusal is one fd
+ * record tagged REPLY_ERROR | -status with the exporter's message in its
+ * memfd. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
