@@ -590,7 +590,7 @@ static int conn_open_locked(struct conn *c)
     if (!c->ch)
         rc = cuc_channel_connect(c->path, 0, &c->ch);
     if (rc)
-        c->gone = 1;
+        __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
     return rc;
 }
 
@@ -598,7 +598,7 @@ static void conn_lost_locked(struct conn *c)
 {
     cuc_channel_destroy(c->ch); /* imports live on; their releases are no-ops */
     c->ch = NULL;
-    c->gone = 1;
+    __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
 }
 
 /* Sends req and waits for the reply, connecting first if needed (the GIL
@@ -633,7 +633,7 @@ void share_conn_post(struct conn *c, const uint64_t *ops, size_t n)
         if (data_msg(REQ_LEASES, ops + done, k * 8, &m))
             continue; /* unsent: the exporter ends them when we close or exit */
         pthread_mutex_lock(&c->mu);
-        if (!c->gone && conn_open_locked(c) == 0 &&
+        if (!__atomic_load_n(&c->gone, __ATOMIC_RELAXED) && conn_open_locked(c) == 0 &&
             cuc_channel_send(c->ch, m) == CUC_E_PEER_CLOSED)
             conn_lost_locked(c);
         pthread_mutex_unlock(&c->mu);
@@ -767,7 +767,7 @@ static int exporter_dead(struct conn *c)
     c->checked_ms = now;
     if (kill(c->owner, 0) == 0 || errno != ESRCH)
         return 0;
-    c->gone = 1;
+    __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
     return 1;
 }
 
@@ -812,7 +812,7 @@ static PyObject *load_buffer(const char *path, pid_t pid, Py_buffer *payload)
         return py_raise(rc);
     if (record_token(m, pool_id, &token))
         goto fail_msg;
-    if (c->gone || exporter_dead(c)) {
+    if (__atomic_load_n(&c->gone, __ATOMIC_RELAXED) || exporter_dead(c)) {
         exporter_gone("buffer", path, pid);
         goto fail_msg;
     }

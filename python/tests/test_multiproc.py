@@ -431,3 +431,30 @@ def test_a_b_c_b_drops_first(uuids):
     finally:
         c_child.close()
         b_child.close()
+
+
+def test_share_point_refuses_junk_and_goes_on():
+    """Requests that are not what the share point serves (no fd record, an
+    fd of an unknown tag, a memfd past the size limit) are refused one by
+    one, and the connection and the holds are unchanged."""
+    pool = cucore.Pool(0)
+    buf = pool.allocate(16)
+    held = pickle.dumps(buf)  # a hold that junk must not end
+    before = cucore._core._share_stats()
+    ch = cucore.Channel.connect(cucore.share_point())
+    try:
+        junk = os.memfd_create("junk")
+        os.write(junk, b"\xff" * 24)
+        big = os.memfd_create("big")
+        os.ftruncate(big, 1 << 20)
+        for request in ([cucore.Device(0)], [junk], [big], [junk, junk]):
+            ch.send(*request)
+            (fd,) = ch.recv(timeout=10)  # a refusal: one fd record, its text in a memfd
+            assert isinstance(fd, int)
+            os.close(fd)
+        os.close(junk)
+        os.close(big)
+    finally:
+        ch.close()
+    assert cucore._core._share_stats() == before
+    assert pickle.loads(held) is buf  # the hold was still there
