@@ -46,7 +46,7 @@ static struct imp **table;
 static size_t nbuckets, nimps;
 static struct queue *queues;
 static size_t queued; /* ops and drops waiting, over all queues */
-static int flushing, started, asleep;
+static int flushing, started, asleep, closing;
 static pthread_t flusher;
 static struct drop {
     cuc_buffer *b;  /* a reference to drop */
@@ -250,7 +250,7 @@ int claim_drop_later(cuc_buffer *b, struct imp *e)
             drops_cap = cap;
         }
     }
-    if (ndrops < drops_cap && start_locked() == 0) {
+    if (!closing && ndrops < drops_cap && start_locked() == 0) {
         drops[ndrops].b = b;
         drops[ndrops++].e = e;
         wake_locked();
@@ -258,6 +258,17 @@ int claim_drop_later(cuc_buffer *b, struct imp *e)
     }
     pthread_mutex_unlock(&mu);
     return rc;
+}
+
+/* At exit (the share point closing): what is queued goes now, and buffers
+ * closed after this are dropped by their caller, not by a thread that the
+ * interpreter's end might cut short. */
+void claim_close(void)
+{
+    pthread_mutex_lock(&mu);
+    closing = 1;
+    pthread_mutex_unlock(&mu);
+    claim_flush();
 }
 
 /* Waits until every op queued so far has been sent (the GIL released). */
@@ -397,7 +408,7 @@ void claim_after_fork(void)
     nbuckets = nimps = 0;
     queues = NULL;
     queued = 0;
-    flushing = started = asleep = 0;
+    flushing = started = asleep = closing = 0;
     drops = NULL;
     ndrops = drops_cap = 0;
 }

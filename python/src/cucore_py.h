@@ -184,6 +184,7 @@ struct imp *claim_downstream_end(const cuc_buffer *b);
 void claim_release(struct imp *e);
 int claim_drop_later(cuc_buffer *b, struct imp *e);
 void claim_flush(void);
+void claim_close(void);
 void claim_after_fork(void);
 /* Holds and leases of a buffer / of a pool's buffers, C's and the share
  * point's together (buffer.c, pool.c). */

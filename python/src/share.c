@@ -355,7 +355,7 @@ PyObject *py_share_close(PyObject *self, PyObject *noargs)
     (void)self;
     (void)noargs;
     Py_BEGIN_ALLOW_THREADS
-    claim_flush(); /* the releases queued go out before we exit */
+    claim_close(); /* the releases queued go out before we exit; later drops are ours */
     Py_END_ALLOW_THREADS
     pthread_mutex_lock(&srv.mu);
     if (srv.l && srv.pid == py_pid()) {
@@ -516,7 +516,8 @@ PyObject *share_reduce_buffer(PyBuffer *b)
     }
     memcpy(PyBytes_AS_STRING(payload), PyBytes_AS_STRING(b->rec),
            (size_t)PyBytes_GET_SIZE(b->rec));
-    memcpy(PyBytes_AS_STRING(payload) + b->lease_at, &token, 8); /* little-endian hosts */
+    for (int i = 0; i < 8; i++) /* the wire is little-endian */
+        PyBytes_AS_STRING(payload)[b->lease_at + i] = (char)(uint8_t)(token >> (8 * i));
     r = PyTuple_New(2);
     if (r) {
         PyObject *args = PyTuple_Pack(5, kind_buffer, host_str, path_str, pid_obj, payload);
