@@ -23,9 +23,19 @@
  *       one-byte acknowledgement.
  *   per buffer, for n = 1, 4, 16, 64, 256, 1024, 4096.
  *
- *   build/bench/bench_legacy [BUFFERS]   BUFFERS per figure (rounds =
- *       BUFFERS / n, at least 3; default 16384)
- *   CUCORE_DRIVER=sim build/bench/bench_legacy
+ *   breakdown (after the figures): what each driver call that cucore adds
+ *       costs on this driver (CALL_ITERS calls each, on a cuMemAlloc base at
+ *       the exporter, on an opened one at the importer), how many of each
+ *       cucore makes a base beyond raw's in an untimed round of each n
+ *       (counted on this driver: bench_calls.h), and so how much of the
+ *       first share's gap (cucore - raw) is those calls and how much is
+ *       cucore's own CPU (the rest).
+ *
+ *   build/bench/bench_legacy [BUFFERS [MAX_N]]   BUFFERS per figure (rounds =
+ *       BUFFERS / n, at least 3; default 16384); n up to MAX_N (default 4096)
+ *   CUCORE_DRIVER=sim build/bench/bench_legacy 2048 1024   (the simulator's
+ *       cuMemAlloc is slow with thousands of blocks: at n=4096 the importer
+ *       times out there)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,15 +43,103 @@
 
 #include "bench_report.h"
 #include "bench_ipc.h"
+#include "bench_calls.h"
 
 #define VIEW_BYTES 64
 #define BASE_BYTES 4096
 #define MAX_N 4096
 #define PER_PART 1024
+#define CALL_ITERS 20000 /* per driver call timed for the breakdown */
+
+/* n = 0: not a raw round but a breakdown request, part one of these */
+enum { REQ_COSTS, REQ_COUNT_ON, REQ_COUNTS };
 
 struct raw_hdr {
     uint32_t n, part;
 };
+
+/* What the importer's driver calls cost, ns a call (its side of the
+ * breakdown): on a pointer opened from the exporter's handle, with the
+ * device current and nothing queued. */
+struct imp_costs {
+    double ctx_get, ctx_set, range, range_attr, sync_idle, open_close;
+};
+
+/* The attributes classify() (src/memory/buffer_ipc.c) asks for first, then
+ * the three it asks for only to name a refusal: the cost of a prefix of k
+ * is what a call with k of them costs. */
+static CUpointer_attribute attr_list[7] = {
+    CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,           CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE,                CU_POINTER_ATTRIBUTE_IS_MANAGED,
+    CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
+
+/* ns a call of what the statement does, CALL_ITERS times (after a warm-up) */
+#define TIME_CALL(out, stmt)                                                           \
+    do {                                                                               \
+        double t_;                                                                     \
+        for (int i_ = 0; i_ < 100; i_++)                                               \
+            stmt;                                                                      \
+        t_ = bench_now_ns();                                                           \
+        for (int i_ = 0; i_ < CALL_ITERS; i_++)                                        \
+            stmt;                                                                      \
+        (out) = (bench_now_ns() - t_) / CALL_ITERS;                                    \
+    } while (0)
+
+/* ---- the breakdown, the importer's side ---- */
+
+static struct bench_calls imp_seen; /* counts when the last empty message came */
+
+static void imp_measure(int sock, CUipcMemHandle h)
+{
+    struct imp_costs c;
+    CUcontext ctx = NULL;
+    CUdeviceptr p = 0, base = 0, q = 0;
+    size_t size = 0;
+
+    bench_cu(CUC_DRV->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+    bench_cu(CUC_DRV->cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+             "cuIpcOpenMemHandle");
+    TIME_CALL(c.ctx_get, bench_cu(CUC_DRV->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent"));
+    TIME_CALL(c.ctx_set, bench_cu(CUC_DRV->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));
+    TIME_CALL(c.range, bench_cu(CUC_DRV->cuMemGetAddressRange(&base, &size, p),
+                                "cuMemGetAddressRange"));
+    TIME_CALL(c.range_attr, bench_cu(CUC_DRV->cuPointerGetAttribute(
+                                         &size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p),
+                                     "cuPointerGetAttribute"));
+    TIME_CALL(c.sync_idle, bench_cu(CUC_DRV->cuStreamSynchronize(CU_STREAM_LEGACY),
+                                    "cuStreamSynchronize"));
+    bench_cu(CUC_DRV->cuIpcCloseMemHandle(p), "cuIpcCloseMemHandle");
+    /* (the exporter's handle again: the driver maps it anew each time) */
+    c.open_close = 0;
+    for (int i = 0; i < 100; i++) {
+        double t = bench_now_ns();
+        bench_cu(CUC_DRV->cuIpcOpenMemHandle(&q, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                 "cuIpcOpenMemHandle");
+        bench_cu(CUC_DRV->cuIpcCloseMemHandle(q), "cuIpcCloseMemHandle");
+        c.open_close += (bench_now_ns() - t) / 100;
+    }
+    bench_raw_send(sock, &c, sizeof(c), NULL, 0, NULL, 0);
+}
+
+static void imp_request(int sock, const struct raw_hdr *hd, CUipcMemHandle h)
+{
+    switch (hd->part) {
+    case REQ_COSTS:
+        imp_measure(sock, h);
+        break;
+    case REQ_COUNT_ON:
+        bench_calls_on();
+        bench_ack_send(sock);
+        break;
+    case REQ_COUNTS:
+        bench_raw_send(sock, &imp_seen, sizeof(imp_seen), NULL, 0, NULL, 0);
+        bench_calls_on(); /* from 0 again */
+        break;
+    default:
+        bench_fail("breakdown request %u", hd->part);
+    }
+}
 
 /* ---- the importer ---- */
 
@@ -55,6 +153,10 @@ static void raw_import(int sock, CUipcMemHandle *h, CUdeviceptr *ptrs)
                                      0, NULL);
         if (len < 0)
             exit(0); /* the end */
+        if (hd.n == 0) {
+            imp_request(sock, &hd, h[0]);
+            return;
+        }
         total = hd.n;
         for (size_t i = 0; i < (size_t)len / sizeof(*h); i++)
             bench_cu(CUC_DRV->cuIpcOpenMemHandle(&ptrs[got++], h[i],
@@ -83,6 +185,7 @@ static int importer(int chfd, int sock)
         bench_ok(cuc_channel_recv(ch, BENCH_TIMEOUT_MS, &m), "cuc_channel_recv");
         n = cuc_msg_record_count(m);
         if (n == 0) { /* a raw round follows, or the end */
+            bench_calls_get(&imp_seen);
             cuc_msg_destroy(m);
             if (!keep)
                 break;
@@ -138,13 +241,16 @@ static void free_bases(struct exporter *e, size_t n)
         bench_cu(CUC_DRV->cuMemFree(e->bases[i]), "cuMemFree");
 }
 
-static double first_round(struct exporter *e, size_t n)
+/* count: NULL, or where the exporter's driver calls of the round go */
+static double first_round(struct exporter *e, size_t n, struct bench_calls *count)
 {
     cuc_buffer *b[MAX_N];
     cuc_msg *m;
     double t0;
 
     alloc_bases(e, n);
+    if (count)
+        bench_calls_on();
     t0 = bench_now_ns();
     bench_ok(cuc_msg_create(&m), "cuc_msg_create");
     for (size_t i = 0; i < n; i++) {
@@ -157,6 +263,10 @@ static double first_round(struct exporter *e, size_t n)
         bench_ok(cuc_buffer_unref_async(b[i], NULL), "cuc_buffer_unref_async");
     bench_ok(cuc_pool_lease_wait(e->legacy, e->ch, 1, BENCH_TIMEOUT_MS), "lease wait");
     t0 = bench_now_ns() - t0;
+    if (count) {
+        bench_calls_get(count);
+        bench_calls_off();
+    }
     free_bases(e, n);
     return t0;
 }
@@ -225,9 +335,167 @@ static double raw_round(struct exporter *e, size_t n)
     return t0;
 }
 
+/* ---- the breakdown, the exporter's side ---- */
+
+struct exp_costs {
+    double ctx_get, ctx_set, get_handle, attrs[8]; /* attrs[k]: a call of k attributes */
+};
+
+static void exp_measure(struct exporter *e, struct exp_costs *c)
+{
+    CUcontext ctx = NULL;
+    CUdeviceptr p;
+    CUipcMemHandle h;
+    uint64_t slot[7];
+    void *data[7];
+
+    for (int i = 0; i < 7; i++)
+        data[i] = &slot[i];
+    alloc_bases(e, 1);
+    p = e->bases[0];
+    bench_cu(CUC_DRV->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+    TIME_CALL(c->ctx_get, bench_cu(CUC_DRV->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent"));
+    TIME_CALL(c->ctx_set, bench_cu(CUC_DRV->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));
+    TIME_CALL(c->get_handle, bench_cu(CUC_DRV->cuIpcGetMemHandle(&h, p), "cuIpcGetMemHandle"));
+    c->attrs[0] = 0;
+    for (unsigned k = 1; k <= 7; k++)
+        TIME_CALL(c->attrs[k], bench_cu(CUC_DRV->cuPointerGetAttributes(k, attr_list, data, p),
+                                        "cuPointerGetAttributes"));
+    free_bases(e, 1);
+}
+
+/* Sends the importer breakdown request part (after an empty message: "a
+ * raw round follows"), with handle h where it needs one. */
+static void exp_request(struct exporter *e, uint32_t part, const CUipcMemHandle *h)
+{
+    struct raw_hdr hd = {0, part};
+    CUipcMemHandle none;
+    cuc_msg *m;
+
+    memset(&none, 0, sizeof(none));
+    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
+    send_msg(e->ch, m);
+    bench_raw_send(e->sock, &hd, sizeof(hd), h ? h : &none, sizeof(none), NULL, 0);
+}
+
+static void exp_reply(struct exporter *e, void *out, size_t len)
+{
+    if (bench_raw_recv(e->sock, out, len, NULL, 0, NULL, 0, NULL) != 0)
+        bench_fail("breakdown: no reply from the importer");
+}
+
+static void imp_costs_get(struct exporter *e, struct imp_costs *c)
+{
+    CUipcMemHandle h;
+
+    alloc_bases(e, 1);
+    bench_cu(CUC_DRV->cuIpcGetMemHandle(&h, e->bases[0]), "cuIpcGetMemHandle");
+    exp_request(e, REQ_COSTS, &h);
+    exp_reply(e, c, sizeof(*c));
+    free_bases(e, 1);
+}
+
+/* The calls of one side a base beyond raw's (raw: one cuIpcGetMemHandle
+ * at the exporter, one open and one close at the importer), what they
+ * cost, printed; returns that cost, ns a base. */
+static double side_calls(const char *side, const struct bench_calls *c, size_t n,
+                         const double cost[BC_COUNT], const unsigned long long raw[BC_COUNT],
+                         char *text, size_t cap)
+{
+    double sum = 0;
+    size_t used = 0;
+
+    used += (size_t)snprintf(text + used, cap - used, "%s", side);
+    for (int i = 0; i < BC_COUNT && used < cap; i++) {
+        double per = ((double)c->n[i] - (double)raw[i] * (double)n) / (double)n;
+        if ((double)c->n[i] == (double)raw[i] * (double)n)
+            continue; /* as many as raw's */
+        if (cost[i] >= 0)
+            sum += per * cost[i];
+        used += (size_t)snprintf(text + used, cap - used, " %+.3g %s", per, bench_call_names[i]);
+        if (i == BC_cuPointerGetAttributes && c->n[i])
+            used += (size_t)snprintf(text + used, cap - used, " (%.3g attributes)",
+                                     (double)c->attrs / (double)c->n[i]);
+        if (cost[i] < 0 && per != 0 && used < cap)
+            used += (size_t)snprintf(text + used, cap - used, " (not timed)");
+    }
+    return sum;
+}
+
+static void breakdown(struct exporter *e, const size_t *ns, size_t count, const double *gap)
+{
+    struct exp_costs ec;
+    struct imp_costs ic;
+    double ecost[BC_COUNT], icost[BC_COUNT];
+    unsigned long long eraw[BC_COUNT] = {0}, iraw[BC_COUNT] = {0};
+
+    exp_measure(e, &ec);
+    imp_costs_get(e, &ic);
+    bench_line("driver call: cuCtxGetCurrent (exporter)", -1, ec.ctx_get, "ns a call, %d calls",
+               CALL_ITERS);
+    bench_line("driver call: cuCtxSetCurrent (exporter)", -1, ec.ctx_set, "ns a call, the "
+               "current context again");
+    bench_line("driver call: cuIpcGetMemHandle", -1, ec.get_handle, "ns a call, one base "
+               "again (raw's exporter call)");
+    for (unsigned k = 1; k <= 7; k++) {
+        char fig[64];
+        snprintf(fig, sizeof(fig), "driver call: cuPointerGetAttributes, %u attr%s", k,
+                 k == 1 ? "" : "s");
+        bench_line(fig, -1, ec.attrs[k], "ns a call on a cuMemAlloc base (4: what cuc_buffer_wrap "
+                   "asks; 7: what it asked before)");
+    }
+    bench_line("driver call: cuCtxGetCurrent (importer)", -1, ic.ctx_get, "ns a call");
+    bench_line("driver call: cuCtxSetCurrent (importer)", -1, ic.ctx_set, "ns a call");
+    bench_line("driver call: cuMemGetAddressRange", -1, ic.range, "ns a call on an opened "
+               "IPC pointer (the importer's size check)");
+    bench_line("driver call: cuPointerGetAttribute RANGE_SIZE", -1, ic.range_attr, "ns a call "
+               "on an opened IPC pointer (the same answer another way)");
+    bench_line("driver call: cuStreamSynchronize, idle", -1, ic.sync_idle, "ns a call, the "
+               "legacy stream with nothing queued");
+    bench_line("driver call: cuIpcOpenMemHandle+Close", -1, ic.open_close, "ns a pair, one "
+               "handle again (raw's importer calls)");
+    for (int i = 0; i < BC_COUNT; i++)
+        ecost[i] = icost[i] = -1;
+    ecost[BC_cuCtxGetCurrent] = ec.ctx_get, icost[BC_cuCtxGetCurrent] = ic.ctx_get;
+    ecost[BC_cuCtxSetCurrent] = ec.ctx_set, icost[BC_cuCtxSetCurrent] = ic.ctx_set;
+    ecost[BC_cuIpcGetMemHandle] = ec.get_handle;
+    icost[BC_cuMemGetAddressRange] = ic.range;
+    icost[BC_cuStreamSynchronize] = ic.sync_idle;
+    icost[BC_cuIpcOpenMemHandle] = icost[BC_cuIpcCloseMemHandle] = ic.open_close / 2;
+    eraw[BC_cuIpcGetMemHandle] = 1;
+    iraw[BC_cuIpcOpenMemHandle] = iraw[BC_cuIpcCloseMemHandle] = 1;
+    exp_request(e, REQ_COUNT_ON, NULL);
+    bench_ack_recv(e->sock);
+    printf("breakdown of the first share's gap (cucore - raw, ns a base): the driver calls "
+           "cucore makes beyond raw's, counted in an untimed round of each n on this "
+           "driver, times their cost above; the rest is cucore's own (locks, tables, "
+           "records, messages)\n");
+    for (size_t k = 0; k < count; k++) {
+        struct bench_calls ex, im;
+        char et[512], it[512];
+        double ed, id;
+
+        first_round(e, ns[k], &ex);
+        exp_request(e, REQ_COUNTS, NULL);
+        exp_reply(e, &im, sizeof(im));
+        if (ex.n[BC_cuPointerGetAttributes]) {
+            unsigned kk = (unsigned)(ex.attrs / ex.n[BC_cuPointerGetAttributes]);
+            ecost[BC_cuPointerGetAttributes] = kk >= 1 && kk <= 7 ? ec.attrs[kk] : -1;
+        }
+        ed = side_calls("exporter", &ex, ns[k], ecost, eraw, et, sizeof(et));
+        id = side_calls("importer", &im, ns[k], icost, iraw, it, sizeof(it));
+        printf("  n=%-5zu gap %7.0f = driver calls %6.0f (exporter %.0f, importer %.0f) + "
+               "cucore's own %6.0f; calls a base beyond raw: %s; %s\n", ns[k], gap[k],
+               ed + id, ed, id, gap[k] - ed - id, et, it);
+    }
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     static const size_t ns[] = {1, 4, 16, 64, 256, 1024, 4096};
+#define NS (sizeof(ns) / sizeof(ns[0]))
+    double gap[NS];
     char self[4096], cvd[4096];
     const char *args[5];
     char a1[16], a2[16];
@@ -237,6 +505,7 @@ int main(int argc, char **argv)
     cuc_buffer *keep;
     cuc_msg *m;
     size_t budget = argc > 1 ? strtoul(argv[1], NULL, 10) : 16384;
+    size_t max_n = argc > 2 ? strtoul(argv[2], NULL, 10) : MAX_N, nn = 0;
     int sv[2];
     pid_t pid;
 
@@ -267,20 +536,21 @@ int main(int argc, char **argv)
     bench_ok(cuc_msg_create(&m), "cuc_msg_create");
     bench_ok(cuc_msg_add_buffer(m, keep), "cuc_msg_add_buffer");
     send_msg(e.ch, m);
-    for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+    for (size_t k = 0; k < NS && ns[k] <= max_n; k++, nn++) {
         size_t n = ns[k], rounds = budget / n < 3 ? 3 : budget / n;
         double tf = 0, tv = 0, tw = 0, tr = 0;
         char fig[64];
-        first_round(&e, n); /* warm */
+        first_round(&e, n, NULL); /* warm */
         views_round(&e, n);
         wraps_round(&e, n);
         raw_round(&e, n);
         for (size_t r = 0; r < rounds; r++) {
-            tf += first_round(&e, n);
+            tf += first_round(&e, n, NULL);
             tv += views_round(&e, n);
             tw += wraps_round(&e, n);
             tr += raw_round(&e, n);
         }
+        gap[k] = (tf - tr) / (double)(rounds * n);
         snprintf(fig, sizeof(fig), "first share of a base, n=%zu", n);
         bench_line(fig, tr / (double)(rounds * n), tf / (double)(rounds * n),
                    "per buffer; raw: cuIpcGetMemHandle+cuIpcOpenMemHandle+close, %zu rounds",
@@ -294,6 +564,7 @@ int main(int argc, char **argv)
                    "per buffer, cuc_buffer_wrap of a pointer in it (no driver call); raw: "
                    "the same per-base IPC, %zu rounds", rounds);
     }
+    breakdown(&e, ns, nn, gap);
     bench_ok(cuc_msg_create(&m), "cuc_msg_create");
     send_msg(e.ch, m); /* a raw round... */
     close(e.sock);     /* ...that never comes: the importer ends */

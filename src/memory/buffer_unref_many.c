@@ -31,8 +31,10 @@ static int take_simple(cuc_buffer *b)
     return take;
 }
 
-/* Waits once for each distinct stream the batch's frees were queued on. */
-static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream)
+/* Waits once for each distinct stream the batch's frees were queued on;
+ * *cur: the device it made current last (NULL: none). */
+static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream,
+                        const cuc_device **cur)
 {
     CUstream done[8];
     size_t ndone = 0;
@@ -49,7 +51,9 @@ static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream)
             ;
         if (k < ndone)
             continue;
+        *cur = NULL;
         if (cuc__device_activate(s->dev) == 0) {
+            *cur = s->dev;
             r = CUC_DRV->cuStreamSynchronize(s->cu);
             if (r != CUDA_SUCCESS && !rc)
                 rc = cuc__cuda_err(r, "cuStreamSynchronize", "after freeing %zu "
@@ -85,12 +89,15 @@ static void release_grouped(cuc_buffer **batch, size_t n, uint64_t *ids)
 }
 
 /* An imported legacy-IPC base of the batch, after its stream was waited
- * for. */
-static int close_opened(cuc_buffer *b)
+ * for. *cur: the device this call made current last (NULL: none); within
+ * the one call nothing else changes the thread's context, so a base of
+ * that device needs no cuc__device_activate (its cuCtxGetCurrent a base). */
+static int close_opened(cuc_buffer *b, const cuc_device **cur)
 {
     CUresult r;
-    int rc = cuc__device_activate(b->pool->dev);
+    int rc = *cur == b->pool->dev ? 0 : cuc__device_activate(b->pool->dev);
 
+    *cur = rc ? NULL : b->pool->dev;
     if (rc)
         return rc;
     r = CUC_DRV->cuIpcCloseMemHandle(b->ptr);
@@ -163,8 +170,9 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
             }
         }
     }
+    const cuc_device *cur = NULL; /* made current last by what follows */
     if (nb) {
-        int rc1 = sync_streams(batch, nb, stream);
+        int rc1 = sync_streams(batch, nb, stream, &cur);
         if (rc1) {
             /* which frees are done is unknown: none is released */
             for (size_t i = 0; i < nb; i++)
@@ -176,7 +184,7 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
         }
     }
     for (size_t i = 0; i < nb; i++) {
-        int rc1 = batch[i]->ipc ? close_opened(batch[i]) : 0;
+        int rc1 = batch[i]->ipc ? close_opened(batch[i], &cur) : 0;
         if (rc1) {
             cuc__upstream_keep(&batch[i]->anchor, 1); /* as a failed free */
             if (!rc) {
