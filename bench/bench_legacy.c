@@ -5,7 +5,7 @@
  *
  *   first share of a base   n fresh cuMemAlloc allocations (made before
  *       the clock starts, freed after it stops): cuc_buffer_wrap each
- *       (cuPointerGetAttributes, cuMemGetAddressRange, cuIpcGetMemHandle),
+ *       (cuPointerGetAttributes, cuIpcGetMemHandle),
  *       cuc_msg_add_buffer each, cuc_channel_send, the exporter's unrefs
  *       (deferred); the importer receives, cuc_msg_get_buffer each (one
  *       cuIpcOpenMemHandle a base), cuc_buffer_unref_many_async (one
@@ -23,13 +23,18 @@
  *       one-byte acknowledgement.
  *   per buffer, for n = 1, 4, 16, 64, 256, 1024, 4096.
  *
- *   breakdown (after the figures): what each driver call that cucore adds
- *       costs on this driver (CALL_ITERS calls each, on a cuMemAlloc base at
- *       the exporter, on an opened one at the importer), how many of each
- *       cucore makes a base beyond raw's in an untimed round of each n
- *       (counted on this driver: bench_calls.h), and so how much of the
- *       first share's gap (cucore - raw) is those calls and how much is
- *       cucore's own CPU (the rest).
+ *   breakdown of the first share (after the figures): "driver call:"
+ *       figures, what each driver call that cucore adds costs on this
+ *       driver (CALL_ITERS calls each, on a cuMemAlloc base at the
+ *       exporter, on an opened one at the importer); then for each n,
+ *       untimed rounds (SPLIT_BUFFERS buffers of cucore's and of raw's,
+ *       alternating) with each side's parts timed beside raw's (wrap + add
+ *       vs cuIpcGetMemHandle, send + unref vs the datagrams, get_buffer vs
+ *       open, unref_many with its release vs close and ack; the rest of the
+ *       gap is receiving and waiting), the driver calls cucore makes a base
+ *       beyond raw's in them (counted on this driver: bench_calls.h) times
+ *       their cost, and what is left of the parts' excess: cucore's own
+ *       CPU.
  *
  *   build/bench/bench_legacy [BUFFERS [MAX_N]]   BUFFERS per figure (rounds =
  *       BUFFERS / n, at least 3; default 16384); n up to MAX_N (default 4096)
@@ -49,7 +54,8 @@
 #define BASE_BYTES 4096
 #define MAX_N 4096
 #define PER_PART 1024
-#define CALL_ITERS 20000 /* per driver call timed for the breakdown */
+#define CALL_ITERS 20000    /* per driver call timed for the breakdown */
+#define SPLIT_BUFFERS 1024  /* per n in the breakdown's rounds (at least 3 rounds) */
 
 /* n = 0: not a raw round but a breakdown request, part one of these */
 enum { REQ_COSTS, REQ_COUNT_ON, REQ_COUNTS };
@@ -88,7 +94,18 @@ static CUpointer_attribute attr_list[7] = {
 
 /* ---- the breakdown, the importer's side ---- */
 
-static struct bench_calls imp_seen; /* counts when the last empty message came */
+/* The importer's side of the breakdown's rounds (from REQ_COUNT_ON, or the
+ * last REQ_COUNTS): its driver calls in cucore's rounds, and how long
+ * cucore's calls and raw's took, ns in all. */
+struct imp_report {
+    struct bench_calls calls;
+    double get, drop;      /* cuc_msg_get_buffer each; unref_many + msg destroy */
+    double open, close;    /* raw: cuIpcOpenMemHandle each; cuIpcCloseMemHandle each + ack */
+    uint64_t cuc_rounds, raw_rounds;
+};
+
+static struct imp_report imp_acc;
+static int imp_splitting;
 
 static void imp_measure(int sock, CUipcMemHandle h)
 {
@@ -122,6 +139,30 @@ static void imp_measure(int sock, CUipcMemHandle h)
     bench_raw_send(sock, &c, sizeof(c), NULL, 0, NULL, 0);
 }
 
+/* A cucore round of the breakdown: what the timed rounds do, its calls
+ * counted and its two parts timed. Destroys m. */
+static void imp_round(cuc_msg *m, cuc_buffer **bufs, size_t n)
+{
+    struct bench_calls c;
+    double t0, t1;
+
+    bench_calls_on();
+    t0 = bench_now_ns();
+    for (size_t i = 0; i < n; i++)
+        bench_ok(cuc_msg_get_buffer(m, i, &bufs[i]), "cuc_msg_get_buffer");
+    t1 = bench_now_ns();
+    bench_ok(cuc_buffer_unref_many_async(bufs, n, NULL), "unref_many");
+    cuc_msg_destroy(m);
+    imp_acc.drop += bench_now_ns() - t1;
+    imp_acc.get += t1 - t0;
+    bench_calls_get(&c);
+    bench_calls_off();
+    for (int i = 0; i < BC_COUNT; i++)
+        imp_acc.calls.n[i] += c.n[i];
+    imp_acc.calls.attrs += c.attrs;
+    imp_acc.cuc_rounds++;
+}
+
 static void imp_request(int sock, const struct raw_hdr *hd, CUipcMemHandle h)
 {
     switch (hd->part) {
@@ -129,12 +170,13 @@ static void imp_request(int sock, const struct raw_hdr *hd, CUipcMemHandle h)
         imp_measure(sock, h);
         break;
     case REQ_COUNT_ON:
-        bench_calls_on();
+        memset(&imp_acc, 0, sizeof(imp_acc));
+        imp_splitting = 1;
         bench_ack_send(sock);
         break;
     case REQ_COUNTS:
-        bench_raw_send(sock, &imp_seen, sizeof(imp_seen), NULL, 0, NULL, 0);
-        bench_calls_on(); /* from 0 again */
+        bench_raw_send(sock, &imp_acc, sizeof(imp_acc), NULL, 0, NULL, 0);
+        memset(&imp_acc, 0, sizeof(imp_acc));
         break;
     default:
         bench_fail("breakdown request %u", hd->part);
@@ -147,6 +189,7 @@ static void raw_import(int sock, CUipcMemHandle *h, CUdeviceptr *ptrs)
 {
     struct raw_hdr hd;
     size_t got = 0, total = 0;
+    double t = 0, opening = 0;
 
     do {
         ssize_t len = bench_raw_recv(sock, &hd, sizeof(hd), h, PER_PART * sizeof(*h), NULL,
@@ -158,14 +201,25 @@ static void raw_import(int sock, CUipcMemHandle *h, CUdeviceptr *ptrs)
             return;
         }
         total = hd.n;
+        if (imp_splitting)
+            t = bench_now_ns();
         for (size_t i = 0; i < (size_t)len / sizeof(*h); i++)
             bench_cu(CUC_DRV->cuIpcOpenMemHandle(&ptrs[got++], h[i],
                                                  CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
                      "cuIpcOpenMemHandle");
+        if (imp_splitting)
+            opening += bench_now_ns() - t;
     } while (got < total);
+    if (imp_splitting)
+        t = bench_now_ns();
     for (size_t i = 0; i < got; i++)
         bench_cu(CUC_DRV->cuIpcCloseMemHandle(ptrs[i]), "cuIpcCloseMemHandle");
-    bench_ack_send(sock);
+    bench_ack_send(sock); /* raw's release message */
+    if (imp_splitting) {
+        imp_acc.close += bench_now_ns() - t;
+        imp_acc.open += opening;
+        imp_acc.raw_rounds++;
+    }
 }
 
 static int importer(int chfd, int sock)
@@ -185,7 +239,6 @@ static int importer(int chfd, int sock)
         bench_ok(cuc_channel_recv(ch, BENCH_TIMEOUT_MS, &m), "cuc_channel_recv");
         n = cuc_msg_record_count(m);
         if (n == 0) { /* a raw round follows, or the end */
-            bench_calls_get(&imp_seen);
             cuc_msg_destroy(m);
             if (!keep)
                 break;
@@ -195,6 +248,9 @@ static int importer(int chfd, int sock)
         }
         if (!keep) {
             bench_ok(cuc_msg_get_buffer(m, 0, &keep), "cuc_msg_get_buffer");
+        } else if (imp_splitting) {
+            imp_round(m, bufs, n);
+            continue;
         } else {
             for (size_t i = 0; i < n; i++)
                 bench_ok(cuc_msg_get_buffer(m, i, &bufs[i]), "cuc_msg_get_buffer");
@@ -241,31 +297,54 @@ static void free_bases(struct exporter *e, size_t n)
         bench_cu(CUC_DRV->cuMemFree(e->bases[i]), "cuMemFree");
 }
 
-/* count: NULL, or where the exporter's driver calls of the round go */
-static double first_round(struct exporter *e, size_t n, struct bench_calls *count)
+/* The exporter's side of the breakdown's rounds: its driver calls in
+ * cucore's rounds, and the parts of cucore's and raw's rounds, ns in all. */
+struct exp_acc {
+    struct bench_calls calls;
+    double wrap, send, wait, total; /* wrap + add each; send + unref each; lease wait */
+    double get, put, raw_total;     /* raw: cuIpcGetMemHandle each; the sends; the round */
+    uint64_t cuc_rounds, raw_rounds;
+};
+
+/* acc: NULL (a timed round), or where a breakdown round's calls and parts
+ * go */
+static double first_round(struct exporter *e, size_t n, struct exp_acc *acc)
 {
     cuc_buffer *b[MAX_N];
+    struct bench_calls c;
+    double start, t0, t1 = 0, t2 = 0;
     cuc_msg *m;
-    double t0;
 
     alloc_bases(e, n);
-    if (count)
+    if (acc)
         bench_calls_on();
-    t0 = bench_now_ns();
+    start = t0 = bench_now_ns();
     bench_ok(cuc_msg_create(&m), "cuc_msg_create");
     for (size_t i = 0; i < n; i++) {
         bench_ok(cuc_buffer_wrap(e->dev, (void *)(uintptr_t)e->bases[i], BASE_BYTES, &b[i]),
                  "cuc_buffer_wrap");
         bench_ok(cuc_msg_add_buffer(m, b[i]), "cuc_msg_add_buffer");
     }
+    if (acc)
+        t1 = bench_now_ns();
     send_msg(e->ch, m);
     for (size_t i = 0; i < n; i++)
         bench_ok(cuc_buffer_unref_async(b[i], NULL), "cuc_buffer_unref_async");
+    if (acc)
+        t2 = bench_now_ns();
     bench_ok(cuc_pool_lease_wait(e->legacy, e->ch, 1, BENCH_TIMEOUT_MS), "lease wait");
     t0 = bench_now_ns() - t0;
-    if (count) {
-        bench_calls_get(count);
+    if (acc) {
+        bench_calls_get(&c);
         bench_calls_off();
+        for (int i = 0; i < BC_COUNT; i++)
+            acc->calls.n[i] += c.n[i];
+        acc->calls.attrs += c.attrs;
+        acc->wrap += t1 - start;
+        acc->send += t2 - t1;
+        acc->wait += start + t0 - t2;
+        acc->total += t0;
+        acc->cuc_rounds++;
     }
     free_bases(e, n);
     return t0;
@@ -310,11 +389,11 @@ static double wraps_round(struct exporter *e, size_t n)
     return bench_now_ns() - t0;
 }
 
-static double raw_round(struct exporter *e, size_t n)
+static double raw_round(struct exporter *e, size_t n, struct exp_acc *acc)
 {
     static CUipcMemHandle h[PER_PART];
+    double t0, getting = 0, putting = 0;
     cuc_msg *m;
-    double t0;
 
     alloc_bases(e, n);
     bench_ok(cuc_msg_create(&m), "cuc_msg_create");
@@ -323,14 +402,25 @@ static double raw_round(struct exporter *e, size_t n)
     for (size_t done = 0; done < n;) {
         struct raw_hdr hd = {(uint32_t)n, (uint32_t)(done / PER_PART)};
         size_t k = n - done < PER_PART ? n - done : PER_PART;
+        double t = acc ? bench_now_ns() : 0;
         for (size_t i = 0; i < k; i++)
             bench_cu(CUC_DRV->cuIpcGetMemHandle(&h[i], e->bases[done + i]),
                      "cuIpcGetMemHandle");
+        if (acc)
+            getting += bench_now_ns() - t;
         bench_raw_send(e->sock, &hd, sizeof(hd), h, k * sizeof(*h), NULL, 0);
+        if (acc)
+            putting += bench_now_ns() - t;
         done += k;
     }
     bench_ack_recv(e->sock);
     t0 = bench_now_ns() - t0;
+    if (acc) {
+        acc->get += getting;
+        acc->put += putting - getting;
+        acc->raw_total += t0;
+        acc->raw_rounds++;
+    }
     free_bases(e, n);
     return t0;
 }
@@ -419,10 +509,12 @@ static double side_calls(const char *side, const struct bench_calls *c, size_t n
         if (cost[i] < 0 && per != 0 && used < cap)
             used += (size_t)snprintf(text + used, cap - used, " (not timed)");
     }
+    if (used < cap)
+        snprintf(text + used, cap - used, " = %.0f ns", sum);
     return sum;
 }
 
-static void breakdown(struct exporter *e, const size_t *ns, size_t count, const double *gap)
+static void breakdown(struct exporter *e, const size_t *ns, size_t count)
 {
     struct exp_costs ec;
     struct imp_costs ic;
@@ -466,27 +558,49 @@ static void breakdown(struct exporter *e, const size_t *ns, size_t count, const 
     iraw[BC_cuIpcOpenMemHandle] = iraw[BC_cuIpcCloseMemHandle] = 1;
     exp_request(e, REQ_COUNT_ON, NULL);
     bench_ack_recv(e->sock);
-    printf("breakdown of the first share's gap (cucore - raw, ns a base): the driver calls "
-           "cucore makes beyond raw's, counted in an untimed round of each n on this "
-           "driver, times their cost above; the rest is cucore's own (locks, tables, "
-           "records, messages)\n");
+    printf("breakdown of the first share, ns a base, in untimed rounds of each n "
+           "(cucore's and raw's alternating, %d buffers of each): the gap (cucore - raw); "
+           "the parts of each side beside raw's (the rest of the gap: the messages, "
+           "cucore's send, receive and release against raw's datagrams and ack, and "
+           "waiting); the driver calls cucore makes beyond raw's in those parts "
+           "(counted on this driver) times their cost above, and what is left of the "
+           "parts' excess: cucore's own CPU\n", SPLIT_BUFFERS);
     for (size_t k = 0; k < count; k++) {
-        struct bench_calls ex, im;
+        size_t n = ns[k], rounds = SPLIT_BUFFERS / n < 3 ? 3 : SPLIT_BUFFERS / n;
+        struct exp_acc ex;
+        struct imp_report im;
         char et[512], it[512];
-        double ed, id;
+        double ed, id, per = (double)(rounds * n), gap, parts;
 
-        first_round(e, ns[k], &ex);
+        memset(&ex, 0, sizeof(ex));
+        for (size_t r = 0; r < rounds; r++) {
+            first_round(e, n, &ex);
+            raw_round(e, n, &ex);
+        }
         exp_request(e, REQ_COUNTS, NULL);
         exp_reply(e, &im, sizeof(im));
-        if (ex.n[BC_cuPointerGetAttributes]) {
-            unsigned kk = (unsigned)(ex.attrs / ex.n[BC_cuPointerGetAttributes]);
+        if (im.cuc_rounds != rounds || im.raw_rounds != rounds)
+            bench_fail("breakdown: the importer saw %llu and %llu rounds, not %zu",
+                       (unsigned long long)im.cuc_rounds, (unsigned long long)im.raw_rounds,
+                       rounds);
+        if (ex.calls.n[BC_cuPointerGetAttributes]) {
+            unsigned kk = (unsigned)(ex.calls.attrs / ex.calls.n[BC_cuPointerGetAttributes]);
             ecost[BC_cuPointerGetAttributes] = kk >= 1 && kk <= 7 ? ec.attrs[kk] : -1;
         }
-        ed = side_calls("exporter", &ex, ns[k], ecost, eraw, et, sizeof(et));
-        id = side_calls("importer", &im, ns[k], icost, iraw, it, sizeof(it));
-        printf("  n=%-5zu gap %7.0f = driver calls %6.0f (exporter %.0f, importer %.0f) + "
-               "cucore's own %6.0f; calls a base beyond raw: %s; %s\n", ns[k], gap[k],
-               ed + id, ed, id, gap[k] - ed - id, et, it);
+        ed = side_calls("exporter", &ex.calls, rounds * n, ecost, eraw, et, sizeof(et));
+        id = side_calls("importer", &im.calls, rounds * n, icost, iraw, it, sizeof(it));
+        gap = (ex.total - ex.raw_total) / per;
+        parts = (ex.wrap - ex.get + ex.send - ex.put + im.get - im.open + im.drop - im.close) / per;
+        printf("  n=%-5zu gap %6.0f: exporter wrap+add %6.0f vs raw's cuIpcGetMemHandle "
+               "%6.0f (%+.0f), send+unref %6.0f vs raw's sends %6.0f (%+.0f); importer "
+               "cuc_msg_get_buffer %6.0f vs raw's open %6.0f (%+.0f), unref_many with its "
+               "release %6.0f vs raw's close and ack %6.0f (%+.0f); the rest (receiving, "
+               "waiting) %+.0f\n", n, gap, ex.wrap / per, ex.get / per,
+               (ex.wrap - ex.get) / per, ex.send / per, ex.put / per, (ex.send - ex.put) / per,
+               im.get / per, im.open / per, (im.get - im.open) / per, im.drop / per,
+               im.close / per, (im.drop - im.close) / per, gap - parts);
+        printf("          driver calls beyond raw's %5.0f (%s; %s); cucore's own in the parts "
+               "above %+.0f\n", ed + id, et, it, parts - ed - id);
     }
     fflush(stdout);
 }
@@ -495,7 +609,6 @@ int main(int argc, char **argv)
 {
     static const size_t ns[] = {1, 4, 16, 64, 256, 1024, 4096};
 #define NS (sizeof(ns) / sizeof(ns[0]))
-    double gap[NS];
     char self[4096], cvd[4096];
     const char *args[5];
     char a1[16], a2[16];
@@ -543,14 +656,13 @@ int main(int argc, char **argv)
         first_round(&e, n, NULL); /* warm */
         views_round(&e, n);
         wraps_round(&e, n);
-        raw_round(&e, n);
+        raw_round(&e, n, NULL);
         for (size_t r = 0; r < rounds; r++) {
             tf += first_round(&e, n, NULL);
             tv += views_round(&e, n);
             tw += wraps_round(&e, n);
-            tr += raw_round(&e, n);
+            tr += raw_round(&e, n, NULL);
         }
-        gap[k] = (tf - tr) / (double)(rounds * n);
         snprintf(fig, sizeof(fig), "first share of a base, n=%zu", n);
         bench_line(fig, tr / (double)(rounds * n), tf / (double)(rounds * n),
                    "per buffer; raw: cuIpcGetMemHandle+cuIpcOpenMemHandle+close, %zu rounds",
@@ -564,7 +676,7 @@ int main(int argc, char **argv)
                    "per buffer, cuc_buffer_wrap of a pointer in it (no driver call); raw: "
                    "the same per-base IPC, %zu rounds", rounds);
     }
-    breakdown(&e, ns, nn, gap);
+    breakdown(&e, ns, nn);
     bench_ok(cuc_msg_create(&m), "cuc_msg_create");
     send_msg(e.ch, m); /* a raw round... */
     close(e.sock);     /* ...that never comes: the importer ends */
