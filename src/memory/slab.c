@@ -4,16 +4,32 @@
  * buffer owns the node that describes its range, which goes to the
  * pending list at its release (buffer.c calls range_freed through the
  * view's carve hook, from its release, once its references, holds and leases are gone),
- * so a free allocates nothing and cannot fail half-way. */
+ * so a free allocates nothing and cannot fail half-way.
+ *
+ * Events are shared (struct mark): a range freed on the device's legacy
+ * stream (the lease ends' and a NULL stream's) waits unmarked, with no
+ * driver call, until the next carve records one event on that stream for
+ * every such range of the allocator (recorded later on the same stream,
+ * it completes after all they wait for). A range freed on another stream
+ * gets an event of its own at its release, as that stream may be
+ * destroyed before the next carve. So n buffers released together cost
+ * one event, not n, and a reap queries each event once. */
 #include "memory/slab.h"
 
 #include <stdlib.h>
+
+/* An event the pending ranges that point to it wait for. */
+struct mark {
+    CUevent ev;
+    size_t refs; /* ranges pointing to it (s->lock) */
+    int done;    /* seen complete */
+};
 
 struct cuc__slab_range {
     struct cuc__carve carve; /* first: a carved view's release finds us by it */
     struct cuc__slab_chunk *chunk;
     size_t off, size; /* size: rounded up to CUC_SLAB_ALIGN */
-    CUevent ev;       /* pending: the free's event */
+    struct mark *mark; /* pending: the free's event */
     struct cuc__slab_range *next;
 };
 
@@ -23,6 +39,7 @@ struct cuc__slab_chunk {
     size_t live;      /* bytes carved out and not released */
     size_t lost;      /* bytes whose free could not be ordered: never reused */
     struct cuc__slab_range *free, *pend;
+    struct cuc__slab_range *unmarked; /* freed on the legacy stream, no event yet */
     struct cuc__slab_chunk *next;
 };
 
@@ -31,6 +48,7 @@ struct cuc_slab {
     int refs;
     cuc_pool *pool; /* a reference */
     size_t slab_size;
+    size_t unmarked; /* ranges on the chunks' unmarked lists */
     struct cuc__slab_chunk *chunks;
 };
 
@@ -71,23 +89,159 @@ cuc_slab *cuc_slab_ref(cuc_slab *s)
     return s;
 }
 
-/* Gives c's allocation back to the pool on stream, after the frees of its
- * pending ranges (a failed wait falls back to waiting here). */
-static void chunk_return(struct cuc__slab_chunk *c, cuc_stream *stream)
+static void mark_put(struct mark *k)
 {
-    cuc_stream *st = NULL;
-    struct cuc__slab_range *r, *next;
+    if (--k->refs == 0) {
+        CUC_DRV->cuEventDestroy(k->ev);
+        free(k);
+    }
+}
 
-    if (cuc__stream_or_legacy(c->slab->pool->dev, stream, &st) || cuc__device_activate(st->dev))
-        st = NULL;
-    for (r = c->pend; r; r = next) {
-        next = r->next;
-        if (!st || CUC_DRV->cuStreamWaitEvent(st->cu, r->ev, CU_EVENT_WAIT_DEFAULT) !=
-                       CUDA_SUCCESS)
-            CUC_DRV->cuEventSynchronize(r->ev);
-        CUC_DRV->cuEventDestroy(r->ev);
+/* Puts r back into c's free list, merging with its neighbours. */
+static void free_insert(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
+{
+    struct cuc__slab_range **pp = &c->free, *prev = NULL;
+
+    while (*pp && (*pp)->off < r->off) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    r->next = *pp;
+    *pp = r;
+    if (r->next && r->off + r->size == r->next->off) {
+        struct cuc__slab_range *n = r->next;
+        r->size += n->size;
+        r->next = n->next;
+        free(n);
+    }
+    if (prev && prev->off + prev->size == r->off) {
+        prev->size += r->size;
+        prev->next = r->next;
         free(r);
     }
+}
+
+/* One event recorded now on the device's legacy stream (refs 1: the
+ * caller's), or NULL where that failed; *synced then says whether the
+ * stream could be synchronized instead. */
+static struct mark *legacy_mark(cuc_slab *s, int *synced)
+{
+    struct mark *k = calloc(1, sizeof(*k));
+    cuc_stream *st = NULL;
+
+    *synced = 0;
+    if (cuc__stream_or_legacy(s->pool->dev, NULL, &st) || cuc__device_activate(st->dev))
+        st = NULL;
+    if (k && st && CUC_DRV->cuEventCreate(&k->ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (CUC_DRV->cuEventRecord(k->ev, st->cu) == CUDA_SUCCESS) {
+            k->refs = 1;
+            return k;
+        }
+        CUC_DRV->cuEventDestroy(k->ev);
+    }
+    free(k);
+    *synced = st && CUC_DRV->cuStreamSynchronize(st->cu) == CUDA_SUCCESS;
+    return NULL;
+}
+
+/* Moves c's unmarked ranges to its pending list under k; without k, to
+ * its free list when the stream was synchronized, else they are lost
+ * (never reused: the slab goes back with the allocator). s->lock held. */
+static void mark_chunk_locked(struct cuc__slab_chunk *c, struct mark *k, int synced)
+{
+    while (c->unmarked) {
+        struct cuc__slab_range *r = c->unmarked;
+        c->unmarked = r->next;
+        if (k) {
+            k->refs++;
+            r->mark = k;
+            r->next = c->pend;
+            c->pend = r;
+        } else if (synced) {
+            free_insert(c, r);
+        } else {
+            c->lost += r->size;
+            free(r);
+        }
+    }
+}
+
+/* One event for every unmarked range of s (s->lock held). */
+static void mark_unmarked_locked(cuc_slab *s)
+{
+    struct mark *k;
+    int synced;
+
+    if (!s->unmarked)
+        return;
+    k = legacy_mark(s, &synced);
+    for (struct cuc__slab_chunk *c = s->chunks; c; c = c->next)
+        mark_chunk_locked(c, k, synced);
+    s->unmarked = 0;
+    if (k)
+        mark_put(k);
+}
+
+/* Moves the pending ranges whose event has completed to the free lists
+ * (s->lock held), each event queried once. An event that reports
+ * anything but done stays pending. */
+static void reap_locked(cuc_slab *s)
+{
+    mark_unmarked_locked(s);
+    for (struct cuc__slab_chunk *c = s->chunks; c; c = c->next) {
+        struct cuc__slab_range **pp = &c->pend;
+        struct mark *asked = NULL;
+        while (*pp) {
+            struct cuc__slab_range *r = *pp;
+            if (!r->mark->done && r->mark != asked) {
+                asked = r->mark;
+                r->mark->done = CUC_DRV->cuEventQuery(r->mark->ev) == CUDA_SUCCESS;
+            }
+            if (!r->mark->done) {
+                pp = &r->next;
+                continue;
+            }
+            *pp = r->next;
+            mark_put(r->mark);
+            r->mark = NULL;
+            free_insert(c, r);
+        }
+    }
+}
+
+/* Gives c's allocation back to the pool on stream, after the frees of its
+ * pending ranges (a failed wait falls back to waiting here); c is out of
+ * the slab's list already (s->lock taken here). */
+static void chunk_return(struct cuc__slab_chunk *c, cuc_stream *stream)
+{
+    cuc_slab *s = c->slab;
+    cuc_stream *st = NULL;
+    struct cuc__slab_range *r, *next;
+    struct mark *waited = NULL;
+
+    if (cuc__stream_or_legacy(s->pool->dev, stream, &st) || cuc__device_activate(st->dev))
+        st = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (c->unmarked) { /* its legacy-stream frees get their event now */
+        int synced;
+        struct mark *k = legacy_mark(s, &synced);
+        for (struct cuc__slab_range *u = c->unmarked; u; u = u->next)
+            s->unmarked--;
+        mark_chunk_locked(c, k, synced);
+        if (k)
+            mark_put(k);
+    }
+    for (r = c->pend; r; r = next) {
+        next = r->next;
+        if (r->mark != waited && !r->mark->done &&
+            (!st || CUC_DRV->cuStreamWaitEvent(st->cu, r->mark->ev, CU_EVENT_WAIT_DEFAULT) !=
+                        CUDA_SUCCESS))
+            CUC_DRV->cuEventSynchronize(r->mark->ev);
+        waited = r->mark;
+        mark_put(r->mark);
+        free(r);
+    }
+    pthread_mutex_unlock(&s->lock);
     for (r = c->free; r; r = next) {
         next = r->next;
         free(r);
@@ -118,50 +272,6 @@ void cuc_slab_unref(cuc_slab *s)
     pthread_mutex_destroy(&s->lock);
     cuc_pool_unref(s->pool);
     free(s);
-}
-
-/* Puts r back into c's free list, merging with its neighbours. */
-static void free_insert(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
-{
-    struct cuc__slab_range **pp = &c->free, *prev = NULL;
-
-    while (*pp && (*pp)->off < r->off) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    r->next = *pp;
-    *pp = r;
-    if (r->next && r->off + r->size == r->next->off) {
-        struct cuc__slab_range *n = r->next;
-        r->size += n->size;
-        r->next = n->next;
-        free(n);
-    }
-    if (prev && prev->off + prev->size == r->off) {
-        prev->size += r->size;
-        prev->next = r->next;
-        free(r);
-    }
-}
-
-/* Moves the pending ranges whose event has completed to the free lists
- * (s->lock held). An event that reports anything but done stays pending. */
-static void reap_locked(cuc_slab *s)
-{
-    for (struct cuc__slab_chunk *c = s->chunks; c; c = c->next) {
-        struct cuc__slab_range **pp = &c->pend;
-        while (*pp) {
-            struct cuc__slab_range *r = *pp;
-            if (CUC_DRV->cuEventQuery(r->ev) != CUDA_SUCCESS) {
-                pp = &r->next;
-                continue;
-            }
-            *pp = r->next;
-            CUC_DRV->cuEventDestroy(r->ev);
-            r->ev = NULL;
-            free_insert(c, r);
-        }
-    }
 }
 
 /* First fit of size bytes in c: the range taken, or 0 with none. */
@@ -295,18 +405,21 @@ undo_range:
     return rc;
 }
 
-/* An event on st marking the free of r, or NULL where that failed and st
- * was synchronized instead; *lost when neither worked. */
-static CUevent free_event(cuc_stream *st, int *lost)
+/* An event of its own on st marking the free of a range, or NULL where
+ * that failed and st was synchronized instead; *lost when neither worked. */
+static struct mark *free_event(cuc_stream *st, int *lost)
 {
-    CUevent ev = NULL;
+    struct mark *k = calloc(1, sizeof(*k));
 
     *lost = 0;
-    if (st && CUC_DRV->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
-        if (CUC_DRV->cuEventRecord(ev, st->cu) == CUDA_SUCCESS)
-            return ev;
-        CUC_DRV->cuEventDestroy(ev);
+    if (k && st && CUC_DRV->cuEventCreate(&k->ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (CUC_DRV->cuEventRecord(k->ev, st->cu) == CUDA_SUCCESS) {
+            k->refs = 1;
+            return k;
+        }
+        CUC_DRV->cuEventDestroy(k->ev);
     }
+    free(k);
     *lost = !st || CUC_DRV->cuStreamSynchronize(st->cu) != CUDA_SUCCESS;
     return NULL;
 }
@@ -317,23 +430,31 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
     struct cuc__slab_chunk *c = r->chunk;
     cuc_slab *s = c->slab;
     cuc_stream *st = NULL;
-    CUevent ev;
+    struct mark *k = NULL;
     size_t size = r->size;
-    int lost, empty;
+    int lost = 1, later, empty;
 
-    if (cuc__stream_or_legacy(s->pool->dev, stream, &st) || cuc__device_activate(st->dev))
+    if (cuc__stream_or_legacy(s->pool->dev, stream, &st))
         st = NULL;
-    ev = NULL;
-    lost = 1;
-    if (ordered)
-        ev = free_event(st, &lost);
+    /* the legacy stream outlives us: its event can wait for the next carve */
+    later = ordered && st && st->kind == CUC_STREAM_LEGACY_DEFAULT;
+    if (ordered && !later) {
+        if (st && cuc__device_activate(st->dev))
+            st = NULL;
+        k = free_event(st, &lost);
+    }
     pthread_mutex_lock(&s->lock);
     c->live -= r->size;
-    if (lost) {
+    if (later) {
+        lost = 0;
+        r->next = c->unmarked;
+        c->unmarked = r;
+        s->unmarked++;
+    } else if (lost) {
         c->lost += r->size;
         free(r);
-    } else if (ev) {
-        r->ev = ev;
+    } else if (k) {
+        r->mark = k;
         r->next = c->pend;
         c->pend = r;
     } else {
@@ -368,6 +489,8 @@ int cuc_slab_stats(cuc_slab *s, size_t *slabs, size_t *bytes_in_use)
         n++;
         used += c->live + c->lost;
         for (struct cuc__slab_range *r = c->pend; r; r = r->next)
+            used += r->size;
+        for (struct cuc__slab_range *r = c->unmarked; r; r = r->next)
             used += r->size;
     }
     pthread_mutex_unlock(&s->lock);
