@@ -307,21 +307,28 @@ static int view_wait_free_after(cuc_buffer *v, cuc_stream *stream)
     return rc;
 }
 
-static int release_view(cuc_buffer *v, cuc_stream *stream)
+/* The view's release once its deferred-free event has been waited for,
+ * entered with pool->lock held (released here). */
+static int release_view_locked(cuc_buffer *v, cuc_stream *stream, int rc)
 {
     cuc_pool *pool = v->pool;
     cuc_buffer *root = v->root;
     struct cuc__upstream *extra;
     size_t nextra;
-    int rc = view_wait_free_after(v, stream), rc2, unsafe;
+    int rc2, unsafe;
 
-    pthread_mutex_lock(&pool->lock);
     if (v->in_views)
         cuc__htab_remove(&pool->views, &v->node);
     v->in_views = 0;
     extra = v->extra;
     nextra = v->nextra;
     v->extra = NULL;
+    /* not the root's last reference (a slab's chunk, the user or other
+     * views hold it): dropped here, under the lock already held */
+    if (root->refs > 1) {
+        root->refs--;
+        root = NULL;
+    }
     pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->lock);
     /* A carved range is reusable once what stream queued on it is done
@@ -336,7 +343,7 @@ static int release_view(cuc_buffer *v, cuc_stream *stream)
      * stream before the view's leases go: the exporter may free then. If
      * the wait for the view's event failed, the root is dropped all the
      * same (an error is returned): keeping it forever would leak it. */
-    rc2 = cuc_buffer_unref_async(root, stream);
+    rc2 = root ? cuc_buffer_unref_async(root, stream) : 0;
     unsafe = rc != 0 || rc2 != 0; /* its work may still run */
     if (!rc)
         rc = rc2;
@@ -369,6 +376,22 @@ static int release_view(cuc_buffer *v, cuc_stream *stream)
     free(v);
     cuc_pool_unref(pool);
     return rc;
+}
+
+static int release_view(cuc_buffer *v, cuc_stream *stream)
+{
+    int rc = view_wait_free_after(v, stream);
+
+    pthread_mutex_lock(&v->pool->lock);
+    return release_view_locked(v, stream, rc);
+}
+
+/* 1 if b, which nothing keeps any more, can be released by
+ * release_view_locked() without unlocking first: a view with no
+ * deferred-free event to wait for. */
+static int view_now(const cuc_buffer *b)
+{
+    return b->root && !b->free_after;
 }
 
 static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
@@ -529,6 +552,18 @@ int cuc_buffer_unref_async(cuc_buffer *b, cuc_stream *stream)
     /* Leases that only repeat one we keep go now (memory.h). */
     extra = take_extra_locked(b, &nextra);
     kept = b->holds || b->leases;
+    if (!kept && !nextra && view_now(b)) {
+        b->state = CUC__BUF_FREEING;
+        return release_view_locked(b, stream, 0);
+    }
+    if (kept && (!stream || stream->kind == CUC_STREAM_LEGACY_DEFAULT)) {
+        /* the later free goes on a legacy stream, after all it has queued:
+         * no event to make, nothing to do unlocked */
+        b->state = CUC__BUF_DEFERRED;
+        pthread_mutex_unlock(&pool->lock);
+        release_extra(extra, nextra);
+        return 0;
+    }
     if (kept) {
         b->state = CUC__BUF_DEFERRED;
         b->holds++; /* keeps b while the event is made unlocked */
@@ -562,6 +597,10 @@ static void unhold(void *obj)
     pthread_mutex_lock(&b->pool->lock);
     b->holds--;
     last = cuc__buffer_unkept_locked(b);
+    if (last && b->creator == cuc__pid() && view_now(b)) {
+        release_view_locked(b, NULL, 0); /* no caller to report to */
+        return;
+    }
     pthread_mutex_unlock(&b->pool->lock);
     if (last && b->creator != cuc__pid())
         drop_inherited(b); /* an inherited message destroyed in a child */
@@ -592,6 +631,10 @@ static void lease_end(void *obj, uint64_t id, int why)
     pool->leases--;
     pthread_cond_broadcast(&pool->cond);
     last = cuc__buffer_unkept_locked(b);
+    if (last && view_now(b)) {
+        release_view_locked(b, NULL, 0);
+        return;
+    }
     pthread_mutex_unlock(&pool->lock);
     if (last)
         release_as(b, NULL, 0);

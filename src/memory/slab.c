@@ -387,15 +387,15 @@ int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffe
         goto undo_range;
     *r = (struct cuc__slab_range){{range_freed}, c, off, round_up(size), NULL, NULL};
     /* c stays: its live bytes count this range */
-    rc = cuc__view_new(cuc_buffer_ref(c->root), off, size, &v);
+    rc = cuc__view_new(c->root, off, size, &v);
     if (rc) {
-        cuc_buffer_unref_async(c->root, NULL); /* not the last: c holds one */
         uncarve(c, r);
         return rc;
     }
     v->carve = &r->carve;
     cuc_slab_ref(s);
     pthread_mutex_lock(&s->pool->lock);
+    c->root->refs++; /* with the index, under one lock: c holds root meanwhile */
     cuc__view_index_locked(v);
     pthread_mutex_unlock(&s->pool->lock);
     *out = v;
