@@ -63,13 +63,23 @@ int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d)
 
 cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d)
 {
+    cuc_buffer *last = pool->last_found;
+
+    /* the records of many views of one allocation name it one after the
+     * other: the one found last is compared before the export data is
+     * hashed */
+    if (last && last->state != CUC__BUF_FREEING &&
+        memcmp(last->export_data.reserved, d->reserved, sizeof(d->reserved)) == 0)
+        return last;
     for (;;) {
         struct cuc__hnode *n = cuc__htab_find(&pool->bufs, export_hash(d), same_export,
                                               d->reserved);
         if (!n)
             return NULL;
-        if (of_node(n)->state != CUC__BUF_FREEING)
+        if (of_node(n)->state != CUC__BUF_FREEING) {
+            pool->last_found = of_node(n);
             return of_node(n);
+        }
         /* an import of the same memory must wait until the driver's free
          * of the old one is done */
         pthread_cond_wait(&pool->cond, &pool->lock);
@@ -81,6 +91,8 @@ void cuc__buffer_forget_locked(cuc_buffer *b)
     if (b->have_export)
         cuc__htab_remove(&b->pool->bufs, &b->node);
     b->have_export = 0;
+    if (b->pool->last_found == b)
+        b->pool->last_found = NULL;
 }
 
 /* ---- allocation, references, the free ---- */
@@ -513,6 +525,10 @@ static int drop_inherited(cuc_buffer *b)
 {
     cuc_pool *pool = b->pool;
 
+    pthread_mutex_lock(&pool->lock);
+    if (pool->last_found == b)
+        pool->last_found = NULL;
+    pthread_mutex_unlock(&pool->lock);
     for (size_t i = 0; i < b->nextra; i++)
         cuc__leases_unref(b->extra[i].leases);
     free(b->extra);

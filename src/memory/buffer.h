@@ -125,6 +125,9 @@ cuc_buffer *cuc__view_find_locked(cuc_buffer *root, size_t off, size_t size);
 /* Makes v findable (pool->lock held); a view of the same part already
  * there stays the one found. */
 void cuc__view_index_locked(cuc_buffer *v);
+/* cuc__view_index_locked() for a view whose part the caller has just
+ * looked for and not found, under the same hold of pool->lock. */
+void cuc__view_insert_locked(cuc_buffer *v);
 
 /* ---- carved views (slab.c) ---- */
 /* The range a sub-allocator carved a view from: a view's release calls

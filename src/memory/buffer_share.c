@@ -221,7 +221,7 @@ static int view_locked(cuc_buffer *root, uint64_t off, uint64_t size,
         rc = cuc__view_new(root, (size_t)off, (size_t)size, &v);
         if (!rc) {
             v->anchor = *up;
-            cuc__view_index_locked(v);
+            cuc__view_insert_locked(v); /* not found just now */
         }
     }
     if (!rc)

@@ -67,6 +67,12 @@ void cuc__view_index_locked(cuc_buffer *v)
     v->in_views = cuc__htab_insert(&v->pool->views, &v->node) == 0;
 }
 
+void cuc__view_insert_locked(cuc_buffer *v)
+{
+    v->node.hash = view_hash(v->root, v->offset, v->size);
+    v->in_views = cuc__htab_insert(&v->pool->views, &v->node) == 0;
+}
+
 int cuc_buffer_view(cuc_buffer *parent, size_t offset, size_t size, cuc_buffer **out)
 {
     cuc_buffer *root, *v;
