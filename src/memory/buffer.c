@@ -15,10 +15,78 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- buffer objects ----
+ * Views and imports come and go by the thousand a message, more than
+ * malloc's per-thread cache holds: each thread keeps up to SPARES_MAX
+ * freed objects for its next ones (freed when the thread exits). Not
+ * under the sanitizers, so that a use after free is still caught. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SPARES_MAX 0u
+#else
+#define SPARES_MAX 4096u
+#endif
+
+struct spare {
+    struct spare *next;
+};
+static _Thread_local struct spare *spares;
+static _Thread_local unsigned nspares;
+static _Thread_local int spares_registered;
+static pthread_key_t spares_key;
+static pthread_once_t spares_once = PTHREAD_ONCE_INIT;
+static int spares_key_ok;
+
+static void spares_free(void *unused)
+{
+    (void)unused;
+    while (spares) {
+        struct spare *next = spares->next;
+        free(spares);
+        spares = next;
+    }
+    nspares = 0;
+}
+
+static void spares_init(void)
+{
+    spares_key_ok = pthread_key_create(&spares_key, spares_free) == 0;
+}
+
+static cuc_buffer *obj_alloc(void)
+{
+    cuc_buffer *b = (cuc_buffer *)spares;
+
+    if (!b)
+        return calloc(1, sizeof(*b));
+    spares = spares->next;
+    nspares--;
+    memset(b, 0, sizeof(*b));
+    return b;
+}
+
+void cuc__buffer_obj_free(cuc_buffer *b)
+{
+    struct spare *s = (struct spare *)b;
+
+    if (!b)
+        return;
+    if (nspares < SPARES_MAX && !spares_registered) {
+        pthread_once(&spares_once, spares_init);
+        spares_registered = spares_key_ok && pthread_setspecific(spares_key, &spares) == 0;
+    }
+    if (nspares >= SPARES_MAX || !spares_registered) {
+        free(b);
+        return;
+    }
+    s->next = spares;
+    spares = s;
+    nspares++;
+}
+
 int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
                     cuc_buffer **out)
 {
-    cuc_buffer *b = calloc(1, sizeof(*b));
+    cuc_buffer *b = obj_alloc();
 
     if (!b)
         return cuc__seterr(CUC_E_NOMEM, "out of memory for a buffer");
@@ -385,7 +453,7 @@ static int release_view_locked(cuc_buffer *v, cuc_stream *stream, int rc)
         cuc__upstream_release(extra, nextra);
     }
     free(extra);
-    free(v);
+    cuc__buffer_obj_free(v);
     cuc_pool_unref(pool);
     return rc;
 }
@@ -440,7 +508,7 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
         release_extra(extra, nextra);
     }
     free(b->ipc);
-    free(b);
+    cuc__buffer_obj_free(b);
     cuc_pool_unref(pool);
     if (!has_caller)
         cuc__err_restore(&saved);
@@ -534,7 +602,7 @@ static int drop_inherited(cuc_buffer *b)
     free(b->extra);
     cuc__leases_unref(b->anchor.leases);
     free(b->ipc);
-    free(b);
+    cuc__buffer_obj_free(b);
     cuc_pool_unref(pool);
     return 0;
 }

@@ -74,6 +74,9 @@ extern const struct cuc__lease_ops cuc__buffer_lease_ops;
 /* A new buffer object (refs 1) of pool at ptr; takes a pool reference. */
 int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
                     cuc_buffer **out);
+/* Frees a buffer object (kept for this thread's next cuc__buffer_new; a
+ * plain free() of one is fine too). NULL is ignored. */
+void cuc__buffer_obj_free(cuc_buffer *b);
 
 /* ---- the pool's table by export data (pool->lock held) ---- */
 /* Makes b findable by d (recorded as its export data). */

@@ -167,7 +167,7 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
         rc = cuc__buffer_index_locked(b, d);
         if (rc) {
             b->refs = 0;
-            free(b);
+            cuc__buffer_obj_free(b);
             cuc_pool_unref(pool); /* not the last: the caller holds one */
         }
     }

@@ -155,7 +155,7 @@ static void destroy_all(cuc_buffer **batch, size_t n)
     for (size_t i = 0; i < n; i++) {
         cuc_pool *pool = batch[i]->pool;
         free(batch[i]->ipc);
-        free(batch[i]);
+        cuc__buffer_obj_free(batch[i]);
         cuc_pool_unref(pool);
     }
 }
