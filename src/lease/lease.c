@@ -333,6 +333,24 @@ static size_t first_refused(struct cuc__leases *l, const struct cuc__lease_att *
     return *rc ? i - 1 : n;
 }
 
+/* Begins each of atts[0..n): a run of one ops at a time where it has
+ * begin_many. */
+static void begin_all(const struct cuc__lease_att *atts, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t k = i + 1;
+        if (!atts[i].ops->begin_many) {
+            atts[i].ops->begin(atts[i].obj);
+            i = k;
+            continue;
+        }
+        while (k < n && atts[k].ops == atts[i].ops)
+            k++;
+        atts[i].ops->begin_many(atts + i, k - i);
+        i = k;
+    }
+}
+
 /* Begins and registers every lease attached to m, in one grant. On
  * failure every lease begun is ended with CUC__LEASE_SEND_FAILED and *out
  * is NULL. *out is NULL too for a message with no lease. */
@@ -359,11 +377,10 @@ static int grant_msg(struct cuc__leases *l, const cuc_msg *m, struct grant **out
     g = grant_new(n);
     if (!g)
         return cuc__seterr(CUC_E_NOMEM, "out of memory for the %zu leases of a message", n);
-    for (i = 0; i < n; i++) {
-        atts[i].ops->begin(atts[i].obj);
+    begin_all(atts, n);
+    for (i = 0; i < n; i++)
         g->e[i] = (struct lease){{NULL, cuc__hash_u64(atts[i].id)}, atts[i].id,
                                  atts[i].ops, atts[i].obj, g, 0};
-    }
     pthread_mutex_lock(&l->lock);
     rc = register_locked(l, g); /* again: the peer may have gone meanwhile */
     pthread_mutex_unlock(&l->lock);

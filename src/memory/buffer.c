@@ -702,6 +702,20 @@ static void lease_begin(void *obj)
     pthread_mutex_unlock(&b->pool->lock);
 }
 
+/* lease_begin for many, one lock a run of buffers of one pool. */
+static void lease_begin_many(const struct cuc__lease_att *atts, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        cuc_pool *pool = ((cuc_buffer *)atts[i].obj)->pool;
+        pthread_mutex_lock(&pool->lock);
+        for (; i < n && ((cuc_buffer *)atts[i].obj)->pool == pool; i++) {
+            ((cuc_buffer *)atts[i].obj)->leases++;
+            pool->leases++;
+        }
+        pthread_mutex_unlock(&pool->lock);
+    }
+}
+
 static void lease_end(void *obj, uint64_t id, int why)
 {
     cuc_buffer *b = obj;
@@ -724,7 +738,8 @@ static void lease_end(void *obj, uint64_t id, int why)
         release_as(b, NULL, 0);
 }
 
-const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin, lease_end, hold, unhold};
+const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin, lease_end, hold, unhold,
+                                                     lease_begin_many};
 
 /* ---- getters, lease counts ---- */
 

@@ -370,18 +370,36 @@ static int add_ipc(cuc_msg *m, cuc_buffer *b)
     return rc;
 }
 
+/* b's export data when it is cached, with the hold a message takes on b,
+ * under one lock: 1, or 0 with nothing taken. */
+static int cached_export_hold(cuc_buffer *b, CUmemPoolPtrExportData *out)
+{
+    const cuc_buffer *root = b->root ? b->root : b;
+    int have;
+
+    pthread_mutex_lock(&b->pool->lock); /* a view's pool is its root's */
+    have = root->have_export;
+    if (have) {
+        *out = root->export_data;
+        b->holds++;
+    }
+    pthread_mutex_unlock(&b->pool->lock);
+    return have;
+}
+
 int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
 {
     cuc_buffer *b = (cuc_buffer *)cb;
     struct cuc_buffer_record rec;
     CUmemPoolPtrExportData d;
-    int rc;
+    int rc, held;
 
     if (!m || !b)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_buffer: NULL argument");
     if ((b->root ? b->root : b)->ipc)
         return add_ipc(m, b);
-    rc = cuc__buffer_export(b, &d);
+    held = cached_export_hold(b, &d);
+    rc = held ? 0 : cuc__buffer_export(b, &d);
     if (rc)
         return rc;
     memcpy(rec.pool_id, b->pool->id, CUC_POOL_ID_LEN);
@@ -392,9 +410,13 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
     memcpy(rec.export_data, d.reserved, sizeof(rec.export_data));
     /* The lease first: a record without its lease would let the memory go
      * while the importer maps it. */
-    rc = cuc__msg_lease_attach(m, rec.lease_id, &cuc__buffer_lease_ops, b);
-    if (rc)
+    rc = held ? cuc__msg_lease_attach_held(m, rec.lease_id, &cuc__buffer_lease_ops, b)
+              : cuc__msg_lease_attach(m, rec.lease_id, &cuc__buffer_lease_ops, b);
+    if (rc) {
+        if (held)
+            cuc__buffer_lease_ops.unref(b);
         return rc;
+    }
     rc = cuc__buffer_rec_put(m, &rec);
     if (rc)
         cuc__msg_lease_pop(m); /* no record: nothing to lease */

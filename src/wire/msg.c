@@ -442,8 +442,23 @@ int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd)
 
 /* ---- attachments and origin ---- */
 
+static int attach(cuc_msg *m, uint64_t lease_id, const struct cuc__lease_ops *ops,
+                  void *obj, int take_ref);
+
 int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
                           const struct cuc__lease_ops *ops, void *obj)
+{
+    return attach(m, lease_id, ops, obj, 1);
+}
+
+int cuc__msg_lease_attach_held(cuc_msg *m, uint64_t lease_id,
+                               const struct cuc__lease_ops *ops, void *obj)
+{
+    return attach(m, lease_id, ops, obj, 0);
+}
+
+static int attach(cuc_msg *m, uint64_t lease_id, const struct cuc__lease_ops *ops,
+                  void *obj, int take_ref)
 {
     if (!m || !ops || !obj || lease_id == 0)
         return cuc__seterr(CUC_E_INVALID, "cuc__msg_lease_attach: %s",
@@ -457,7 +472,8 @@ int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
         m->atts = p;
         m->att_cap = cap;
     }
-    ops->ref(obj);
+    if (take_ref)
+        ops->ref(obj);
     m->atts[m->natts++] = (struct cuc__lease_att){lease_id, ops, obj};
     return 0;
 }

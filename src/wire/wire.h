@@ -80,20 +80,30 @@ int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
  * each exactly once (end, with why: enum cuc__lease_end in lease/lease.h),
  * on whichever thread notices: the object must lock or use atomics. Plain
  * bytes (cuc_msg_to_bytes) ignore attachments. */
-struct cuc__lease_ops {
-    void (*begin)(void *obj);
-    void (*end)(void *obj, uint64_t lease_id, int why);
-    void (*ref)(void *obj);
-    void (*unref)(void *obj);
-};
+struct cuc__lease_ops;
 struct cuc__lease_att {
     uint64_t id;
     const struct cuc__lease_ops *ops;
     void *obj;
 };
+struct cuc__lease_ops {
+    void (*begin)(void *obj);
+    void (*end)(void *obj, uint64_t lease_id, int why);
+    void (*ref)(void *obj);
+    void (*unref)(void *obj);
+    /* optional: begin for each of atts[0..n) (all of these ops), as a
+     * begin each would, for a message of many (one lock a run) */
+    void (*begin_many)(const struct cuc__lease_att *atts, size_t n);
+};
+
 /* Attaches obj under lease_id (not 0): ops->ref(obj) now. */
 int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
                           const struct cuc__lease_ops *ops, void *obj);
+/* cuc__msg_lease_attach() for an obj the caller has already taken the
+ * message's reference to (its ops->ref done): on failure that reference
+ * stays the caller's. */
+int cuc__msg_lease_attach_held(cuc_msg *m, uint64_t lease_id,
+                               const struct cuc__lease_ops *ops, void *obj);
 /* Undoes the last attach (ops->unref runs), for an add that fails after
  * attaching. */
 void cuc__msg_lease_pop(cuc_msg *m);
