@@ -50,7 +50,16 @@ struct cuc_slab {
     size_t slab_size;
     size_t unmarked; /* ranges on the chunks' unmarked lists */
     struct cuc__slab_chunk *chunks;
+    struct cuc__slab_range *spare; /* nodes for the next carves (s->lock) */
 };
+
+/* A range node no longer used, kept for the next carve (s->lock held):
+ * freed with the allocator. */
+static void node_put_locked(cuc_slab *s, struct cuc__slab_range *r)
+{
+    r->next = s->spare;
+    s->spare = r;
+}
 
 static size_t round_up(size_t n) { return (n + CUC_SLAB_ALIGN - 1) / CUC_SLAB_ALIGN * CUC_SLAB_ALIGN; }
 
@@ -112,12 +121,12 @@ static void free_insert(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
         struct cuc__slab_range *n = r->next;
         r->size += n->size;
         r->next = n->next;
-        free(n);
+        node_put_locked(c->slab, n);
     }
     if (prev && prev->off + prev->size == r->off) {
         prev->size += r->size;
         prev->next = r->next;
-        free(r);
+        node_put_locked(c->slab, r);
     }
 }
 
@@ -161,7 +170,7 @@ static void mark_chunk_locked(struct cuc__slab_chunk *c, struct mark *k, int syn
             free_insert(c, r);
         } else {
             c->lost += r->size;
-            free(r);
+            node_put_locked(c->slab, r);
         }
     }
 }
@@ -250,9 +259,10 @@ static void chunk_return(struct cuc__slab_chunk *c, cuc_stream *stream)
     free(c);
 }
 
+static void slab_destroy(cuc_slab *s);
+
 void cuc_slab_unref(cuc_slab *s)
 {
-    struct cuc__slab_chunk *c, *next;
     int last;
 
     if (!s)
@@ -260,14 +270,25 @@ void cuc_slab_unref(cuc_slab *s)
     pthread_mutex_lock(&s->lock);
     last = --s->refs == 0;
     pthread_mutex_unlock(&s->lock);
-    if (!last)
-        return;
+    if (last)
+        slab_destroy(s);
+}
+
+static void slab_destroy(cuc_slab *s)
+{
+    struct cuc__slab_chunk *c, *next;
+    struct cuc__slab_range *r, *rnext;
+
     /* Only slabs with lost ranges are left (the others went with their
      * last range): the legacy stream orders their free after the work of
      * every blocking stream of the device. */
     for (c = s->chunks; c; c = next) {
         next = c->next;
         chunk_return(c, NULL);
+    }
+    for (r = s->spare; r; r = rnext) {
+        rnext = r->next;
+        free(r);
     }
     pthread_mutex_destroy(&s->lock);
     cuc_pool_unref(s->pool);
@@ -286,7 +307,7 @@ static int take_locked(struct cuc__slab_chunk *c, size_t size, size_t *off)
         f->size -= size;
         if (f->size == 0) {
             *pp = f->next;
-            free(f);
+            node_put_locked(c->slab, f);
         }
         c->live += size;
         return 1;
@@ -324,31 +345,47 @@ undo_calloc:
 /* Carves size (rounded) bytes: the chunk and offset, with c->live
  * counting them (s->lock taken here). */
 static int carve(cuc_slab *s, size_t size, cuc_stream *stream,
-                 struct cuc__slab_chunk **chunk, size_t *off)
+                 struct cuc__slab_chunk **chunk, size_t *off, struct cuc__slab_range **node)
 {
     struct cuc__slab_chunk *c, **tail;
+    struct cuc__slab_range *r;
     int rc;
 
     pthread_mutex_lock(&s->lock);
+    if ((r = s->spare) != NULL) {
+        s->spare = r->next;
+    } else { /* none kept yet: one from malloc, unlocked */
+        pthread_mutex_unlock(&s->lock);
+        r = malloc(sizeof(*r));
+        if (!r)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory for a slab range");
+        pthread_mutex_lock(&s->lock);
+    }
     reap_locked(s);
     for (tail = &s->chunks; (c = *tail); tail = &c->next) {
         if (take_locked(c, size, off)) {
+            s->refs++; /* the carved buffer's */
             pthread_mutex_unlock(&s->lock);
             *chunk = c;
+            *node = r;
             return 0;
         }
     }
     pthread_mutex_unlock(&s->lock);
     rc = chunk_new(s, stream, &c);
-    if (rc)
+    if (rc) {
+        free(r);
         return rc;
+    }
     take_locked(c, size, off);
     pthread_mutex_lock(&s->lock);
     for (tail = &s->chunks; *tail; tail = &(*tail)->next)
         ;
     *tail = c;
+    s->refs++;
     pthread_mutex_unlock(&s->lock);
     *chunk = c;
+    *node = r;
     return 0;
 }
 
@@ -358,6 +395,7 @@ static void uncarve(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
 {
     pthread_mutex_lock(&c->slab->lock);
     c->live -= r->size;
+    c->slab->refs--; /* not the last: the caller holds one */
     free_insert(c, r);
     pthread_mutex_unlock(&c->slab->lock);
 }
@@ -366,10 +404,10 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
 
 int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffer **out)
 {
-    struct cuc__slab_chunk *c;
-    struct cuc__slab_range *r;
+    struct cuc__slab_chunk *c = NULL;
+    struct cuc__slab_range *r = NULL;
     cuc_buffer *v;
-    size_t off;
+    size_t off = 0;
     int rc;
 
     if (!s || !out)
@@ -379,12 +417,9 @@ int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffe
                            "least one byte)");
     if (size > s->slab_size)
         return cuc_buffer_alloc_async(s->pool, size, stream, out);
-    r = calloc(1, sizeof(*r));
-    if (!r)
-        return cuc__seterr(CUC_E_NOMEM, "out of memory for a slab range");
-    rc = carve(s, round_up(size), stream, &c, &off);
+    rc = carve(s, round_up(size), stream, &c, &off, &r);
     if (rc)
-        goto undo_range;
+        return rc;
     *r = (struct cuc__slab_range){{range_freed}, c, off, round_up(size), NULL, NULL};
     /* c stays: its live bytes count this range */
     rc = cuc__view_new(c->root, off, size, &v);
@@ -393,16 +428,12 @@ int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffe
         return rc;
     }
     v->carve = &r->carve;
-    cuc_slab_ref(s);
     pthread_mutex_lock(&s->pool->lock);
     c->root->refs++; /* with the index, under one lock: c holds root meanwhile */
     cuc__view_index_locked(v);
     pthread_mutex_unlock(&s->pool->lock);
     *out = v;
     return 0;
-undo_range:
-    free(r);
-    return rc;
 }
 
 /* An event of its own on st marking the free of a range, or NULL where
@@ -432,7 +463,7 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
     cuc_stream *st = NULL;
     struct mark *k = NULL;
     size_t size = r->size;
-    int lost = 1, later, empty;
+    int lost = 1, later, empty, last;
 
     if (cuc__stream_or_legacy(s->pool->dev, stream, &st))
         st = NULL;
@@ -452,7 +483,7 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
         s->unmarked++;
     } else if (lost) {
         c->lost += r->size;
-        free(r);
+        node_put_locked(s, r);
     } else if (k) {
         r->mark = k;
         r->next = c->pend;
@@ -467,10 +498,12 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
             pp = &(*pp)->next;
         *pp = c->next;
     }
+    last = --s->refs == 0; /* the carved buffer's reference */
     pthread_mutex_unlock(&s->lock);
     if (empty)
         chunk_return(c, stream);
-    cuc_slab_unref(s);
+    if (last)
+        slab_destroy(s);
     /* unordered: the view's release reports why */
     return lost && ordered ? cuc__seterr(CUC_E_DRIVER, "freeing a %zu-byte slab buffer: neither an "
                               "event nor a synchronize of its stream worked, so its range "
