@@ -8,6 +8,10 @@
  *    CUC_E_BADMSG and the next message is rejoined from the same state;
  *  - a message split by its fds whose length is shorter than the message
  *    header (all of it in the header part): CUC_E_BADMSG, its fds closed;
+ *  - a message encoded a window at a time (cuc__msg_encode_part, as the
+ *    sender writes each frame's part) equals its whole encoding, for the
+ *    frame size and for odd windows that cut headers, payloads and
+ *    padding; cuc__msg_encode_begin refuses a message whose fd was taken;
  *  - no fd left open (fd baseline). */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -162,9 +166,67 @@ static void test_short_split_by_fds(void)
     cuc__reasm_reset(&r);
 }
 
+/* A message of records of odd sizes (padding), encoded in windows of w. */
+static void check_windows(const cuc_msg *m, size_t w)
+{
+    struct cuc__enc_cursor cur = {0, 0};
+    const int *fds, *fds2;
+    size_t len, len2, nfds, nfds2;
+    uint8_t *whole, *parts;
+
+    CHECK_OK(cuc__msg_encode(m, &whole, &len, &fds, &nfds));
+    CHECK_OK(cuc__msg_encode_begin(m, &len2, &fds2, &nfds2));
+    CHECK(len2 == len && fds2 == fds && nfds2 == nfds);
+    parts = malloc(len);
+    CHECK(parts != NULL);
+    memset(parts, 0xa5, len);
+    for (size_t off = 0; off < len; off += w)
+        cuc__msg_encode_part(m, off, len - off < w ? len - off : w, parts + off, &cur);
+    CHECK(memcmp(parts, whole, len) == 0);
+    free(parts);
+    free(whole);
+}
+
+static void test_encode_parts(void)
+{
+    static const size_t windows[] = {1, 7, 16, 24, 25, 1000, 4096, CUC__FRAME_MAX_DATA};
+    uint8_t payload[8 * 3];
+    const int *fds;
+    size_t len, nfds;
+    uint8_t *bytes = big_message(&len);
+    cuc_msg *m, *big;
+    int fd, rc;
+
+    CHECK_OK(cuc_msg_from_bytes(bytes, len, &big));
+    for (size_t i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
+        check_windows(big, windows[i]);
+    cuc_msg_destroy(big);
+    free(bytes);
+    /* records with padding (fd records: 4-byte payloads) and fds */
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0);
+    for (int i = 0; i < 5; i++)
+        CHECK_OK(cuc_msg_add_fd(m, fd, (uint32_t)i));
+    memset(payload, 0, sizeof(payload));
+    cuc__put64(payload, 7);
+    CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_RELEASE, CUC_RECORD_RELEASE_VERSION, payload,
+                                 8, NULL, 0));
+    for (size_t i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
+        check_windows(m, windows[i]);
+    close(fd); /* the message has its own copies */
+    /* a taken fd: nothing to encode */
+    rc = cuc_msg_take_fd(m, 2, &fd, NULL);
+    CHECK(rc == 0);
+    CHECK_RC(cuc__msg_encode_begin(m, &len, &fds, &nfds), CUC_E_INVALID);
+    CHECK_ERRMSG("taken");
+    close(fd);
+    cuc_msg_destroy(m);
+}
+
 int main(void)
 {
     FD_BASELINE();
+    test_encode_parts();
     test_rejoin();
     test_bad_rejoined();
     test_short_split_by_fds();

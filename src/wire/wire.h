@@ -63,6 +63,21 @@ int cuc__msg_has_type(const cuc_msg *m, unsigned type);
 int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
                     const int **fds, size_t *nfds);
 
+/* Encoding a window at a time, for a sender that writes each frame's part
+ * straight into its frame (no copy of the whole message):
+ * cuc__msg_encode_begin checks m as cuc__msg_encode does and gives the
+ * encoded length and the fds; cuc__msg_encode_part writes bytes
+ * [off, off + len) of the encoding to out. Windows go in increasing
+ * order, the first at offset 0, with one cursor (its contents are the
+ * encoder's). */
+struct cuc__enc_cursor {
+    uint32_t rec;
+    size_t at;
+};
+int cuc__msg_encode_begin(const cuc_msg *m, size_t *len, const int **fds, size_t *nfds);
+void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out,
+                          struct cuc__enc_cursor *cur);
+
 /* Parses bytes that arrived with nfds fds. Takes ownership of every fd in
  * fds, on success (into the message) and on failure (closed); either way
  * each fds[i] is set to -1 on return. The header's fd count must equal
