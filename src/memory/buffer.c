@@ -274,6 +274,17 @@ static int wait_free_after(cuc_buffer *b, cuc_stream *s)
     return CUC_E_DRIVER;
 }
 
+int cuc__buffer_free_on(cuc_buffer *b, cuc_stream *s)
+{
+    CUresult r = CUC_DRV->cuMemFreeAsync(b->ptr, s->cu);
+
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuMemFreeAsync", "%s%zu-byte buffer of device %s",
+                             b->imported ? "imported " : "", b->size,
+                             cuc_device_uuid_string(b->pool->dev));
+    return 0;
+}
+
 int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
 {
     cuc_stream *s;
@@ -287,11 +298,9 @@ int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
         rc = wait_free_after(b, s);
     if (rc)
         return rc;
-    r = CUC_DRV->cuMemFreeAsync(b->ptr, s->cu);
-    if (r != CUDA_SUCCESS)
-        return cuc__cuda_err(r, "cuMemFreeAsync", "%s%zu-byte buffer of device %s",
-                             b->imported ? "imported " : "", b->size,
-                             cuc_device_uuid_string(b->pool->dev));
+    rc = cuc__buffer_free_on(b, s);
+    if (rc)
+        return rc;
     /* The exporter may reuse the memory once we release: the driver wants
      * the importer's free complete by then. */
     if (b->imported && sync) {

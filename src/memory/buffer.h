@@ -105,6 +105,9 @@ int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream);
  * imported buffer, when sync, waits for the stream (the exporter may reuse
  * the memory once we release). The first failure is returned. */
 int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync);
+/* cuMemFreeAsync of b's memory on s, whose device is current (no deferred
+ * free's event to wait for). */
+int cuc__buffer_free_on(cuc_buffer *b, cuc_stream *s);
 /* Drops each upstream lease's table without releasing it: after a failed
  * free of an imported buffer, whose memory may still be in use, the lease
  * stays with the exporter until the channel closes. */

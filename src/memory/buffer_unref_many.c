@@ -55,10 +55,35 @@ static size_t take_batch(cuc_buffer *const *bufs, size_t n, cuc_buffer **out,
     return nb;
 }
 
+/* The stream the batch's frees go on, resolved and made current once a
+ * run of buffers of one device. */
+struct free_stream {
+    cuc_device *dev;
+    cuc_stream *s;
+    int rc;
+};
+
+/* The driver's free of b (in the batch: no deferred-free event). */
+static int free_one(cuc_buffer *b, cuc_stream *stream, struct free_stream *fs)
+{
+    if (fs->dev != b->pool->dev || !fs->s) {
+        fs->dev = b->pool->dev;
+        fs->rc = cuc__stream_or_legacy(fs->dev, stream, &fs->s);
+        if (!fs->rc)
+            fs->rc = cuc__device_activate(fs->s->dev);
+        if (fs->rc)
+            fs->s = NULL;
+    }
+    if (!fs->s)
+        return cuc__buffer_free_memory(b, stream, 0); /* says what failed */
+    return b->free_after ? cuc__buffer_free_memory(b, stream, 0) : cuc__buffer_free_on(b, fs->s);
+}
+
 /* Waits once for each distinct stream the batch's frees were queued on. */
 static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream)
 {
     CUstream done[8];
+    cuc_device *last = NULL;
     size_t ndone = 0;
     int rc = 0;
 
@@ -67,6 +92,9 @@ static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream)
         size_t k;
         CUresult r;
 
+        if (batch[i]->pool->dev == last)
+            continue; /* the one just waited for, or given up on */
+        last = batch[i]->pool->dev;
         if (cuc__stream_or_legacy(batch[i]->pool->dev, stream, &s))
             continue;
         for (k = 0; k < ndone && done[k] != s->cu; k++)
@@ -163,6 +191,7 @@ static void destroy_all(cuc_buffer **batch, size_t n)
 int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *stream)
 {
     cuc_buffer **batch;
+    struct free_stream fs = {NULL, NULL, 0};
     uint64_t *ids;
     size_t nb, nothers;
     int rc = 0;
@@ -181,8 +210,7 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
     }
     for (size_t i = 0; i < nb; i++) {
         /* an opened legacy-IPC base is closed once the streams are done */
-        int rc1 = batch[i]->root || batch[i]->ipc ? 0 :
-                  cuc__buffer_free_memory(batch[i], stream, 0);
+        int rc1 = batch[i]->root || batch[i]->ipc ? 0 : free_one(batch[i], stream, &fs);
         if (rc1) {
             /* its memory may still be in use: no release for it */
             cuc__upstream_keep(&batch[i]->anchor, 1);
