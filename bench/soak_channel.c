@@ -12,7 +12,7 @@
  * clients' lease counts drop to 0 and their pools' leases end; client and
  * server fd counts are back to their baselines; the server's file
  * mappings (its imports) are back to theirs. Prints messages/s, the server's peak fd count and each side's
- * baseline.
+ * baseline; while it runs, one progress line a second on stderr.
  *
  *   CUCORE_DRIVER=sim build/bench/soak_channel [MESSAGES [CLIENTS [THREADS]]]
  *
@@ -219,14 +219,24 @@ struct server_chan {
 
 static _Atomic int peak_fds;
 static _Atomic int sampling = 1;
+static _Atomic uint64_t delivered; /* messages the server has answered */
 
+/* Samples the fd count, and prints how far the soak got once a second on
+ * stderr, so that a run cut short by a timeout still says where it was. */
 static void *sampler(void *arg)
 {
-    (void)arg;
+    const double *t0 = arg;
+    double next = *t0 + 1.0;
+
     while (atomic_load(&sampling)) {
         int n = fd_count();
         if (n > atomic_load(&peak_fds))
             atomic_store(&peak_fds, n);
+        if (now_s() >= next) {
+            fprintf(stderr, "soak_channel: %.0f s: %llu messages, %d fds\n",
+                    next - *t0, (unsigned long long)atomic_load(&delivered), n);
+            next += 1.0;
+        }
         usleep(2000);
     }
     return NULL;
@@ -278,6 +288,7 @@ static void *server_run(void *arg)
         cuc_pool_unref(p);
         cuc_msg_destroy(m);
         sc->got++;
+        atomic_fetch_add(&delivered, 1);
         OK(cuc_channel_send(sc->ch, reply));
     }
     cuc_msg_destroy(reply);
@@ -345,8 +356,8 @@ static int server_main(const char *self, uint64_t total, uint32_t nclients,
     atomic_store(&peak_fds, base);
     snprintf(path, sizeof(path), "/tmp/cuc-soak-%ld.sock", (long)getpid());
     OK(cuc_channel_listen(path, &l));
-    pthread_create(&samp, NULL, sampler, NULL);
     t0 = now_s();
+    pthread_create(&samp, NULL, sampler, &t0);
     for (uint32_t c = 0; c < nclients; c++)
         if ((pids[c] = spawn_client(self, c, path, nthreads, per)) < 0)
             DIE("fork");

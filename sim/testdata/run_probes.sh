@@ -22,7 +22,6 @@ out=${OUT:-/tmp/probes}
 cuda_inc=${CUDA_INC:-/usr/local/cuda/include}
 jobs=$(nproc 2>/dev/null || echo 2)
 bin="$build/probes"
-sim="$build/sim/libcucore-sim.so"
 cflags=(-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE)
 
 mkdir -p "$out" "$bin" || exit 1
@@ -46,11 +45,22 @@ fi
 step cmake-build 120 cmake --build "$build" -j "$jobs" --target cucore cucore-sim \
     >>"$out/build.log" 2>&1
 
+# The build puts every library in one directory (CMakeLists.txt: the
+# installed libdir's path below the build tree, build/lib here); find it
+# rather than assume it.
+sim=$(find "$build" -name libcucore-sim.so -print -quit)
+lib=$(find "$build" -name libcucore.so -print -quit)
+if [ -z "$sim" ] || [ -z "$lib" ]; then
+    echo "run_probes: no libcucore-sim.so or libcucore.so under $build (see $out/build.log)" >&2
+    exit 1
+fi
+libdir=$(dirname "$lib")
+
 step cc-probe_ipc 60 cc "${cflags[@]}" -I"$cuda_inc" -Itests -Isrc \
     -DCUC_SIM_PATH='getenv("PROBE_LIB")' sim/testdata/probe_ipc.c \
     -o "$bin/probe_ipc" -ldl 2>"$out/cc-probe_ipc.err"
 step cc-probe_lifetimes 60 cc "${cflags[@]}" -Iinclude sim/testdata/probe_lifetimes.c \
-    -o "$bin/probe_lifetimes" -L"$build/src" -lcucore -Wl,-rpath,"$build/src" \
+    -o "$bin/probe_lifetimes" -L"$libdir" -lcucore -Wl,-rpath,"$libdir" \
     2>"$out/cc-probe_lifetimes.err"
 
 clean_env=(env -u CUDA_VISIBLE_DEVICES -u CUCORE_SIM_UUIDS -u CUCORE_SIM_HIDE

@@ -77,6 +77,13 @@ static inline void sim_t_clean_env(void)
     setenv("CUCORE_SIM_GPUS", "4", 1);
 }
 
+/* A program that may load the real libcuda instead of the simulator (the
+ * driver probes) defines SIM_T_CTL_OPTIONAL to 1: the simulator's control
+ * entry points then stay NULL where the library lacks them. */
+#ifndef SIM_T_CTL_OPTIONAL
+#define SIM_T_CTL_OPTIONAL 0
+#endif
+
 /* dlopen + resolve everything; does not call cuInit. */
 static inline void sim_t_load(void)
 {
@@ -109,7 +116,8 @@ static inline void sim_t_load(void)
 #define SIM_T_CTL(member, name)                                                \
     do {                                                                       \
         void *p_ = dlsym(D.handle, name);                                      \
-        CHECK(p_ != NULL);                                                     \
+        if (!SIM_T_CTL_OPTIONAL)                                               \
+            CHECK(p_ != NULL);                                                 \
         memcpy(&S.member, &p_, sizeof(p_));                                    \
     } while (0)
     SIM_T_CTL(fail, "cucore_sim_fail");
