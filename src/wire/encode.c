@@ -171,6 +171,21 @@ void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out
             cur->at += CUC__WIRE_REC_HDR + padded;
             continue;
         }
+        if (at >= off && at + CUC__WIRE_REC_HDR + padded <= off + len) {
+            /* the common case: all of it in the window */
+            uint8_t *p = out + (at - off);
+            cuc__put16(p, r->type);
+            cuc__put16(p + 2, r->version);
+            cuc__put32(p + 4, r->len);
+            cuc__put32(p + 8, r->fd_first);
+            cuc__put32(p + 12, r->nfds);
+            p += CUC__WIRE_REC_HDR;
+            if (r->len)
+                memcpy(p, m->data + r->off, r->len);
+            memset(p + r->len, 0, padded - r->len);
+            cur->at += CUC__WIRE_REC_HDR + padded;
+            continue;
+        }
         cuc__put16(h, r->type);
         cuc__put16(h + 2, r->version);
         cuc__put32(h + 4, r->len);
