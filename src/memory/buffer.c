@@ -21,10 +21,11 @@
  * freed objects for its next ones (freed when the thread exits). Not
  * under the sanitizers, so that a use after free is still caught. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SPARES_MAX 0u
+#define SPARES 0
 #else
-#define SPARES_MAX 4096u
+#define SPARES 1
 #endif
+#define SPARES_MAX 4096u
 
 struct spare {
     struct spare *next;
@@ -56,7 +57,7 @@ static cuc_buffer *obj_alloc(void)
 {
     cuc_buffer *b = (cuc_buffer *)spares;
 
-    if (!b)
+    if (!SPARES || !b)
         return calloc(1, sizeof(*b));
     spares = spares->next;
     nspares--;
@@ -70,6 +71,10 @@ void cuc__buffer_obj_free(cuc_buffer *b)
 
     if (!b)
         return;
+    if (!SPARES) {
+        free(b);
+        return;
+    }
     if (nspares < SPARES_MAX && !spares_registered) {
         pthread_once(&spares_once, spares_init);
         spares_registered = spares_key_ok && pthread_setspecific(spares_key, &spares) == 0;
