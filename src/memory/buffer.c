@@ -741,12 +741,12 @@ static void lease_end(void *obj, uint64_t id, int why)
     pthread_mutex_lock(&pool->lock);
     b->leases--;
     pool->leases--;
-    pthread_cond_broadcast(&pool->cond);
     last = cuc__buffer_unkept_locked(b);
     if (last && view_now(b)) {
-        release_view_locked(b, NULL, 0);
+        release_view_locked(b, NULL, 0); /* wakes the pool's waiters too */
         return;
     }
+    pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->lock);
     if (last)
         release_as(b, NULL, 0);
