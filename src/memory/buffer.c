@@ -576,7 +576,7 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
     /* The later free goes on this device's legacy stream, which orders it
      * after everything already queued there: only another stream needs an
      * event (two driver calls now, two more then, per buffer). */
-    if (!rc && s->kind != CUC_STREAM_LEGACY_DEFAULT)
+    if (!rc && (s->kind != CUC_STREAM_LEGACY_DEFAULT || s->dev != pool->dev))
         rc = order_after(b, s, &ev);
     pthread_mutex_lock(&pool->lock);
     if (!rc && b->refs == 0 && ev) {
@@ -654,7 +654,8 @@ int cuc_buffer_unref_async(cuc_buffer *b, cuc_stream *stream)
         b->state = CUC__BUF_FREEING;
         return release_view_locked(b, stream, 0);
     }
-    if (kept && (!stream || stream->kind == CUC_STREAM_LEGACY_DEFAULT)) {
+    if (kept && (!stream || (stream->kind == CUC_STREAM_LEGACY_DEFAULT &&
+                             stream->dev == pool->dev))) {
         /* the later free goes on a legacy stream, after all it has queued:
          * no event to make, nothing to do unlocked */
         b->state = CUC__BUF_DEFERRED;

@@ -468,7 +468,7 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
     if (cuc__stream_or_legacy(s->pool->dev, stream, &st))
         st = NULL;
     /* the legacy stream outlives us: its event can wait for the next carve */
-    later = ordered && st && st->kind == CUC_STREAM_LEGACY_DEFAULT;
+    later = ordered && st && st->kind == CUC_STREAM_LEGACY_DEFAULT && st->dev == s->pool->dev;
     if (ordered && !later) {
         if (st && cuc__device_activate(st->dev))
             st = NULL;
