@@ -1,6 +1,5 @@
-/* Rejoining split messages (frame/frame.c, cuc__reasm_push), which keeps
- * a message's header apart from the rest so that the decoded message takes
- * the rejoined bytes as they are (cuc__msg_decode_adopt):
+/* Rejoining split messages (frame/frame.c, cuc__reasm_push) and encoding
+ * them a frame's part at a time (wire/encode.c):
  *  - a 3-frame message rejoins to the bytes sent (re-encoded equal), its
  *    records readable;
  *  - a rejoined message that fails to decode (a record's padding not zero,

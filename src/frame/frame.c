@@ -134,31 +134,21 @@ void cuc__reasm_reset(struct cuc__reasm *r)
     r->dropping = 0;
 }
 
-_Static_assert(sizeof(((struct cuc__reasm *)0)->hdr) == CUC__WIRE_HDR,
-               "the rejoined header is the message header");
-
 static int append(struct cuc__reasm *r, const struct cuc__frame *f,
                   const uint8_t *data, int *fds, size_t nfds)
 {
-    size_t h = r->len < CUC__WIRE_HDR ? CUC__WIRE_HDR - r->len : 0, body;
-    int rc;
-
-    if (h > f->len)
-        h = f->len;
-    body = r->len + h > CUC__WIRE_HDR ? r->len + h - CUC__WIRE_HDR : 0;
     /* Grows toward the message's announced size only as its bytes arrive,
      * so a peer that announces 64 MiB and sends 1 KiB costs 1 KiB. */
-    rc = cuc__array_reserve((void **)&r->buf, &r->cap, body + (f->len - h), 1,
-                            f->msg_len > CUC__WIRE_HDR ? f->msg_len - CUC__WIRE_HDR : 1, NULL);
+    int rc = cuc__array_reserve((void **)&r->buf, &r->cap, r->len + f->len, 1,
+                                f->msg_len, NULL);
+
     if (!rc)
         rc = cuc__array_reserve((void **)&r->fds, &r->fd_cap, r->nfds + nfds,
                                 sizeof(int), f->msg_nfds, NULL);
     if (rc)
         return rc;
-    if (h)
-        memcpy(r->hdr + r->len, data, h);
-    if (f->len > h)
-        memcpy(r->buf + body, data + h, f->len - h);
+    if (f->len)
+        memcpy(r->buf + r->len, data, f->len);
     r->len += f->len;
     if (nfds)
         memcpy(r->fds + r->nfds, fds, nfds * sizeof(int));
@@ -250,15 +240,7 @@ int cuc__reasm_push(struct cuc__reasm *r, const struct cuc__frame *f,
         goto fail;
     if (++r->next_part < f->nparts)
         return 0;
-    if (r->len < CUC__WIRE_HDR) /* all in hdr: too short, the decoder says so */
-        *decode_rc = cuc__msg_decode(r->hdr, r->len, r->fds, r->nfds, out);
-    else
-        *decode_rc = cuc__msg_decode_adopt(r->hdr, r->buf, r->len - CUC__WIRE_HDR, r->cap,
-                                           r->fds, r->nfds, out);
-    if (*out) { /* the message has the bytes now */
-        r->buf = NULL;
-        r->cap = 0;
-    }
+    *decode_rc = cuc__msg_decode(r->buf, r->len, r->fds, r->nfds, out);
     r->nfds = 0; /* the decoder owns them now */
     r->len = 0;
     r->next_part = 0;

@@ -45,15 +45,13 @@ void cuc__frame_write(uint8_t out[CUC__FRAME_HDR], const struct cuc__frame *f);
  * field and offset in the message. */
 int cuc__frame_parse(const uint8_t *buf, size_t n, struct cuc__frame *f);
 
-/* A message being rejoined from its frames: its header apart from the
- * rest (buf), so that the decoded message takes buf as it is. */
+/* A message being rejoined from its frames. */
 struct cuc__reasm {
     uint32_t next_seq;
     uint32_t next_part; /* 0: between messages */
     struct cuc__frame first;
-    uint8_t hdr[24];    /* the message's first bytes (CUC__WIRE_HDR) */
-    uint8_t *buf;       /* the bytes after them */
-    size_t len, cap;    /* len: the message's bytes so far, header included */
+    uint8_t *buf;
+    size_t len, cap;
     int *fds;
     size_t nfds, fd_cap;
     int dropping; /* the rest of a refused message's frames are skipped */

@@ -63,9 +63,8 @@ static int check_header(const uint8_t *b, size_t len, size_t nfds, struct hdr *h
     return 0;
 }
 
-/* The record at message offset off starts at rec. */
 static int check_shape(const struct cuc__rec_shape *s, uint32_t i, size_t off,
-                       const uint8_t *rec, uint32_t len, uint32_t nfds)
+                       const uint8_t *b, uint32_t len, uint32_t nfds)
 {
     size_t rsv = off + CUC__WIRE_REC_HDR + s->rsv_off;
 
@@ -82,7 +81,7 @@ static int check_shape(const struct cuc__rec_shape *s, uint32_t i, size_t off,
         return cuc__badmsg("record %u at offset %zu: %s record with %u fds (it carries "
                            "%u..%u)", i, off, cuc_record_type_name(s->type), nfds,
                            s->min_fds, s->max_fds);
-    if (!cuc__all_zero(rec + CUC__WIRE_REC_HDR + s->rsv_off, s->rsv_len))
+    if (!cuc__all_zero(b + rsv, s->rsv_len))
         return cuc__badmsg("record %u at offset %zu: reserved %s record field at "
                            "offset %zu (payload offset %u, %u bytes) is not 0", i, off,
                            cuc_record_type_name(s->type), rsv, s->rsv_off, s->rsv_len);
@@ -113,11 +112,9 @@ static int check_fd_range(uint32_t i, size_t off, uint32_t first, uint32_t n,
     return 0;
 }
 
-/* Walks the records of body (the len - CUC__WIRE_HDR bytes after the
- * header), checking each against the bytes left; fills m->recs (offsets
- * relative to the record area, which m->data is or copies). Offsets in
- * messages are the message's. */
-static int walk_records(cuc_msg *m, const uint8_t *body, size_t len, const struct hdr *h)
+/* Walks the records, checking each against the bytes left; fills m->recs
+ * (offsets relative to the record area, which m->data copies). */
+static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h)
 {
     size_t off = CUC__WIRE_HDR;
     uint32_t i, next_fd = 0, nrelease = 0;
@@ -126,18 +123,17 @@ static int walk_records(cuc_msg *m, const uint8_t *body, size_t len, const struc
     for (i = 0; i < h->nrecs; i++) {
         const struct cuc__rec_shape *s;
         struct cuc__wire_rec *r = &m->recs[i];
-        const uint8_t *b = body + (off - CUC__WIRE_HDR); /* this record */
         size_t left = len - off;
         uint64_t padded;
 
         if (left < CUC__WIRE_REC_HDR)
             return cuc__badmsg("record %u at offset %zu: its %u-byte header is cut off "
                                "(%zu bytes left)", i, off, CUC__WIRE_REC_HDR, left);
-        r->type = cuc__get16(b);
-        r->version = cuc__get16(b + 2);
-        r->len = cuc__get32(b + 4);
-        r->fd_first = cuc__get32(b + 8);
-        r->nfds = cuc__get32(b + 12);
+        r->type = cuc__get16(b + off);
+        r->version = cuc__get16(b + off + 2);
+        r->len = cuc__get32(b + off + 4);
+        r->fd_first = cuc__get32(b + off + 8);
+        r->nfds = cuc__get32(b + off + 12);
         padded = ((uint64_t)r->len + 7u) & ~(uint64_t)7u;
         if (padded > left - CUC__WIRE_REC_HDR)
             return cuc__badmsg("record %u at offset %zu: payload length %u (offset %zu) "
@@ -159,7 +155,7 @@ static int walk_records(cuc_msg *m, const uint8_t *body, size_t len, const struc
             rc = check_shape(s, i, off, b, r->len, r->nfds);
         if (rc)
             return rc;
-        if (!cuc__all_zero(b + CUC__WIRE_REC_HDR + r->len, (size_t)padded - r->len))
+        if (!cuc__all_zero(b + off + CUC__WIRE_REC_HDR + r->len, (size_t)padded - r->len))
             return cuc__badmsg("record %u at offset %zu: padding after the payload "
                                "(offset %zu) is not zero", i, off,
                                off + CUC__WIRE_REC_HDR + r->len);
@@ -180,13 +176,12 @@ static int walk_records(cuc_msg *m, const uint8_t *body, size_t len, const struc
     return 0;
 }
 
-/* A message sized for h, with nothing in it yet; data_len bytes of room
- * for the record area unless it will adopt one (adopt). */
-static int msg_alloc_for(const struct hdr *h, size_t data_len, int adopt, cuc_msg **out)
+/* A message sized for h, with nothing in it yet. */
+static int msg_alloc_for(const struct hdr *h, size_t data_len, cuc_msg **out)
 {
     cuc_msg *m = cuc__msg_new();
 
-    if (m && cuc__msg_reserve(m, h->nrecs, h->nfds, adopt ? 0 : data_len) == 0) {
+    if (m && cuc__msg_reserve(m, h->nrecs, h->nfds, data_len) == 0) {
         *out = m;
         return 0;
     }
@@ -195,35 +190,30 @@ static int msg_alloc_for(const struct hdr *h, size_t data_len, int adopt, cuc_ms
                        "%zu bytes", h->nrecs, data_len);
 }
 
-/* The message of hdr (its CUC__WIRE_HDR bytes) and body (the body_len
- * bytes after them). adopt: body is malloc'd with body_cap bytes, and the
- * message takes it as its record area on success (no copy). fds as for
- * cuc__msg_decode. */
-static int decode(const uint8_t *hdr, const uint8_t *body, size_t body_len, int adopt,
-                  size_t body_cap, int *fds, size_t nfds, cuc_msg **out)
+int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
+                    cuc_msg **out)
 {
-    size_t len = CUC__WIRE_HDR + body_len;
+    const uint8_t *b = bytes;
     struct hdr h = {0, 0};
     cuc_msg *m = NULL;
     int rc;
 
-    rc = check_header(hdr, len, nfds, &h);
+    if ((!bytes && len) || (nfds && !fds) || !out) {
+        rc = cuc__seterr(CUC_E_INVALID, "cuc__msg_decode: NULL argument");
+        goto close_given;
+    }
+    rc = check_header(b, len, nfds, &h);
     if (rc)
         goto close_given;
-    rc = msg_alloc_for(&h, body_len, adopt, &m);
+    rc = msg_alloc_for(&h, len - CUC__WIRE_HDR, &m);
     if (rc)
         goto close_given;
-    rc = walk_records(m, body, len, &h);
+    rc = walk_records(m, b, len, &h);
     if (rc)
         goto free_msg;
     m->nrecs = h.nrecs;
-    if (adopt) { /* the inline area is unused: nothing to free */
-        m->data = (uint8_t *)body;
-        m->data_cap = body_cap;
-    } else if (body_len) {
-        memcpy(m->data, body, body_len);
-    }
-    m->data_len = body_len;
+    memcpy(m->data, b + CUC__WIRE_HDR, len - CUC__WIRE_HDR);
+    m->data_len = len - CUC__WIRE_HDR;
     if (nfds)
         memcpy(m->fds, fds, nfds * sizeof(int));
     m->nfds = m->fds_owned = h.nfds;
@@ -238,38 +228,6 @@ close_given:
     if (fds)
         cuc__close_fds(fds, nfds);
     return rc;
-}
-
-int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
-                    cuc_msg **out)
-{
-    const uint8_t *b = bytes;
-    int rc;
-
-    if ((!bytes && len) || (nfds && !fds) || !out) {
-        rc = cuc__seterr(CUC_E_INVALID, "cuc__msg_decode: NULL argument");
-        goto close_given;
-    }
-    if (len < CUC__WIRE_HDR) {
-        rc = check_header(b, len, nfds, &(struct hdr){0, 0}); /* names what is wrong */
-        goto close_given;
-    }
-    return decode(b, b + CUC__WIRE_HDR, len - CUC__WIRE_HDR, 0, 0, fds, nfds, out);
-close_given:
-    if (fds)
-        cuc__close_fds(fds, nfds);
-    return rc;
-}
-
-int cuc__msg_decode_adopt(const uint8_t *hdr, uint8_t *body, size_t body_len,
-                          size_t body_cap, int *fds, size_t nfds, cuc_msg **out)
-{
-    if (!hdr || !body || body_cap < body_len || (nfds && !fds) || !out) {
-        if (fds)
-            cuc__close_fds(fds, nfds);
-        return cuc__seterr(CUC_E_INVALID, "cuc__msg_decode_adopt: NULL argument");
-    }
-    return decode(hdr, body, body_len, 1, body_cap, fds, nfds, out);
 }
 
 int cuc_msg_from_bytes(const void *bytes, size_t len, cuc_msg **msg)

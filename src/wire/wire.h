@@ -85,12 +85,6 @@ void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out
  * time and memory, no system call but close() on failure. */
 int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
                     cuc_msg **out);
-/* cuc__msg_decode of a message held as its header (CUC__WIRE_HDR bytes)
- * and body (the body_len bytes after it, in a malloc'd block of body_cap
- * bytes): on success the message takes body as its own (no copy; a
- * rejoined message is decoded so); on failure body stays the caller's. */
-int cuc__msg_decode_adopt(const uint8_t *hdr, uint8_t *body, size_t body_len,
-                          size_t body_cap, int *fds, size_t nfds, cuc_msg **out);
 
 /* ---- objects a message keeps alive, and leases on them ----
  *
