@@ -14,6 +14,9 @@
  *   later buffers in an opened base   n views (VIEW_BYTES each) of one
  *       wrapped allocation that the importer has opened already (it keeps
  *       one part of it from the start), as bench_view: no driver call.
+ *   later wraps in an opened base   the same parts, each from
+ *       cuc_buffer_wrap of its pointer (a base wrapped already: no driver
+ *       call either).
  *   Raw (both lines): n fresh cuMemAlloc allocations: cuIpcGetMemHandle
  *       each, the handles over a SOCK_SEQPACKET pair (1024 a datagram),
  *       the importer's cuIpcOpenMemHandle each, cuIpcCloseMemHandle each, a
@@ -109,6 +112,7 @@ static int importer(int chfd, int sock)
 struct exporter {
     cuc_device *dev;
     cuc_buffer *slab; /* a wrapped allocation the importer keeps open */
+    CUdeviceptr slab_ptr;
     cuc_pool *legacy; /* the pool wrapped buffers belong to */
     cuc_channel *ch;
     int sock;
@@ -175,6 +179,27 @@ static double views_round(struct exporter *e, size_t n)
     return bench_now_ns() - t0;
 }
 
+/* The same parts, each wrapped from its pointer (what a program with
+ * cudaMalloc'ed pointers does): a part of a base wrapped already. */
+static double wraps_round(struct exporter *e, size_t n)
+{
+    cuc_buffer *v[MAX_N];
+    cuc_msg *m;
+    double t0 = bench_now_ns();
+
+    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
+    for (size_t i = 0; i < n; i++) {
+        bench_ok(cuc_buffer_wrap(e->dev, (void *)(uintptr_t)(e->slab_ptr + i * VIEW_BYTES),
+                                 VIEW_BYTES, &v[i]), "cuc_buffer_wrap");
+        bench_ok(cuc_msg_add_buffer(m, v[i]), "cuc_msg_add_buffer");
+    }
+    send_msg(e->ch, m);
+    for (size_t i = 0; i < n; i++)
+        bench_ok(cuc_buffer_unref_async(v[i], NULL), "cuc_buffer_unref_async");
+    bench_ok(cuc_pool_lease_wait(e->legacy, e->ch, 1, BENCH_TIMEOUT_MS), "lease wait");
+    return bench_now_ns() - t0;
+}
+
 static double raw_round(struct exporter *e, size_t n)
 {
     static CUipcMemHandle h[PER_PART];
@@ -225,6 +250,7 @@ int main(int argc, char **argv)
     bench_ok(cuc_buffer_wrap(e.dev, (void *)(uintptr_t)slab, MAX_N * VIEW_BYTES, &e.slab),
              "cuc_buffer_wrap");
     e.legacy = cuc_buffer_pool(e.slab);
+    e.slab_ptr = slab;
     bench_ok(cuc_channel_pair(&e.ch, &theirs), "cuc_channel_pair");
     bench_socketpair(sv);
     e.sock = sv[0];
@@ -243,14 +269,16 @@ int main(int argc, char **argv)
     send_msg(e.ch, m);
     for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
         size_t n = ns[k], rounds = budget / n < 3 ? 3 : budget / n;
-        double tf = 0, tv = 0, tr = 0;
+        double tf = 0, tv = 0, tw = 0, tr = 0;
         char fig[64];
         first_round(&e, n); /* warm */
         views_round(&e, n);
+        wraps_round(&e, n);
         raw_round(&e, n);
         for (size_t r = 0; r < rounds; r++) {
             tf += first_round(&e, n);
             tv += views_round(&e, n);
+            tw += wraps_round(&e, n);
             tr += raw_round(&e, n);
         }
         snprintf(fig, sizeof(fig), "first share of a base, n=%zu", n);
@@ -259,7 +287,12 @@ int main(int argc, char **argv)
                    rounds);
         snprintf(fig, sizeof(fig), "later buffers in an opened base, n=%zu", n);
         bench_line(fig, tr / (double)(rounds * n), tv / (double)(rounds * n),
-                   "per buffer; raw: the same per-base IPC, %zu rounds", rounds);
+                   "per buffer, cuc_buffer_view; raw: the same per-base IPC, %zu rounds",
+                   rounds);
+        snprintf(fig, sizeof(fig), "later wraps in an opened base, n=%zu", n);
+        bench_line(fig, tr / (double)(rounds * n), tw / (double)(rounds * n),
+                   "per buffer, cuc_buffer_wrap of a pointer in it (no driver call); raw: "
+                   "the same per-base IPC, %zu rounds", rounds);
     }
     bench_ok(cuc_msg_create(&m), "cuc_msg_create");
     send_msg(e.ch, m); /* a raw round... */

@@ -4,6 +4,8 @@
  *    pinned host, malloc'ed memory, a part past the end), a part of a
  *    base is a view of one wrapped root, a record that comes back to its
  *    process resolves to the original pointer with no cuIpcOpenMemHandle;
+ *    driver calls per wrap (a later part of a wrapped base: none, but a
+ *    forked child asks the driver again);
  *    hostile records (offset or size near UINT64_MAX, generation 0, an
  *    unknown handle type, a handle that is not the one its generation
  *    gave) refused before anything is touched;
@@ -244,6 +246,64 @@ static void test_local(void)
     mem_free(base);
 }
 
+/* Driver calls per wrap (the simulator's counter): the first of a base
+ * asks the driver once for what the pointer is and where its allocation
+ * starts, and takes the handle; a later part of a wrapped base makes no
+ * driver call; a base no longer wrapped is asked about again (the table
+ * of recent bases is only a hint), as is a part that runs past the base
+ * (the driver's answer gives the error). */
+static void test_wrap_calls(void)
+{
+    CUdeviceptr base = mem_alloc(dev0, BASE);
+    long long gets = sim_calls("cuIpcGetMemHandle"), all, attrs, ranges;
+    cuc_buffer *a, *b, *c, *d;
+
+    if (gets < 0)
+        return; /* the counts are the simulator's */
+    attrs = sim_calls("cuPointerGetAttributes");
+    ranges = sim_calls("cuMemGetAddressRange");
+    all = sim_calls("*");
+    CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)base, PART, &a));
+    /* cuCtxGetCurrent (activate), cuPointerGetAttributes, cuIpcGetMemHandle */
+    CHECK(sim_calls("*") - all == 3);
+    CHECK(sim_calls("cuPointerGetAttributes") == attrs + 1);
+    CHECK(sim_calls("cuIpcGetMemHandle") == gets + 1);
+    CHECK(sim_calls("cuMemGetAddressRange") == ranges); /* an attribute of that call */
+    all = sim_calls("*");
+    CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + PART), PART, &b));
+    CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + BASE - 1), 1, &c));
+    CHECK(sim_calls("*") == all); /* no driver call */
+    CHECK(b->root == a->root && c->root == a->root);
+    CHECK(cuc_buffer_ptr(c) == (void *)(uintptr_t)(base + BASE - 1));
+    /* a plain fork's child does not trust its parent's hints: it asks the
+     * driver (which, on a GPU, refuses a process that forked) */
+    {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            long long before = sim_calls("*");
+            cuc_buffer *e = NULL;
+            int rc = cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + PART), PART, &e);
+            (void)rc;
+            _exit(sim_calls("*") > before ? 0 : 1);
+        }
+        CHECK(wait_child(pid) == 0);
+    }
+    /* past the end: the driver is asked, and the message names the base */
+    CHECK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + PART), BASE, &d) == CUC_E_INVALID);
+    CHECK_ERRMSG("run past the end");
+    CHECK(sim_calls("*") > all);
+    CHECK_OK(cuc_buffer_unref_async(a, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(c, NULL));
+    /* no longer wrapped: the hint is not trusted, the handle taken again */
+    gets = sim_calls("cuIpcGetMemHandle");
+    CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + PART), PART, &d));
+    CHECK(sim_calls("cuIpcGetMemHandle") == gets + 1);
+    CHECK_OK(cuc_buffer_unref_async(d, NULL));
+    mem_free(base);
+}
+
 /* ---- across processes ---- */
 
 /* args: UUID, role. The two parts of one base: one open, the bytes, a
@@ -362,6 +422,7 @@ int main(int argc, char **argv)
     FD_BASELINE();
     test_refusals();
     test_local();
+    test_wrap_calls();
     round_trip("free");
     round_trip("hold");
     FD_CHECK_NO_LEAK();

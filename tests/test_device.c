@@ -1,4 +1,6 @@
-/* Devices: singletons, UUID lookup, errors that name what is wrong. */
+/* Devices: singletons, UUID lookup, errors that name what is wrong; the
+ * UUID table in fresh processes with other visibility (10 and 2 of 12
+ * simulated GPUs: both ways of searching it). */
 #include <ctype.h>
 #include <pthread.h>
 
@@ -121,11 +123,52 @@ static int child_none(void)
     return 0;
 }
 
+/* In a child with argv[3] devices visible: every device's record
+ * resolves to that device, through the table built once (scanned up to 8
+ * devices, hashed beyond), and a UUID one bit away from each is not
+ * visible. */
+static int child_table(int want)
+{
+    cuc_device *d, *got;
+    uint8_t bytes[256];
+    cuc_msg *m, *r;
+    cuc_uuid u;
+    size_t len;
+    int n;
+
+    CHECK_OK(cuc_device_count(&n));
+    CHECK(n == want);
+    for (int i = 0; i < n; i++) {
+        CHECK_OK(cuc_device_get(i, &d));
+        CHECK_OK(cuc_msg_create(&m));
+        CHECK_OK(cuc_msg_add_device(m, d));
+        CHECK_OK(cuc_msg_to_buffer(m, bytes, sizeof(bytes), &len));
+        cuc_msg_destroy(m);
+        CHECK_OK(cuc_msg_from_bytes(bytes, len, &r));
+        CHECK_OK(cuc_msg_get_device(r, 0, &got));
+        cuc_msg_destroy(r);
+        CHECK(got == d && cuc_device_ordinal(got) == i);
+        for (int bit = 0; bit < 128; bit += 37) {
+            u = *cuc_device_uuid(d);
+            u.bytes[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+            CHECK_RC(cuc_device_get_by_uuid(&u, &got), CUC_E_NOT_VISIBLE);
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const char *const none_env[] = {"CUDA_VISIBLE_DEVICES=", NULL};
+    static const char *const many_env[] = {"CUCORE_SIM_GPUS=12",
+                                           "CUDA_VISIBLE_DEVICES=11,3,7,0,1,2,4,5,6,9", NULL};
+    static const char *const few_env[] = {"CUCORE_SIM_GPUS=12", "CUDA_VISIBLE_DEVICES=9,2",
+                                          NULL};
+    static const char *const ten[] = {"10", NULL}, *const two[] = {"2", NULL};
     int n = 0;
 
+    if (argc >= 4 && !strcmp(argv[1], "--child") && !strcmp(argv[2], "table"))
+        return child_table(atoi(argv[3]));
     if (argc >= 3 && !strcmp(argv[1], "--child"))
         return child_none();
     open_all(); /* the driver opens fds per context: first */
@@ -138,6 +181,10 @@ int main(int argc, char **argv)
     check_each(n);
     check_errors(n);
     CHECK(wait_child(spawn_self("none", NULL, none_env, -1)) == 0);
+    if (test_on_sim()) { /* twelve GPUs: the simulator's */
+        CHECK(wait_child(spawn_self("table", ten, many_env, -1)) == 0);
+        CHECK(wait_child(spawn_self("table", two, few_env, -1)) == 0);
+    }
     FD_CHECK_NO_LEAK();
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "cucore.h"
 #include "device/device.h"
 #include "wire/records.h"
+#include "wire/wire.h"
 
 static cuc_msg *roundtrip_bytes(const cuc_msg *m)
 {
@@ -306,6 +307,75 @@ static void test_to_buffer(void)
     cuc_msg_destroy(m);
 }
 
+/* A decode that adopts its buffer (a channel's rejoined frames): a large
+ * message reads its records in place and frees the buffer with itself,
+ * and still grows (its data moves out); a small one is copied (the
+ * buffer stays the caller's); a refused one leaves the buffer alone. */
+static void test_adopt(void)
+{
+    static const char name[] = "big";
+    size_t img = 200 * 1024, len, len2;
+    uint8_t *rec = malloc(48 + sizeof(name) + img), *buf;
+    struct cuc_record_view v;
+    cuc_msg *m, *r;
+    cuc_device *d;
+    cuc_uuid u;
+    int adopted = -1;
+
+    CHECK(rec != NULL);
+    memset(rec, 0, 48);
+    cuc__put32(rec, CUC_IMAGE_PTX);
+    cuc__put32(rec + 4, sizeof(name));
+    cuc__put32(rec + 8, (uint32_t)img);
+    memcpy(rec + 48, name, sizeof(name));
+    for (size_t i = 0; i < img; i++)
+        rec[48 + sizeof(name) + i] = (uint8_t)('a' + i % 26);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_KERNEL, 1, rec,
+                                (uint32_t)(48 + sizeof(name) + img), NULL, 0));
+    CHECK_OK(cuc_msg_to_bytes(m, (void **)&buf, &len));
+    cuc_msg_destroy(m);
+    CHECK_OK(cuc__msg_decode_adopt(buf, len, NULL, 0, &r, &adopted));
+    CHECK(adopted == 1); /* buf is r's now */
+    CHECK_OK(cuc_msg_record(r, 0, &v));
+    CHECK(v.type == CUC_RECORD_KERNEL && v.len == 48 + sizeof(name) + img);
+    CHECK(v.payload == buf + 24 + 16); /* read in place */
+    CHECK(memcmp(v.payload, rec, v.len) == 0);
+    CHECK_OK(cuc_device_get(0, &d));
+    CHECK_OK(cuc_msg_add_device(r, d)); /* grows: the data leaves buf */
+    CHECK_OK(cuc_msg_record(r, 0, &v));
+    CHECK(memcmp(v.payload, rec, v.len) == 0);
+    CHECK_OK(cuc_msg_read_device(r, 1, &u));
+    CHECK(cuc_uuid_equal(&u, cuc_device_uuid(d)));
+    cuc_msg_destroy(r); /* frees what buf became */
+
+    /* small: copied, the buffer stays the caller's */
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_device(m, d));
+    CHECK_OK(cuc_msg_to_bytes(m, (void **)&buf, &len2));
+    cuc_msg_destroy(m);
+    CHECK_OK(cuc__msg_decode_adopt(buf, len2, NULL, 0, &r, &adopted));
+    CHECK(adopted == 0);
+    memset(buf, 0xff, len2); /* the message has its own copy */
+    CHECK_OK(cuc_msg_read_device(r, 0, &u));
+    CHECK(cuc_uuid_equal(&u, cuc_device_uuid(d)));
+    cuc_msg_destroy(r);
+    free(buf);
+
+    /* refused: nothing adopted */
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_KERNEL, 1, rec,
+                                (uint32_t)(48 + sizeof(name) + img), NULL, 0));
+    CHECK_OK(cuc_msg_to_bytes(m, (void **)&buf, &len));
+    cuc_msg_destroy(m);
+    buf[len - 1] = 1; /* the padding after the record: not zero */
+    r = NULL;
+    CHECK_RC(cuc__msg_decode_adopt(buf, len, NULL, 0, &r, &adopted), CUC_E_BADMSG);
+    CHECK(adopted == 0 && r == NULL);
+    free(buf);
+    free(rec);
+}
+
 int main(void)
 {
     int n;
@@ -322,6 +392,7 @@ int main(void)
     test_wrong_type();
     test_many();
     test_to_buffer();
+    test_adopt();
     FD_CHECK_NO_LEAK();
     return test_finish();
 }

@@ -10,7 +10,9 @@
  *
  * A kernel crosses processes as its image bytes, kind, symbol name and
  * hash; a receiver that does not hold the image checks the hash against
- * the bytes and loads it through its own cache, where the hash is the
+ * the bytes (on a second thread while the driver loads a large image: a
+ * mismatch unloads it and caches nothing) and loads it through its own
+ * cache, where the hash is the
  * image's identity from then on (a receiver that holds it reads none of
  * the bytes). Over a channel, once the receiver said it holds the image,
  * a kernel travels as a kernel ref record: hash and name only

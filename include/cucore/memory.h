@@ -157,13 +157,15 @@ CUC_API int cuc_buffer_view(cuc_buffer *parent, size_t offset, size_t size,
  * the buffer is gone and its leases have ended (cuc_buffer_lease_wait();
  * the last unref frees nothing). Sent in a message (cuc_msg_add_buffer) it
  * travels as the allocation's legacy CUDA IPC handle (cuIpcGetMemHandle of
- * the base cuMemGetAddressRange finds) plus the offset and size, in an ipc
+ * the base cuPointerGetAttributes finds) plus the offset and size, in an ipc
  * buffer record (docs/wire-format.md); the receiver opens each base once
  * (cuIpcOpenMemHandle, one open per base per process, closed when its
  * last buffer goes) and resolves later buffers in it with no driver call;
  * in the exporting process it resolves to the original pointer. Wrapping
  * a part of a base already wrapped here is a view of the same
- * allocation. The handle is taken here, once per base.
+ * allocation; when the base is one of the last 16 this process wrapped
+ * (the common case: many buffers of one large allocation), with no driver
+ * call. The handle is taken here, once per base.
  * CUC_E_INVALID: a NULL argument, size 0, a part past the allocation's
  * end, or memory that legacy IPC cannot share, the message saying what to
  * use instead: a pool allocation (allocate from a CUC_POOL_IPC pool and

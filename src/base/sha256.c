@@ -3,6 +3,7 @@
  * padding. */
 #include "base/sha256.h"
 
+#include <signal.h>
 #include <string.h>
 
 /* First 32 bits of the fractional parts of the cube roots of the first 64
@@ -118,4 +119,39 @@ void cuc__sha256(const void *data, size_t len, uint8_t out[CUC__SHA256_LEN])
         which = w;
     }
     sha256_with(w == 2 ? cuc__sha256_blocks_shani : blocks_portable, data, len, out);
+}
+
+static void *sha256_thread(void *arg)
+{
+    struct cuc__sha256_job *j = arg;
+
+    cuc__sha256(j->data, j->len, j->out);
+    return NULL;
+}
+
+void cuc__sha256_start(struct cuc__sha256_job *j, const void *data, size_t len)
+{
+    sigset_t all, old;
+
+    j->data = data;
+    j->len = len;
+    j->threaded = 0;
+    if (len >= CUC__SHA256_THREAD_MIN) {
+        /* Every signal blocked on the helper: the application's handlers
+         * run on its own threads, as they would without cucore. */
+        sigfillset(&all);
+        if (pthread_sigmask(SIG_SETMASK, &all, &old) == 0) {
+            j->threaded = pthread_create(&j->thread, NULL, sha256_thread, j) == 0;
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+        }
+    }
+    if (!j->threaded) /* small, or no thread to be had: the same hash, here */
+        cuc__sha256(data, len, j->out);
+}
+
+void cuc__sha256_finish(struct cuc__sha256_job *j)
+{
+    if (j->threaded)
+        pthread_join(j->thread, NULL);
+    j->threaded = 0;
 }

@@ -18,20 +18,52 @@ static struct cuc__err_saved enum_failure;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local const cuc_device *thread_current;
 
+/* A UUID's two halves, as words: its hash and its comparison (every
+ * device record a process receives looks one up). */
+static void uuid_words(const cuc_uuid *u, uint64_t w[2])
+{
+    memcpy(w, u->bytes, 16);
+}
+
+/* The UUID's own bits: the table holds only this process's devices (at
+ * most CUC_MAX_DEVICES, found by lookups only), so a peer choosing UUIDs
+ * that collide can slow nothing but its own failed lookup. */
 static uint64_t uuid_hash(const cuc_uuid *u)
 {
-    return cuc__hash_bytes(u->bytes, sizeof(u->bytes));
+    uint64_t w[2];
+
+    uuid_words(u, w);
+    return cuc__hash_u64(w[0] ^ w[1]);
 }
 
 static int same_uuid(const struct cuc__hnode *n, const void *key)
 {
-    return cuc_uuid_equal(&CUC_CONTAINER_OF(n, cuc_device, by_uuid)->uuid, key);
+    uint64_t a[2], b[2];
+
+    uuid_words(&CUC_CONTAINER_OF(n, cuc_device, by_uuid)->uuid, a);
+    uuid_words(key, b);
+    return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
 }
+
+/* Up to this many devices a scan of the table's UUIDs is quicker than a
+ * hash and a bucket (the usual machine has 1 to 8). */
+#define SCAN_MAX 8
 
 static const cuc_device *uuid_table_find(const cuc_uuid *u)
 {
-    struct cuc__hnode *n = cuc__htab_find(&by_uuid, uuid_hash(u), same_uuid, u);
+    struct cuc__hnode *n;
+    uint64_t w[2], d[2];
 
+    if (n_devices <= SCAN_MAX) {
+        uuid_words(u, w);
+        for (int i = 0; i < n_devices; i++) {
+            uuid_words(&devices[i].uuid, d);
+            if (((w[0] ^ d[0]) | (w[1] ^ d[1])) == 0)
+                return &devices[i];
+        }
+        return NULL;
+    }
+    n = cuc__htab_find(&by_uuid, uuid_hash(u), same_uuid, u);
     return n ? CUC_CONTAINER_OF(n, cuc_device, by_uuid) : NULL;
 }
 
@@ -148,16 +180,25 @@ static int enumerate(void)
     return 0;
 }
 
+/* Set (release) once the enumeration succeeded: the table never changes
+ * after it (a process's visible devices are fixed at cuInit, and a forked
+ * child sees its parent's), so a reader that sees it needs no lock. */
+static int enum_done;
+
 static void enumerate_once(void)
 {
     int rc = enumerate();
 
     if (rc)
         cuc__err_save(&enum_failure, rc);
+    else
+        __atomic_store_n(&enum_done, 1, __ATOMIC_RELEASE);
 }
 
 static int ensure_devices(void)
 {
+    if (CUC_LIKELY(__atomic_load_n(&enum_done, __ATOMIC_ACQUIRE)))
+        return 0;
     pthread_once(&enum_once, enumerate_once);
     if (CUC_UNLIKELY(enum_failure.status))
         return cuc__err_restore(&enum_failure);

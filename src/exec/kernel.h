@@ -27,6 +27,15 @@ int cuc__kernel_load_checked(int kind, const void *image, size_t len,
                              const uint8_t hash[CUC__SHA256_LEN], const char *name,
                              cuc_kernel **out);
 
+/* The same for an image whose hash the caller has not checked: claimed is
+ * what a record says it is. A cache hit on claimed reads no image byte;
+ * a miss hashes the image while the driver loads it, and returns 2
+ * (nothing loaded or kept, no message set) when the hash is not claimed.
+ * image must have passed cuc__image_check. */
+int cuc__kernel_load_claimed(int kind, const void *image, size_t len,
+                             const uint8_t claimed[CUC__SHA256_LEN], const char *name,
+                             cuc_kernel **out);
+
 /* Keeps k's library loaded after k is destroyed: the returned handle for
  * cuc__kernel_lib_drop (what a channel keeps for a peer that may name the
  * image by reference). */

@@ -1,8 +1,9 @@
 /* Kernels in messages: a kernel travels as its image, kind, name and
- * SHA-256 (wire/rec_kernel.c); the receiver checks the image (hash, then
- * shape) and loads it through kernel.c's cache, where the hash of an image
- * already loaded is its identity. A receiver on a channel says it holds
- * the image (a kernel held record back) and keeps it for the channel's
+ * SHA-256 (wire/rec_kernel.c); the receiver checks the image's shape
+ * before the driver sees it, its hash while the driver loads it (before
+ * the cache keeps it), and loads it through kernel.c's cache, where the
+ * hash of an image already loaded is its identity. A receiver on a
+ * channel says it holds the image (a kernel held record back) and keeps it for the channel's
  * life; the channel then sends that kernel as a kernel ref record (hash
  * and name, no image), resolved here from the cache. */
 #include "exec/kernel.h"
@@ -25,20 +26,13 @@ int cuc_msg_add_kernel(cuc_msg *m, const cuc_kernel *k)
     return cuc__kernel_rec_put(m, &rec);
 }
 
-/* A record's image the cache does not have: its hash and shape checked. */
+/* A record's image the cache does not have: its shape checked before the
+ * driver sees it (its hash is checked during the load: kernel.c). */
 static int check_new_image(const struct cuc_kernel_record *rec, size_t index)
 {
-    uint8_t hash[CUC__SHA256_LEN];
-    char why[256], hex[2 * CUC__SHA256_LEN + 1];
+    char why[256];
     size_t len = rec->image_len;
 
-    cuc__sha256(rec->image, rec->image_len, hash);
-    if (memcmp(hash, rec->hash, sizeof(hash))) {
-        cuc__hex(rec->hash, sizeof(rec->hash), hex);
-        return cuc__seterr(CUC_E_BADMSG, "kernel record %zu (\"%.256s\"): the %zu image "
-                           "bytes do not hash to the record's sha256 %s", index,
-                           rec->name, rec->image_len, hex);
-    }
     if (cuc__image_check(rec->kind, rec->image, &len, why, sizeof(why)))
         return cuc__seterr(CUC_E_BADMSG, "kernel record %zu (\"%.256s\"): the %s image "
                            "is malformed: %s", index, rec->name,
@@ -48,6 +42,16 @@ static int check_new_image(const struct cuc_kernel_record *rec, size_t index)
                            "image ends in NUL bytes, which a sender never includes",
                            index, rec->name);
     return 0;
+}
+
+static int bad_hash(const struct cuc_kernel_record *rec, size_t index)
+{
+    char hex[2 * CUC__SHA256_LEN + 1];
+
+    cuc__hex(rec->hash, sizeof(rec->hash), hex);
+    return cuc__seterr(CUC_E_BADMSG, "kernel record %zu (\"%.256s\"): the %zu image "
+                       "bytes do not hash to the record's sha256 %s", index, rec->name,
+                       rec->image_len, hex);
 }
 
 /* A reference to an image this process does not hold. */
@@ -108,8 +112,10 @@ int cuc_msg_get_kernel(const cuc_msg *m, size_t index, cuc_kernel **kernel)
     if (rc == 1) {
         rc = check_new_image(&rec, index);
         if (!rc)
-            rc = cuc__kernel_load_checked(rec.kind, rec.image, rec.image_len, rec.hash,
+            rc = cuc__kernel_load_claimed(rec.kind, rec.image, rec.image_len, rec.hash,
                                           rec.name, kernel);
+        if (rc == 2)
+            rc = bad_hash(&rec, index);
     }
     if (!rc && rec.image)
         say_held(m, *kernel);

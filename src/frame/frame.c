@@ -216,7 +216,7 @@ int cuc__reasm_push(struct cuc__reasm *r, const struct cuc__frame *f,
                     const uint8_t *data, int *fds, size_t nfds, cuc_msg **out,
                     int *decode_rc)
 {
-    int rc;
+    int rc, adopted = 0;
 
     *out = NULL;
     *decode_rc = 0;
@@ -240,7 +240,11 @@ int cuc__reasm_push(struct cuc__reasm *r, const struct cuc__frame *f,
         goto fail;
     if (++r->next_part < f->nparts)
         return 0;
-    *decode_rc = cuc__msg_decode(r->buf, r->len, r->fds, r->nfds, out);
+    *decode_rc = cuc__msg_decode_adopt(r->buf, r->len, r->fds, r->nfds, out, &adopted);
+    if (adopted) { /* the message has the buffer: no copy of a large one */
+        r->buf = NULL;
+        r->cap = 0;
+    }
     r->nfds = 0; /* the decoder owns them now */
     r->len = 0;
     r->next_part = 0;

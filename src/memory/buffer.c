@@ -328,8 +328,11 @@ int cuc__ipc_free_memory(cuc_buffer *b, cuc_stream *stream)
 {
     cuc_stream *s;
     CUresult r = CUDA_SUCCESS;
-    int rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
+    int rc;
 
+    if (!b->free_after && !b->ipc->opened)
+        return 0; /* the user's memory, nothing to wait for: no driver call */
+    rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
     if (!rc)
         rc = cuc__device_activate(s->dev);
     if (rc)

@@ -120,20 +120,26 @@ static cuc_buffer *wrapped_at_locked(cuc_pool *pool, CUdeviceptr base)
 
 /* ---- wrap ---- */
 
-/* What the driver says ptr is; CUC_E_INVALID naming what to use instead
- * when legacy IPC cannot share it. */
-static int classify(cuc_device *dev, CUdeviceptr ptr)
+/* What the driver says ptr is, and the allocation it is in (one call for
+ * all of it: cuMemGetAddressRange's answer is two of the attributes);
+ * CUC_E_INVALID naming what to use instead when legacy IPC cannot share
+ * it. */
+static int classify(cuc_device *dev, CUdeviceptr ptr, CUdeviceptr *base, size_t *bsize)
 {
-    CUpointer_attribute at[5] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    CUpointer_attribute at[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,
                                  CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
                                  CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
     unsigned type = 0, managed = 0, ipc = 0;
     int ord = -1;
     void *pool = NULL;
-    void *data[5] = {&type, &managed, &pool, &ipc, &ord};
-    CUresult r = CUC_DRV->cuPointerGetAttributes(5, at, data, ptr);
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    void *data[7] = {&type, &managed, &pool, &ipc, &ord, &start, &size};
+    CUresult r = CUC_DRV->cuPointerGetAttributes(7, at, data, ptr);
 
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuPointerGetAttributes", "cuc_buffer_wrap of %#llx",
@@ -166,6 +172,12 @@ static int classify(cuc_device *dev, CUdeviceptr ptr)
         return cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: %#llx is memory of device "
                            "%d, not of device %d (%s): wrap it with its own device",
                            (unsigned long long)ptr, ord, dev->ordinal, dev->uuid_str);
+    if (!start || !size || ptr < start || ptr - start >= size)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: the driver puts %#llx in a "
+                           "%zu-byte range at %#llx, which does not hold it",
+                           (unsigned long long)ptr, size, (unsigned long long)start);
+    *base = start;
+    *bsize = size;
     return 0;
 }
 
@@ -244,13 +256,120 @@ static int root_of(cuc_pool *pool, CUdeviceptr base, size_t bsize, cuc_buffer **
     return rc;
 }
 
+/* The bases wrapped last in this process, by device: a pointer inside
+ * one of them that is still wrapped (found in pool->bases, at that base
+ * with that size) needs no driver call to be wrapped again; the table is
+ * a hint, the pool's is the truth. Guarded by recent_lock. */
+#define RECENT_BASES 16
+
+struct recent_base {
+    cuc_device *dev;
+    CUdeviceptr base;
+    size_t size;
+    pid_t pid; /* a forked child asks the driver, which refuses it */
+};
+
+static pthread_mutex_t recent_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct recent_base recent[RECENT_BASES];
+static unsigned recent_next;
+
+static void recent_note(cuc_device *dev, CUdeviceptr base, size_t size)
+{
+    pid_t me = cuc__pid();
+
+    pthread_mutex_lock(&recent_lock);
+    for (unsigned i = 0; i < RECENT_BASES; i++) {
+        if (recent[i].dev == dev && recent[i].base == base && recent[i].pid == me) {
+            recent[i].size = size;
+            pthread_mutex_unlock(&recent_lock);
+            return;
+        }
+    }
+    recent[recent_next] = (struct recent_base){dev, base, size, me};
+    recent_next = (recent_next + 1) % RECENT_BASES;
+    pthread_mutex_unlock(&recent_lock);
+}
+
+/* A recent base of dev holding ptr, or 0. */
+static int recent_find(cuc_device *dev, CUdeviceptr ptr, CUdeviceptr *base, size_t *size)
+{
+    pid_t me = cuc__pid();
+    int found = 0;
+
+    pthread_mutex_lock(&recent_lock);
+    for (unsigned i = 0; i < RECENT_BASES && !found; i++) {
+        const struct recent_base *e = &recent[i];
+        if (e->dev == dev && e->pid == me && ptr >= e->base && ptr - e->base < e->size) {
+            *base = e->base;
+            *size = e->size;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&recent_lock);
+    return found;
+}
+
+/* The live wrapped root at base of that size (a new reference), or NULL:
+ * then nothing of the pool's changed. */
+static cuc_buffer *root_if_wrapped(cuc_pool *pool, CUdeviceptr base, size_t bsize)
+{
+    cuc_buffer *b;
+
+    pthread_mutex_lock(&pool->lock);
+    b = wrapped_at_locked(pool, base);
+    if (b && (b->size != bsize || b->state != CUC__BUF_LIVE))
+        b = NULL; /* a deferred one is revived by root_of, with its event */
+    if (b)
+        b->refs++;
+    pthread_mutex_unlock(&pool->lock);
+    return b;
+}
+
+/* The root for [ptr, ptr + size): of a base wrapped already, with no
+ * driver call, or found by the driver and wrapped now. */
+static int wrap_root(cuc_device *dev, CUdeviceptr ptr, size_t size, CUdeviceptr *basep,
+                     cuc_buffer **out)
+{
+    CUdeviceptr base = 0;
+    size_t bsize = 0;
+    cuc_buffer *root = NULL;
+    cuc_pool *pool;
+    int rc, known = recent_find(dev, ptr, &base, &bsize);
+
+    if (known && size > bsize - (size_t)(ptr - base))
+        known = 0; /* the driver's answer decides, and its error names it */
+    rc = cuc__pool_legacy(dev, &pool);
+    if (rc)
+        return rc;
+    if (known)
+        root = root_if_wrapped(pool, base, bsize);
+    if (!root) {
+        rc = cuc__device_activate(dev);
+        if (!rc)
+            rc = classify(dev, ptr, &base, &bsize);
+        if (!rc && size > bsize - (size_t)(ptr - base))
+            rc = cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: %zu bytes at %#llx run "
+                             "past the end of its %zu-byte allocation at %#llx (offset "
+                             "%llu)", size, (unsigned long long)ptr, bsize,
+                             (unsigned long long)base, (unsigned long long)(ptr - base));
+        if (!rc)
+            rc = root_of(pool, base, bsize, &root);
+        if (!rc)
+            recent_note(dev, base, bsize);
+    }
+    cuc_pool_unref(pool); /* the root holds one */
+    if (rc)
+        return rc;
+    *basep = base;
+    *out = root;
+    return 0;
+}
+
 int cuc_buffer_wrap(cuc_device *dev, void *p, size_t size, cuc_buffer **out)
 {
     CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)p, base = 0;
-    size_t bsize = 0;
     cuc_buffer *root, *v;
-    cuc_pool *pool;
-    CUresult r;
+    size_t bsize;
     int rc;
 
     if (!dev || !p || !out)
@@ -258,27 +377,10 @@ int cuc_buffer_wrap(cuc_device *dev, void *p, size_t size, cuc_buffer **out)
     if (size == 0)
         return cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: size 0 (wrap at least one "
                            "byte)");
-    rc = cuc__device_activate(dev);
-    if (!rc)
-        rc = classify(dev, ptr);
+    rc = wrap_root(dev, ptr, size, &base, &root);
     if (rc)
         return rc;
-    r = CUC_DRV->cuMemGetAddressRange(&base, &bsize, ptr);
-    if (r != CUDA_SUCCESS)
-        return cuc__cuda_err(r, "cuMemGetAddressRange", "cuc_buffer_wrap of %#llx",
-                             (unsigned long long)ptr);
-    if (size > bsize - (size_t)(ptr - base))
-        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: %zu bytes at %#llx run past "
-                           "the end of its %zu-byte allocation at %#llx (offset %llu)",
-                           size, (unsigned long long)ptr, bsize, (unsigned long long)base,
-                           (unsigned long long)(ptr - base));
-    rc = cuc__pool_legacy(dev, &pool);
-    if (rc)
-        return rc;
-    rc = root_of(pool, base, bsize, &root);
-    cuc_pool_unref(pool); /* the root holds one */
-    if (rc)
-        return rc;
+    bsize = root->size;
     if (ptr == base && size == bsize) {
         *out = root;
         return 0;

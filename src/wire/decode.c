@@ -190,8 +190,10 @@ static int msg_alloc_for(const struct hdr *h, size_t data_len, cuc_msg **out)
                        "%zu bytes", h->nrecs, data_len);
 }
 
-int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
-                    cuc_msg **out)
+/* cuc__msg_decode, or with adopt (a malloc'ed block holding bytes) the
+ * message's data is the block's record area instead of a copy of it. */
+static int decode(const void *bytes, size_t len, int *fds, size_t nfds, void *adopt,
+                  cuc_msg **out)
 {
     const uint8_t *b = bytes;
     struct hdr h = {0, 0};
@@ -205,14 +207,20 @@ int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
     rc = check_header(b, len, nfds, &h);
     if (rc)
         goto close_given;
-    rc = msg_alloc_for(&h, len - CUC__WIRE_HDR, &m);
+    rc = msg_alloc_for(&h, adopt ? 0 : len - CUC__WIRE_HDR, &m);
     if (rc)
         goto close_given;
     rc = walk_records(m, b, len, &h);
     if (rc)
         goto free_msg;
     m->nrecs = h.nrecs;
-    memcpy(m->data, b + CUC__WIRE_HDR, len - CUC__WIRE_HDR);
+    if (adopt) {
+        m->data = (uint8_t *)adopt + CUC__WIRE_HDR;
+        m->data_block = adopt;
+        m->data_cap = len - CUC__WIRE_HDR;
+    } else {
+        memcpy(m->data, b + CUC__WIRE_HDR, len - CUC__WIRE_HDR);
+    }
     m->data_len = len - CUC__WIRE_HDR;
     if (nfds)
         memcpy(m->fds, fds, nfds * sizeof(int));
@@ -227,6 +235,24 @@ free_msg:
 close_given:
     if (fds)
         cuc__close_fds(fds, nfds);
+    return rc;
+}
+
+int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
+                    cuc_msg **out)
+{
+    return decode(bytes, len, fds, nfds, NULL, out);
+}
+
+int cuc__msg_decode_adopt(void *buf, size_t len, int *fds, size_t nfds, cuc_msg **out,
+                          int *adopted)
+{
+    /* a small message is copied into the message's own storage: the
+     * caller keeps its buffer for the next */
+    int adopt = buf && len - CUC__WIRE_HDR > CUC__MSG_INLINE_DATA && len > CUC__WIRE_HDR;
+    int rc = decode(buf, len, fds, nfds, adopt ? buf : NULL, out);
+
+    *adopted = rc == 0 && adopt;
     return rc;
 }
 

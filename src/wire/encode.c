@@ -46,7 +46,8 @@ static void encode_to(const cuc_msg *m, uint8_t *out)
         p += CUC__WIRE_REC_HDR;
         if (r->len)
             memcpy(p, m->data + r->off, r->len);
-        memset(p + r->len, 0, padded - r->len);
+        if (padded != r->len)
+            memset(p + r->len, 0, padded - r->len);
         p += padded;
     }
 }

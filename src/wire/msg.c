@@ -22,15 +22,9 @@ CUC__RECORD_SHAPES(MULTIPLE_OK_)
 /* Indexed by type: record types are small, dense integers. */
 #define SHAPE_(name, ver, lo, hi, mul, flo, fhi, roff, rlen) \
     [CUC_RECORD_##name] = {CUC_RECORD_##name, ver, lo, hi, mul, flo, fhi, roff, rlen},
-static const struct cuc__rec_shape shapes[] = {CUC__RECORD_SHAPES(SHAPE_)};
+const struct cuc__rec_shape cuc__rec_shapes[] = {CUC__RECORD_SHAPES(SHAPE_)};
 #undef SHAPE_
-
-const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type)
-{
-    if (type >= CUC_ARRAY_LEN(shapes) || shapes[type].version == 0)
-        return NULL;
-    return &shapes[type];
-}
+const unsigned cuc__rec_nshapes = CUC_ARRAY_LEN(cuc__rec_shapes);
 
 /* Indexed by type, as the shapes. */
 #define NAME_(name, value, text) [value] = text,
@@ -104,6 +98,7 @@ cuc_msg *cuc__msg_new(void)
     m->types = 0;
     m->data_len = 0;
     m->data_cap = CUC__MSG_INLINE_DATA;
+    m->data_block = NULL;
     m->wire_len = CUC__WIRE_HDR;
     m->atts = NULL;
     m->natts = m->att_cap = 0;
@@ -129,16 +124,20 @@ void cuc_msg_destroy(cuc_msg *m)
 {
     if (!m)
         return;
-    cuc__close_fds(m->fds, m->nfds);
+    if (m->nfds)
+        cuc__close_fds(m->fds, m->nfds);
     if (m->recs != m->rec_inline)
         free(m->recs);
-    if (m->data != m->data_inline)
+    if (m->data_block)
+        free(m->data_block);
+    else if (m->data != m->data_inline)
         free(m->data);
     if (m->fds != m->fd_inline)
         free(m->fds);
     for (size_t i = 0; i < m->natts; i++)
         m->atts[i].ops->unref(m->atts[i].obj);
-    free(m->atts);
+    if (m->atts)
+        free(m->atts);
     if (m->origin)
         cuc__ref_put(m->origin);
     msg_release(m);
@@ -146,13 +145,11 @@ void cuc_msg_destroy(cuc_msg *m)
 
 /* ---- growing ---- */
 
-int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
+int cuc__msg_grow(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
 {
     size_t rcap = m->rec_cap, fcap = m->fd_cap;
     int rc = 0;
 
-    if (CUC_LIKELY(nrecs <= rcap && nfds <= fcap && data_len <= m->data_cap))
-        return 0;
     rc = cuc__array_reserve((void **)&m->recs, &rcap, nrecs, sizeof(*m->recs), 0,
                             m->rec_inline);
     m->rec_cap = (uint32_t)rcap;
@@ -160,6 +157,18 @@ int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
         rc = cuc__array_reserve((void **)&m->fds, &fcap, nfds, sizeof(*m->fds), 0,
                                 m->fd_inline);
     m->fd_cap = (uint32_t)fcap;
+    if (!rc && m->data_block && data_len > m->data_cap) {
+        /* data lies inside an adopted buffer: it moves to a block of its
+         * own, which can grow */
+        uint8_t *own = malloc(m->data_cap);
+        if (!own)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte message",
+                               m->data_cap);
+        memcpy(own, m->data, m->data_len);
+        free(m->data_block);
+        m->data_block = NULL;
+        m->data = own;
+    }
     if (!rc)
         rc = cuc__array_reserve((void **)&m->data, &m->data_cap, data_len, 1, 0,
                                 m->data_inline);
@@ -168,8 +177,29 @@ int cuc__msg_reserve(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
 
 /* ---- adding records ---- */
 
-static int check_add(const cuc_msg *m, uint16_t type, uint16_t version,
-                     const void *payload, uint32_t len, uint32_t nfds)
+static int check_add_slow(const cuc_msg *m, uint16_t type, uint16_t version,
+                          const void *payload, uint32_t len, uint32_t nfds);
+
+/* Inline (with append) in the two add calls: a small record's whole
+ * encode is a few of these, and the calls were a third of it. */
+static inline __attribute__((always_inline)) int
+check_add(const cuc_msg *m, uint16_t type, uint16_t version, const void *payload,
+          uint32_t len, uint32_t nfds)
+{
+    const struct cuc__rec_shape *s = cuc__rec_shape_of(type);
+
+    if (CUC_LIKELY(s && version && version <= s->version && (payload || !len) &&
+                   len >= s->min_len && len <= s->max_len && !(len & (s->multiple - 1)) &&
+                   nfds >= s->min_fds && nfds <= s->max_fds && !s->rsv_len &&
+                   type != CUC_RECORD_RELEASE && m->nrecs < CUC_MSG_MAX_RECORDS &&
+                   m->nfds + (uint64_t)nfds <= CUC_MSG_MAX_FDS &&
+                   m->wire_len + CUC__WIRE_REC_HDR + cuc__pad8(len) <= CUC_MSG_MAX_BYTES))
+        return 0; /* the common case, without naming anything */
+    return check_add_slow(m, type, version, payload, len, nfds);
+}
+
+static int check_add_slow(const cuc_msg *m, uint16_t type, uint16_t version,
+                          const void *payload, uint32_t len, uint32_t nfds)
 {
     const struct cuc__rec_shape *s = cuc__rec_shape_of(type);
     const char *name = cuc_record_type_name(type);
@@ -214,8 +244,9 @@ static int check_add(const cuc_msg *m, uint16_t type, uint16_t version,
 
 /* Appends the record; the fds, already owned by the message's caller, go
  * into the table as they are. */
-static int append(cuc_msg *m, uint16_t type, uint16_t version,
-                  const void *payload, uint32_t len, const int *fds, uint32_t nfds)
+static inline __attribute__((always_inline)) int
+append(cuc_msg *m, uint16_t type, uint16_t version, const void *payload, uint32_t len,
+       const void *tail, uint32_t tail_len, const int *fds, uint32_t nfds)
 {
     size_t off = cuc__pad8(m->data_len);
     struct cuc__wire_rec *r;
@@ -230,8 +261,10 @@ static int append(cuc_msg *m, uint16_t type, uint16_t version,
     r->off = (uint32_t)off;
     r->fd_first = nfds ? m->nfds : 0;
     r->nfds = nfds;
-    if (len)
-        memcpy(m->data + off, payload, len);
+    if (len - tail_len)
+        memcpy(m->data + off, payload, len - tail_len);
+    if (tail_len)
+        memcpy(m->data + off + (len - tail_len), tail, tail_len);
     m->data_len = off + len;
     if (nfds)
         memcpy(m->fds + m->nfds, fds, nfds * sizeof(int));
@@ -255,13 +288,34 @@ int cuc__msg_add_record_owned(cuc_msg *m, uint16_t type, uint16_t version,
     }
     rc = check_add(m, type, version, payload, len, nfds);
     if (!rc)
-        rc = append(m, type, version, payload, len, fds, nfds);
+        rc = append(m, type, version, payload, len, NULL, 0, fds, nfds);
     if (rc)
         goto close_given;
     return 0;
 close_given:
     if (fds)
         cuc__close_fds(fds, nfds);
+    return rc;
+}
+
+int cuc__msg_add_record_tail(cuc_msg *m, uint16_t type, uint16_t version, const void *head,
+                             uint32_t head_len, const void *tail, uint32_t tail_len)
+{
+    const struct cuc__rec_shape *s = cuc__rec_shape_of(type);
+    uint32_t len = head_len + tail_len;
+    int rc;
+
+    if (!m || !head || (tail_len && !tail) || len < head_len)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_add_record_tail: NULL argument or "
+                           "a %u + %u-byte payload", head_len, tail_len);
+    /* check_add reads the reserved field at payload: it must be the head's */
+    if (s && s->rsv_off + s->rsv_len > head_len)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_add_record_tail: the reserved field "
+                           "of a %s record is not in its %u-byte head",
+                           cuc_record_type_name(type), head_len);
+    rc = check_add(m, type, version, head, len, 0);
+    if (!rc)
+        rc = append(m, type, version, head, len, tail, tail_len, NULL, 0);
     return rc;
 }
 
@@ -302,7 +356,7 @@ int cuc__msg_add_record(cuc_msg *m, uint16_t type, uint16_t version,
     }
     rc = dup_all(fds, nfds, type, own);
     if (!rc) {
-        rc = append(m, type, version, payload, len, own, nfds);
+        rc = append(m, type, version, payload, len, NULL, 0, own, nfds);
         if (rc)
             cuc__close_fds(own, nfds);
     }
@@ -385,13 +439,14 @@ int cuc_msg_record(const cuc_msg *m, size_t index, struct cuc_record_view *view)
 int cuc__msg_record_of(const cuc_msg *m, size_t index, unsigned type,
                        struct cuc__record *rec)
 {
-    const char *want = cuc_record_type_name((int)type), *got;
+    const char *want, *got;
     struct cuc__record r;
     int rc = cuc__msg_record(m, index, &r);
 
     if (rc)
         return rc;
     if (r.type != type) {
+        want = cuc_record_type_name((int)type);
         got = cuc_record_type_name(r.type);
         return cuc__seterr(CUC_E_INVALID, "record %zu is %s %s record, not %s %s "
                            "record", index, article(got), got, article(want), want);
@@ -404,7 +459,24 @@ int cuc__msg_record_fixed(const cuc_msg *m, size_t index, unsigned type, uint32_
                           uint32_t nfds, struct cuc__record *rec)
 {
     struct cuc__record r;
-    int rc = cuc__msg_record_of(m, index, type, &r);
+    int rc;
+
+    /* The record every reader of a fixed-size record expects, read in
+     * place (a device record's whole decode is a few of these); anything
+     * else takes the checked path below for its message. */
+    if (CUC_LIKELY(m && rec && index < m->nrecs)) {
+        const struct cuc__wire_rec *w = &m->recs[index];
+        if (CUC_LIKELY(w->type == type && w->len == len && w->nfds == nfds)) {
+            rec->type = w->type;
+            rec->version = w->version;
+            rec->len = w->len;
+            rec->payload = m->data + w->off;
+            rec->nfds = w->nfds;
+            rec->fds = m->fds + w->fd_first;
+            return 0;
+        }
+    }
+    rc = cuc__msg_record_of(m, index, type, &r);
 
     if (rc)
         return rc;

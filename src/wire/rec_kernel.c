@@ -16,28 +16,26 @@ _Static_assert(CUC__KERNEL_FIXED + 2u + 1u == 51u, "update the kernel shape in r
 int cuc__kernel_rec_put(cuc_msg *m, const struct cuc_kernel_record *r)
 {
     size_t name_len = strlen(r->name) + 1, total;
-    uint8_t *p;
-    int rc;
+    uint8_t head[CUC__KERNEL_FIXED + CUC_KERNEL_NAME_MAX + 1];
 
     total = CUC__KERNEL_FIXED + name_len + r->image_len;
     if (total > CUC__WIRE_PAYLOAD_MAX)
         return cuc__seterr(CUC_E_LIMIT, "kernel \"%.256s\": its %zu-byte image does not "
                            "fit a message (at most %u bytes)", r->name, r->image_len,
                            CUC_MSG_MAX_BYTES);
-    p = malloc(total);
-    if (!p)
-        return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte kernel record", total);
-    cuc__put32(p, (uint32_t)r->kind);
-    cuc__put32(p + 4, (uint32_t)name_len);
-    cuc__put32(p + 8, (uint32_t)r->image_len);
-    cuc__put32(p + 12, 0);
-    memcpy(p + 16, r->hash, CUC_KERNEL_HASH_LEN);
-    memcpy(p + CUC__KERNEL_FIXED, r->name, name_len);
-    memcpy(p + CUC__KERNEL_FIXED + name_len, r->image, r->image_len);
-    rc = cuc__msg_add_record(m, CUC_RECORD_KERNEL, CUC_RECORD_KERNEL_VERSION, p,
-                             (uint32_t)total, NULL, 0);
-    free(p);
-    return rc;
+    if (name_len < 2 || name_len > CUC_KERNEL_NAME_MAX + 1)
+        return cuc__seterr(CUC_E_INVALID, "kernel record: a name of %zu bytes",
+                           name_len - 1);
+    cuc__put32(head, (uint32_t)r->kind);
+    cuc__put32(head + 4, (uint32_t)name_len);
+    cuc__put32(head + 8, (uint32_t)r->image_len);
+    cuc__put32(head + 12, 0);
+    memcpy(head + 16, r->hash, CUC_KERNEL_HASH_LEN);
+    memcpy(head + CUC__KERNEL_FIXED, r->name, name_len);
+    /* the image straight from the caller's bytes: one copy, not two */
+    return cuc__msg_add_record_tail(m, CUC_RECORD_KERNEL, CUC_RECORD_KERNEL_VERSION, head,
+                                    (uint32_t)(CUC__KERNEL_FIXED + name_len), r->image,
+                                    (uint32_t)r->image_len);
 }
 
 static int bad(size_t index, const char *what, uint32_t v, uint32_t len)

@@ -24,6 +24,12 @@ int cuc__msg_add_record(cuc_msg *m, uint16_t type, uint16_t version,
                         const void *payload, uint32_t len, const int *fds,
                         uint32_t nfds);
 
+/* A record with no fds whose payload is head then tail, copied once into
+ * the message (a kernel record's image goes in from the kernel's own
+ * copy). The shape's reserved field must lie in head. */
+int cuc__msg_add_record_tail(cuc_msg *m, uint16_t type, uint16_t version, const void *head,
+                             uint32_t head_len, const void *tail, uint32_t tail_len);
+
 /* Like cuc__msg_add_record, but the message takes ownership of fds (closed
  * by the message, also when this call fails). */
 int cuc__msg_add_record_owned(cuc_msg *m, uint16_t type, uint16_t version,
@@ -85,6 +91,15 @@ void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out
  * time and memory, no system call but close() on failure. */
 int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
                     cuc_msg **out);
+
+/* cuc__msg_decode of the len bytes at buf, a malloc'ed block: when it
+ * succeeds with *adopted 1 the message took buf (its records are read in
+ * place, and freed with it) instead of copying them; otherwise buf stays
+ * the caller's. A message of more than the message's inline storage is
+ * adopted (a channel's rejoined frames: a 1 MiB kernel record is not
+ * copied again). */
+int cuc__msg_decode_adopt(void *buf, size_t len, int *fds, size_t nfds, cuc_msg **out,
+                          int *adopted);
 
 /* ---- objects a message keeps alive, and leases on them ----
  *
