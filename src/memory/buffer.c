@@ -710,6 +710,42 @@ static void unhold(void *obj)
         release_as(b, NULL, 0); /* no caller to report to */
 }
 
+/* After the last hold of b went (its state FREEING): its release, as
+ * unhold() makes it. */
+static void unheld_last(cuc_buffer *b)
+{
+    if (b->creator != cuc__pid()) {
+        drop_inherited(b); /* an inherited message destroyed in a child */
+    } else if (view_now(b)) {
+        pthread_mutex_lock(&b->pool->lock);
+        release_view_locked(b, NULL, 0);
+    } else {
+        release_as(b, NULL, 0); /* no caller to report to */
+    }
+}
+
+/* unhold for many (a message's buffers as it goes), one lock a run of
+ * buffers of one pool; the releases of those it kept last follow. */
+static void unhold_many(const struct cuc__lease_att *atts, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        cuc_pool *pool = ((cuc_buffer *)atts[i].obj)->pool;
+        cuc_buffer *last[64];
+        size_t k = 0;
+        pthread_mutex_lock(&pool->lock);
+        for (; i < n && k < CUC_ARRAY_LEN(last) && ((cuc_buffer *)atts[i].obj)->pool == pool;
+             i++) {
+            cuc_buffer *b = atts[i].obj;
+            b->holds--;
+            if (cuc__buffer_unkept_locked(b))
+                last[k++] = b;
+        }
+        pthread_mutex_unlock(&pool->lock);
+        for (size_t j = 0; j < k; j++)
+            unheld_last(last[j]);
+    }
+}
+
 static void lease_begin(void *obj)
 {
     cuc_buffer *b = obj;
@@ -757,7 +793,7 @@ static void lease_end(void *obj, uint64_t id, int why)
 }
 
 const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin, lease_end, hold, unhold,
-                                                     lease_begin_many};
+                                                     lease_begin_many, unhold_many};
 
 /* ---- getters, lease counts ---- */
 

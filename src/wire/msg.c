@@ -134,8 +134,15 @@ void cuc_msg_destroy(cuc_msg *m)
         free(m->data);
     if (m->fds != m->fd_inline)
         free(m->fds);
-    for (size_t i = 0; i < m->natts; i++)
-        m->atts[i].ops->unref(m->atts[i].obj);
+    for (size_t i = 0, k; i < m->natts; i = k) {
+        const struct cuc__lease_ops *ops = m->atts[i].ops;
+        for (k = i + 1; ops->unref_many && k < m->natts && m->atts[k].ops == ops; k++)
+            ;
+        if (ops->unref_many)
+            ops->unref_many(m->atts + i, k - i);
+        else
+            ops->unref(m->atts[i].obj);
+    }
     if (m->atts)
         free(m->atts);
     if (m->origin)

@@ -121,9 +121,11 @@ struct cuc__lease_ops {
     void (*end)(void *obj, uint64_t lease_id, int why);
     void (*ref)(void *obj);
     void (*unref)(void *obj);
-    /* optional: begin for each of atts[0..n) (all of these ops), as a
-     * begin each would, for a message of many (one lock a run) */
+    /* optional: begin, and unref, for each of atts[0..n) (all of these
+     * ops), as one call each would, for a message of many (one lock a
+     * run) */
     void (*begin_many)(const struct cuc__lease_att *atts, size_t n);
+    void (*unref_many)(const struct cuc__lease_att *atts, size_t n);
 };
 
 /* Attaches obj under lease_id (not 0): ops->ref(obj) now. */
