@@ -306,6 +306,116 @@ static void test_wrap_calls(void)
 
 /* ---- across processes ---- */
 
+/* The simulator's count of every call since *mark, which moves to now. */
+static long long calls_since(long long *mark)
+{
+    long long now = sim_calls("*"), d = now - *mark;
+
+    *mark = now;
+    return d;
+}
+
+#define SHARED 3 /* bases in test_share_calls's message */
+
+/* args: UUID. The importer's driver calls for the first share of SHARED
+ * bases (the simulator's counter): cuc_msg_get_buffer activates the
+ * device (cuCtxGetCurrent: the user may have changed the context between
+ * calls), opens (cuIpcOpenMemHandle) and checks the size the record
+ * claims against what the driver mapped (cuMemGetAddressRange: a forged
+ * size is refused, test_local); cuc_buffer_unref_many_async waits for the
+ * stream once (cuCtxGetCurrent, cuStreamSynchronize) and closes each
+ * (cuIpcCloseMemHandle) with that device current already. Raw: an open and
+ * a close a base. */
+static int child_count(int argc, char **argv)
+{
+    cuc_channel *ch = child_channel();
+    cuc_msg *m = recv_msg(ch);
+    long long mark, opens, ranges, syncs, closes;
+    cuc_buffer *b[SHARED];
+    cuc_device *dev;
+    cuc_uuid u;
+
+    CHECK(argc == 1 && cuc_msg_record_count(m) == SHARED);
+    /* the device current already, as in a program that used it before */
+    CHECK_OK(cuc_uuid_parse(argv[0], &u));
+    CHECK_OK(cuc_device_get_by_uuid(&u, &dev));
+    CHECK_OK(cuc_device_set_current(dev));
+    opens = sim_calls("cuIpcOpenMemHandle");
+    ranges = sim_calls("cuMemGetAddressRange");
+    mark = sim_calls("*");
+    for (int i = 0; i < SHARED; i++)
+        CHECK_OK(cuc_msg_get_buffer(m, (size_t)i, &b[i]));
+    CHECK(calls_since(&mark) == 3 * SHARED);
+    CHECK(sim_calls("cuIpcOpenMemHandle") == opens + SHARED);
+    CHECK(sim_calls("cuMemGetAddressRange") == ranges + SHARED);
+    syncs = sim_calls("cuStreamSynchronize");
+    closes = sim_calls("cuIpcCloseMemHandle");
+    CHECK_OK(cuc_buffer_unref_many_async(b, SHARED, NULL));
+    CHECK(calls_since(&mark) == 2 + SHARED);
+    CHECK(sim_calls("cuStreamSynchronize") == syncs + 1);
+    CHECK(sim_calls("cuIpcCloseMemHandle") == closes + SHARED);
+    cuc_msg_destroy(m);
+    send_empty(ch);
+    cuc_channel_destroy(ch);
+    return test_finish();
+}
+
+/* The exporter's driver calls for the first share of SHARED bases: each
+ * wrap asks the driver what the pointer is (cuCtxGetCurrent to activate,
+ * one cuPointerGetAttributes) and takes the handle (cuIpcGetMemHandle);
+ * adding them to a message and sending it call nothing, nor do the
+ * unrefs (a leased wrapped base's free is deferred on the legacy stream:
+ * no event, no activation) or the lease wait. Raw: a cuIpcGetMemHandle a
+ * base. */
+static void test_share_calls(void)
+{
+    CUdeviceptr base[SHARED];
+    char env[512], uuid[CUC_UUID_STRLEN];
+    const char *args[2] = {uuid, NULL};
+    long long mark = sim_calls("*"), attrs, gets, events;
+    cuc_buffer *b[SHARED];
+    cuc_channel *ch;
+    cuc_pool *legacy;
+    cuc_msg *m;
+    pid_t pid;
+
+    if (mark < 0)
+        return; /* the counts are the simulator's */
+    for (int i = 0; i < SHARED; i++)
+        base[i] = mem_alloc(dev0, BASE);
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(dev0));
+    pt_child_cvd(env, sizeof(env));
+    ch = start("count", args, env, &pid);
+    attrs = sim_calls("cuPointerGetAttributes");
+    gets = sim_calls("cuIpcGetMemHandle");
+    mark = sim_calls("*");
+    CHECK_OK(cuc_msg_create(&m));
+    for (int i = 0; i < SHARED; i++) {
+        CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)base[i], BASE, &b[i]));
+        CHECK_OK(cuc_msg_add_buffer(m, b[i]));
+    }
+    CHECK(calls_since(&mark) == 3 * SHARED);
+    CHECK(sim_calls("cuPointerGetAttributes") == attrs + SHARED);
+    CHECK(sim_calls("cuIpcGetMemHandle") == gets + SHARED);
+    legacy = cuc_pool_ref(cuc_buffer_pool(b[0]));
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    CHECK(calls_since(&mark) == 0);
+    events = sim_calls("cuEventCreate");
+    for (int i = 0; i < SHARED; i++)
+        CHECK_OK(cuc_buffer_unref_async(b[i], NULL));
+    CHECK(calls_since(&mark) == 0);
+    CHECK(sim_calls("cuEventCreate") == events);
+    wait_empty(ch);
+    CHECK_OK(cuc_pool_lease_wait(legacy, ch, 0, RECV_MS));
+    CHECK(calls_since(&mark) == 0);
+    CHECK(wait_child(pid) == 0);
+    cuc_pool_unref(legacy);
+    cuc_channel_destroy(ch);
+    for (int i = 0; i < SHARED; i++)
+        mem_free(base[i]);
+}
+
 /* args: UUID, role. The two parts of one base: one open, the bytes, a
  * write back into the second; then (reversed) frees and reports the
  * close, or (hold) waits to be killed. */
@@ -413,6 +523,8 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         if (!strcmp(argv[2], "get"))
             return child_get(argc - 3, argv + 3);
+        if (!strcmp(argv[2], "count"))
+            return child_count(argc - 3, argv + 3);
         return 2;
     }
     unsetenv("CUDA_VISIBLE_DEVICES");
@@ -423,6 +535,7 @@ int main(int argc, char **argv)
     test_refusals();
     test_local();
     test_wrap_calls();
+    test_share_calls();
     round_trip("free");
     round_trip("hold");
     FD_CHECK_NO_LEAK();
