@@ -25,6 +25,7 @@
 #include "driver/driver.h"
 #include "memory/buffer.h"
 #include "wire/records.h"
+#include "channel_test.h"
 
 #define RECV_MS 30000
 #define BASE 8192
@@ -45,54 +46,6 @@ static long long sim_calls(const char *name)
     CHECK(f != NULL && f(name, &n) == 0);
     dlclose(h);
     return (long long)n;
-}
-
-static cuc_channel *child_channel(void)
-{
-    const char *s = getenv("CUC_TEST_FD");
-    cuc_channel *ch;
-
-    CHECK(s != NULL);
-    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
-    return ch;
-}
-
-static cuc_msg *recv_msg(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_channel_recv(ch, RECV_MS, &m));
-    return m;
-}
-
-static void send_empty(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_channel_send(ch, m));
-    cuc_msg_destroy(m);
-}
-
-static void wait_empty(cuc_channel *ch)
-{
-    cuc_msg *m = recv_msg(ch);
-
-    CHECK(cuc_msg_record_count(m) == 0);
-    cuc_msg_destroy(m);
-}
-
-static cuc_channel *start(const char *role, const char *const *args, const char *env,
-                          pid_t *pid)
-{
-    const char *envs[2] = {env, NULL};
-    cuc_channel *mine, *theirs;
-
-    CHECK_OK(cuc_channel_pair(&mine, &theirs));
-    *pid = spawn_self(role, args, envs, cuc_channel_fd(theirs));
-    CHECK(*pid > 0);
-    cuc_channel_destroy(theirs);
-    return mine;
 }
 
 static size_t leases_of(const cuc_buffer *b)
@@ -328,8 +281,8 @@ static long long calls_since(long long *mark)
  * a close a base. */
 static int child_count(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
-    cuc_msg *m = recv_msg(ch);
+    cuc_channel *ch = ct_child_channel();
+    cuc_msg *m = ct_recv(ch);
     long long mark, opens, ranges, syncs, closes;
     cuc_buffer *b[SHARED];
     cuc_device *dev;
@@ -355,7 +308,7 @@ static int child_count(int argc, char **argv)
     CHECK(sim_calls("cuStreamSynchronize") == syncs + 1);
     CHECK(sim_calls("cuIpcCloseMemHandle") == closes + SHARED);
     cuc_msg_destroy(m);
-    send_empty(ch);
+    ct_send_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();
 }
@@ -385,7 +338,7 @@ static void test_share_calls(void)
         base[i] = mem_alloc(dev0, BASE);
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(dev0));
     pt_child_cvd(env, sizeof(env));
-    ch = start("count", args, env, &pid);
+    ch = ct_start("count", args, env, &pid);
     attrs = sim_calls("cuPointerGetAttributes");
     gets = sim_calls("cuIpcGetMemHandle");
     mark = sim_calls("*");
@@ -406,7 +359,7 @@ static void test_share_calls(void)
         CHECK_OK(cuc_buffer_unref_async(b[i], NULL));
     CHECK(calls_since(&mark) == 0);
     CHECK(sim_calls("cuEventCreate") == events);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     CHECK_OK(cuc_pool_lease_wait(legacy, ch, 0, RECV_MS));
     CHECK(calls_since(&mark) == 0);
     CHECK(wait_child(pid) == 0);
@@ -421,8 +374,8 @@ static void test_share_calls(void)
  * close, or (hold) waits to be killed. */
 static int child_get(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
-    cuc_msg *m = recv_msg(ch);
+    cuc_channel *ch = ct_child_channel();
+    cuc_msg *m = ct_recv(ch);
     long long opens = sim_calls("cuIpcOpenMemHandle");
     long long closes = sim_calls("cuIpcCloseMemHandle");
     cuc_buffer *b[2];
@@ -448,12 +401,12 @@ static int child_get(int argc, char **argv)
     CHECK_OK(cuc_memcpy(cuc_buffer_ptr(b[1]), w, PART, NULL));
     CHECK_OK(cuc_stream_synchronize(pt_stream(b[1])));
     cuc_msg_destroy(m);
-    send_empty(ch);
+    ct_send_empty(ch);
     if (!strcmp(argv[1], "hold")) {
-        wait_empty(ch); /* never comes: killed */
+        ct_wait_empty(ch); /* never comes: killed */
         return 3;
     }
-    wait_empty(ch);
+    ct_wait_empty(ch);
     CHECK_OK(cuc_buffer_unref_async(b[0], NULL));
     if (closes >= 0)
         CHECK(sim_calls("cuIpcCloseMemHandle") == closes); /* b[1] keeps the base */
@@ -461,7 +414,7 @@ static int child_get(int argc, char **argv)
     CHECK_OK(cuc_buffer_unref_many_async(last, 2, NULL));
     if (closes >= 0)
         CHECK(sim_calls("cuIpcCloseMemHandle") == closes + 2);
-    send_empty(ch);
+    ct_send_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();
 }
@@ -479,7 +432,7 @@ static void round_trip(const char *role)
 
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(dev0));
     pt_child_cvd(env, sizeof(env));
-    ch = start("get", args, env, &pid);
+    ch = ct_start("get", args, env, &pid);
     CHECK_OK(cuc_msg_create(&m));
     for (int i = 0; i < 2; i++) {
         CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + (size_t)i * PART), PART,
@@ -492,7 +445,7 @@ static void round_trip(const char *role)
     CHECK_OK(cuc_msg_add_buffer(m, whole));
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     CHECK(leases_of(b[0]) == 1 && leases_of(b[1]) == 1 && leases_of(whole) == 1);
     CHECK_OK(cuc_memcpy(got, cuc_buffer_ptr(b[1]), PART, pt_stream(b[1])));
     for (size_t k = 0; k < PART; k++)
@@ -501,8 +454,8 @@ static void round_trip(const char *role)
         CHECK(kill(pid, SIGKILL) == 0);
         CHECK(wait_child(pid) == 128 + SIGKILL);
     } else {
-        send_empty(ch);
-        wait_empty(ch);
+        ct_send_empty(ch);
+        ct_wait_empty(ch);
         CHECK(wait_child(pid) == 0);
     }
     for (int i = 0; i < 2; i++) {
