@@ -104,10 +104,6 @@ def ops(*tokens):
     return b"".join(t.to_bytes(8, "little") for t in tokens)
 
 
-def tokens(data):
-    return [int.from_bytes(data[i:i + 8], "little") for i in range(0, len(data), 8)]
-
-
 def token_of(data):
     from test_share_leases import token_of as t
     return t(data)

@@ -8,6 +8,8 @@ import pickle
 import tempfile
 import time
 
+import pytest
+
 import cucore
 from conftest import fd_count
 from test_multiproc import Child, Raw, wait_claimed
@@ -114,11 +116,13 @@ def test_claim_after_every_lease_ended_is_stale():
     buf.close()
 
 
-def test_sent_on_through_a_channel_waits_for_its_receiver():
+@pytest.mark.parametrize("b_reads", ["close_channel", "pump_channel"])
+def test_sent_on_through_a_channel_waits_for_its_receiver(b_reads):
     """A pickles a buffer to B; B sends it on through a cucore Channel to C
     and drops its object: A's free waits until C released it (B's claim
-    on A is parked until the channel's lease ended), and C reads A's
-    bytes meanwhile."""
+    on A is parked until the channel's lease ended: B reads C's release
+    from the closed channel's lingering link, or by pumping it), and C
+    reads A's bytes meanwhile."""
     pool = cucore.Pool(1 % N)
     b_child, c_child = Child("spawn", None), Child("spawn", None)
     path = os.path.join(tempfile.mkdtemp(prefix="cucore-test-"), "c.sock")
@@ -139,8 +143,13 @@ def test_sent_on_through_a_channel_waits_for_its_receiver():
         assert c_child.call("describe_held") == expect
         assert b_child.call("parked", 1) == 1  # B keeps it for the channel's lease
         c_child.call("drop")  # C's release reaches B's channel
-        assert b_child.call("close_channel") is True  # lingers: the wait reads it
-        assert b_child.call("parked", 0) == 0
+        time.sleep(0.2)
+        assert pool.lease_count() == 1  # until B has read it
+        if b_reads == "close_channel":
+            assert b_child.call("close_channel") is True  # lingers: the wait reads it
+            assert b_child.call("parked", 0) == 0
+        else:
+            assert b_child.call("pump_channel") == 0
         pool.lease_wait(0, timeout=10)
         assert pool.lease_count() == 0
         for b in others:

@@ -142,6 +142,12 @@ def handle(op, objs):
     if op == "close_channel":  # its leases linger; their releases are read then
         KEPT.pop("channel").close()
         return True
+    if op == "pump_channel":  # the channel kept open: its releases read by pumping it
+        import time
+        deadline = time.time() + 10
+        while cucore._core._share_parked() and time.time() < deadline:
+            KEPT["channel"].pump(timeout=0.05)
+        return cucore._core._share_parked()
     if op == "parked":  # until objs[0] imports are parked, within 10 s
         import time
         deadline = time.time() + 10
