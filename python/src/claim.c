@@ -187,6 +187,7 @@ static void *flush_main(void *arg)
             queued -= n;
             pthread_mutex_unlock(&mu);
             share_conn_post(q->c, ops, n); /* one message; a gone exporter drops it */
+            share_conn_drain(q->c);        /* stale notices of earlier rounds */
             free(ops);
             pthread_mutex_lock(&mu);
         }

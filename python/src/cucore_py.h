@@ -166,6 +166,9 @@ struct conn; /* the kept channel to one exporter */
 /* Sends n lease ops (claims; releases with bit 63) as one message, without
  * waiting for an answer; an exporter that is gone drops them. */
 void share_conn_post(struct conn *c, const uint64_t *ops, size_t n);
+/* Reads the stale notices that came unasked, without waiting (claim.c's
+ * thread after each round; a request in progress reads them itself). */
+void share_conn_drain(struct conn *c);
 
 /* hold.c: the exporter's holds (a pickle's token) and leases (a claimed
  * token, one connection's). */

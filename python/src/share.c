@@ -733,6 +733,29 @@ void share_conn_post(struct conn *c, const uint64_t *ops, size_t n)
     }
 }
 
+/* Reads what the exporter sent unasked (stale notices) without waiting,
+ * unless a request is using the channel (it reads them itself): so that
+ * notices never pile up in the socket while this process only posts. */
+void share_conn_drain(struct conn *c)
+{
+    uint32_t tag;
+    cuc_msg *m;
+    int fd;
+
+    if (pthread_mutex_trylock(&c->mu))
+        return;
+    while (c->ch && !__atomic_load_n(&c->gone, __ATOMIC_RELAXED) &&
+           cuc_channel_recv(c->ch, 0, &m) == 0) {
+        take_fd_record(m, &tag, &fd);
+        if (fd >= 0 && tag == NOTICE_STALE)
+            read_notice(c, fd);
+        else if (fd >= 0)
+            close(fd); /* a reply nobody waits for (its request timed out) */
+        cuc_msg_destroy(m);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 static PyObject *exporter_gone(const char *kind, const char *path, pid_t pid)
 {
     int alive = kill(pid, 0) == 0 || errno == EPERM;

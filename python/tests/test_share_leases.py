@@ -110,6 +110,10 @@ def test_claim_after_every_lease_ended_is_stale():
         assert buf.lease_count() == 0  # the late claim leased nothing
         late.call("drop")
         assert late.call("fds") > 0  # it goes on
+        # without a flush: the notice is read after a later round of lease ops
+        fresh = [Raw(pickle.dumps(pool.allocate(32))) for _ in range(50)]  # 50 objects there
+        got = late.call("until_stale", Raw(data), *fresh)
+        assert got[0] == "error" and "token %016x" % token_of(data) in got[3], got
     finally:
         first.close()
         late.close()

@@ -124,6 +124,16 @@ def handle(op, objs):
         HELD.extend(objs)
         cucore._core._share_flush()
         return [describe(o) for o in objs]
+    if op == "until_stale":  # (stale, *fresh): fresh ones dropped one a round until it raises
+        import time
+        for o in objs[1:]:
+            o.close()  # a release: the claim thread's round reads notices after it
+            time.sleep(0.01)
+            try:
+                describe(objs[0])
+            except cucore.Error as e:
+                return error_of(e)
+        return describe(objs[0])
     if op == "listen":  # (path,): a listener for "accept_recv"
         KEPT["listener"] = cucore.listen(objs[0])
         return True
