@@ -21,7 +21,8 @@
  * refusal is one fd record tagged REPLY_ERROR | -status with the
  * exporter's message in its memfd. Claims of REQ_LEASES that found no hold
  * or lease (hold.c) are answered by one NOTICE_STALE message holding their
- * tokens, which the importer reads before its next reply. */
+ * tokens, which the importer reads before its next reply, or after its
+ * next round of lease ops (share_conn_drain). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -161,7 +162,7 @@ static int serve_one(cuc_channel *ch, uint32_t tag, const void *data, size_t n)
     return rc;
 }
 
-static void serve_claim_ok(cuc_channel *ch)
+static void send_ok(cuc_channel *ch)
 {
     cuc_msg *m;
 
@@ -180,16 +181,16 @@ static void serve_claim(cuc_channel *ch, struct lessee *l, uint64_t token)
     int rc = hold_apply(l, token, 1);
 
     if (rc < 0) {
-        snprintf(text, sizeof(text), "no hold or lease of token %016llx here: the pickle "
-                 "was loaded after its hold (CUCORE_SHARE_HOLD_MS) and every receiver's "
-                 "lease of it ended", (unsigned long long)token);
-        rc = data_msg(REPLY_ERROR | (uint32_t)-rc, text, strlen(text), &m);
+        snprintf(text, sizeof(text), rc == CUC_E_NOMEM ? "no memory here for a lease of "
+                 "token %016llx" : "no hold or lease of token %016llx here: the pickle was "
+                 "loaded after its hold (CUCORE_SHARE_HOLD_MS) and every receiver's lease "
+                 "of it ended", (unsigned long long)token);
+        if (data_msg(REPLY_ERROR | (uint32_t)-rc, text, strlen(text), &m) == 0) {
+            cuc_channel_send(ch, m);
+            cuc_msg_destroy(m);
+        }
     } else {
-        rc = data_msg(REPLY_OK, "", 0, &m);
-    }
-    if (rc == 0) {
-        cuc_channel_send(ch, m);
-        cuc_msg_destroy(m);
+        send_ok(ch);
     }
 }
 
@@ -242,7 +243,7 @@ static void serve(cuc_channel *ch, cuc_msg *req, struct lessee *l)
     } else if (tag == REQ_CLAIM && n == 8) {
         serve_claim(ch, l, data[0]);
     } else if (tag == REQ_SYNC && n == 0) {
-        serve_claim_ok(ch);
+        send_ok(ch);
     } else {
         serve_one(ch, tag, data, (size_t)n);
     }
