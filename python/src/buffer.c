@@ -27,6 +27,7 @@ PyObject *buffer_wrap(cuc_buffer *b)
     bo->rec = NULL;
     bo->lease_at = 0;
     bo->claimed = 0;
+    bo->up = NULL;
     if (live_put_ptr(b, (PyObject *)bo))
         Py_CLEAR(bo);
     return (PyObject *)bo;
@@ -48,14 +49,22 @@ int buffer_live(PyBuffer *b)
         PyErr_SetString(PyExc_ValueError, "the buffer is closed");
         return -1;
     }
-    return 0;
+    return b->claimed || b->up ? claim_check(b->claimed ? b->b : b->up) : 0;
+}
+
+/* The imports that arrived by pickle whose memory the object maps. */
+struct uses buffer_uses(const PyBuffer *o)
+{
+    struct uses u = {o->claimed ? o->b : NULL, o->up};
+
+    return u;
 }
 
 /* Drops the reference (on stream s); the object stays, closed. */
 static int buffer_drop(PyBuffer *o, cuc_stream *s)
 {
     cuc_buffer *b = o->b;
-    struct imp *e;
+    struct uses u = buffer_uses(o);
     int rc;
 
     if (!b)
@@ -63,13 +72,11 @@ static int buffer_drop(PyBuffer *o, cuc_stream *s)
     live_del_ptr(b);
     o->b = NULL;
     Py_CLEAR(o->rec);
-    e = o->claimed ? claim_py_drop(b) : NULL;
-    if (o->claimed && !s && claim_drop_later(b, e) == 0)
+    if ((u.own || u.up) && !s && claim_drop_later(b, u) == 0)
         return 0; /* with the others closed meanwhile: claim.c */
     Py_BEGIN_ALLOW_THREADS
-    rc = cuc_buffer_unref_async(b, s);
+    rc = claim_finish(b, u, s); /* counted off after the unmap: the exporter may free then */
     Py_END_ALLOW_THREADS
-    claim_release(e); /* after the unmap: the exporter may free then */
     return rc;
 }
 
@@ -234,6 +241,21 @@ static PyObject *buf_leases(PyObject *self, PyObject *noargs)
     return rc ? py_raise(rc) : PyLong_FromSize_t(n);
 }
 
+/* A view made here: a user of the import its parent maps, if that
+ * arrived by pickle (the claims upstream wait for the view too). */
+static PyObject *view_wrap(PyBuffer *parent, cuc_buffer *v)
+{
+    const cuc_buffer *up = parent->claimed ? parent->b : parent->up;
+    PyObject *o = buffer_wrap(v);
+    struct uses u = {NULL, up};
+
+    if (o && up && !((PyBuffer *)o)->up) {
+        ((PyBuffer *)o)->up = up;
+        claim_use(u);
+    }
+    return o;
+}
+
 /* view(offset, size): a part of the buffer as a Buffer of its own (no
  * driver call); it keeps the allocation alive, and pickles as the
  * allocation's identity + offset + size (the receiver imports the
@@ -251,7 +273,7 @@ static PyObject *buf_view(PyObject *self, PyObject *args, PyObject *kw)
     if (off < 0 || size <= 0)
         return py_raise_fmt(CUC_E_INVALID, "view: offset %zd, size %zd", off, size);
     rc = cuc_buffer_view(B(self), (size_t)off, (size_t)size, &v);
-    return rc ? py_raise(rc) : buffer_wrap(v);
+    return rc ? py_raise(rc) : view_wrap((PyBuffer *)self, v);
 }
 
 static PyObject *buf_reduce(PyObject *self, PyObject *noargs)

@@ -2,15 +2,22 @@
  * exporter's side).
  *
  * Each buffer imported through a pickle remembers the (exporter, token)
- * claims it arrived under. The claims and, later, their releases go to
+ * claims it arrived under, and counts its users: the references of this
+ * process that map its memory (its Python object, each Python view made
+ * from it, each hold or lease of it given out from here: A -> B -> C). The claims and, later, their releases go to
  * the exporter on the kept channel (share.c) without waiting for an
  * answer: they are queued here and a background thread sends what is
  * queued as one message per exporter, so that a list of n buffers costs a
- * few messages, not n. A buffer's claims are released when its Python
- * object has gone and no hold or lease of this process keeps it for a
- * process further on (A -> B -> C: B releases A's lease only after C's
- * ended), after its reference was dropped (the last one unmaps it and
- * waits for its stream first). */
+ * few messages, not n. A buffer's claims are released when its last user
+ * has gone: a user is counted off only after its reference was dropped
+ * (the last one unmaps the memory and waits for its stream first), and a
+ * reference with leases of its own (sent on through a cucore Channel from
+ * here) is dropped only once those ended: until then it is parked
+ * (park.c).
+ *
+ * A claim that reached the exporter after every hold and lease of its
+ * token had ended comes back in a stale notice (share.c): the buffer it
+ * was imported as is marked, and its uses raise from then on. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,11 +33,12 @@ struct claim {
 
 struct imp {
     struct imp *chain;
-    const cuc_buffer *b; /* the key: the Python object's or a hold's reference keeps it */
-    int py;              /* a Python object has it */
-    size_t down;         /* holds and leases of it given out from here */
+    const cuc_buffer *b; /* the key (never dereferenced: its users may outlive it) */
+    size_t users;        /* references that map it, not yet dropped */
     size_t n, cap;
     struct claim *claims;
+    uint64_t stale;      /* a claim the exporter found nothing for, or 0 */
+    long stale_pid;
 };
 
 struct queue {
@@ -50,11 +58,14 @@ static int flushing, started, asleep, closing;
 static pthread_t flusher;
 static struct drop {
     cuc_buffer *b;  /* a reference to drop */
-    struct imp *e;  /* its claims to release then, or NULL */
+    struct uses u;  /* the imports whose user it was */
 } *drops;
 static size_t ndrops, drops_cap;
+static size_t nstale; /* entries marked stale: buffer uses look only then */
 
 #define BATCH_NAP_US 100 /* a lone op waits this long for company */
+
+static void claim_release(struct imp *e);
 
 static size_t bucket(const void *p)
 {
@@ -97,6 +108,8 @@ static void remove_locked(struct imp *e)
         p = &(*p)->chain;
     *p = e->chain;
     nimps--;
+    if (e->stale)
+        __atomic_sub_fetch(&nstale, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- the queue and its thread ---- */
@@ -109,8 +122,9 @@ static void nap_us(long us)
 }
 
 /* The buffers closed since the last round, dropped together (one
- * synchronize a stream, cuc_buffer_unref_many_async), then their claims
- * released (queued: they go out in this round). */
+ * synchronize a stream, cuc_buffer_unref_many_async), then counted off
+ * their imports (whose claims, released, go out in this round); those
+ * with leases of their own are parked instead. */
 static void drop_all_locked(void)
 {
     struct drop *d = drops;
@@ -124,14 +138,19 @@ static void drop_all_locked(void)
     queued -= n;
     pthread_mutex_unlock(&mu);
     bufs = malloc(n * sizeof(*bufs));
+    for (i = 0; i < n; i++)
+        if (park_if_leased(d[i].b, d[i].u))
+            d[i].b = NULL; /* sent on from here: park.c drops it */
     for (i = 0; bufs && i < n; i++)
         bufs[i] = d[i].b;
     if (bufs)
         cuc_buffer_unref_many_async(bufs, n, NULL);
     for (i = 0; i < n; i++) {
+        if (!d[i].b)
+            continue;
         if (!bufs)
             cuc_buffer_unref_async(d[i].b, NULL);
-        claim_release(d[i].e);
+        claim_unuse(d[i].u);
     }
     free(bufs);
     free(d);
@@ -168,6 +187,7 @@ static void *flush_main(void *arg)
             queued -= n;
             pthread_mutex_unlock(&mu);
             share_conn_post(q->c, ops, n); /* one message; a gone exporter drops it */
+            share_conn_drain(q->c);        /* stale notices of earlier rounds */
             free(ops);
             pthread_mutex_lock(&mu);
         }
@@ -234,9 +254,10 @@ static int post_locked(struct conn *c, uint64_t op)
     return 0;
 }
 
-/* b's reference (and then e's claims) for the thread to drop with the
- * others closed meanwhile: 0, or CUC_E_NOMEM (the caller drops it now). */
-int claim_drop_later(cuc_buffer *b, struct imp *e)
+/* b's reference (a user of the imports u) for the thread to drop with
+ * the others closed meanwhile: 0, or CUC_E_NOMEM (the caller drops it now:
+ * claim_finish). */
+int claim_drop_later(cuc_buffer *b, struct uses u)
 {
     int rc = CUC_E_NOMEM;
 
@@ -252,7 +273,7 @@ int claim_drop_later(cuc_buffer *b, struct imp *e)
     }
     if (!closing && ndrops < drops_cap && start_locked() == 0) {
         drops[ndrops].b = b;
-        drops[ndrops++].e = e;
+        drops[ndrops++].u = u;
         wake_locked();
         rc = 0;
     }
@@ -283,8 +304,9 @@ void claim_flush(void)
 /* ---- imports ---- */
 
 /* b arrived under (c, token); post: the claim still has to be sent (it
- * was not made synchronously). The same claim twice counts once. */
-int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post)
+ * was not made synchronously); use: a new user of b (a Python object that
+ * did not have it). The same claim twice counts once. */
+int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post, int use)
 {
     struct imp *e;
     size_t i;
@@ -309,8 +331,8 @@ int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post)
             struct claim *grown = realloc(e->claims, cap * sizeof(*grown));
 
             if (!grown) {
-                pthread_mutex_unlock(&mu);
-                return CUC_E_NOMEM;
+                rc = CUC_E_NOMEM;
+                goto out_unlock;
             }
             e->claims = grown;
             e->cap = cap;
@@ -320,24 +342,129 @@ int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post)
         if (post)
             rc = post_locked(c, token);
     }
-    if (e)
-        e->py = 1;
+    if (e && use)
+        e->users++;
+out_unlock:
     pthread_mutex_unlock(&mu);
     return rc;
 }
 
+/* One user more of the imports u (a view made from one, a hold given out
+ * from here); the caller holds a user of them, so their entries exist. */
+void claim_use(struct uses u)
+{
+    struct imp *e;
+
+    pthread_mutex_lock(&mu);
+    if (u.own && (e = find_locked(u.own)))
+        e->users++;
+    if (u.up && (e = find_locked(u.up)))
+        e->users++;
+    pthread_mutex_unlock(&mu);
+}
+
+static struct imp *unuse_locked(const cuc_buffer *k)
+{
+    struct imp *e = k ? find_locked(k) : NULL;
+
+    if (!e || !e->users || --e->users)
+        return NULL;
+    remove_locked(e);
+    return e;
+}
+
+/* A user of the imports u has dropped its reference: an import left with
+ * none has its claims released (the exporter may free then). */
+void claim_unuse(struct uses u)
+{
+    struct imp *own, *up;
+
+    pthread_mutex_lock(&mu);
+    own = unuse_locked(u.own);
+    up = unuse_locked(u.up);
+    pthread_mutex_unlock(&mu);
+    claim_release(own);
+    claim_release(up);
+}
+
+/* A token this process will not keep: claimed (a lease of our
+ * connection, if it was not yet) and released, so that only our lease
+ * ends, never another receiver's or the hold they may still claim. */
 int claim_give_back(struct conn *c, uint64_t token)
 {
     int rc;
 
     pthread_mutex_lock(&mu);
-    rc = post_locked(c, token | RELEASE_BIT);
+    rc = post_locked(c, token);
+    if (rc == 0)
+        rc = post_locked(c, token | RELEASE_BIT);
     pthread_mutex_unlock(&mu);
     return rc;
 }
 
+/* b's reference, a user of the imports u, dropped (on stream s), then
+ * counted off them; while b has leases of its own (sent on a cucore
+ * Channel from here) both wait for those to end (park.c). */
+int claim_finish(cuc_buffer *b, struct uses u, cuc_stream *s)
+{
+    int rc;
+
+    if (park_if_leased(b, u))
+        return 0;
+    rc = cuc_buffer_unref_async(b, s);
+    claim_unuse(u); /* after the unmap: the exporter may free then */
+    return rc;
+}
+
+/* The exporter (pid) of connection c found nothing for these claims: the
+ * buffers imported under them may map freed memory. */
+void claim_mark_stale(struct conn *c, long pid, const uint64_t *tokens, size_t n)
+{
+    struct imp *e;
+    size_t i, k, t;
+
+    pthread_mutex_lock(&mu);
+    for (i = 0; i < nbuckets; i++)
+        for (e = table[i]; e; e = e->chain)
+            for (k = 0; k < e->n && !e->stale; k++)
+                for (t = 0; t < n; t++)
+                    if (e->claims[k].c == c && e->claims[k].token == tokens[t]) {
+                        e->stale = tokens[t];
+                        e->stale_pid = pid;
+                        __atomic_add_fetch(&nstale, 1, __ATOMIC_RELAXED);
+                        break;
+                    }
+    pthread_mutex_unlock(&mu);
+}
+
+/* 0, or -1 raised when b's claim came back stale. */
+int claim_check(const cuc_buffer *b)
+{
+    uint64_t token = 0;
+    long pid = 0;
+    struct imp *e;
+
+    if (!__atomic_load_n(&nstale, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&mu);
+    e = find_locked(b);
+    if (e && e->stale) {
+        token = e->stale;
+        pid = e->stale_pid;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!token)
+        return 0;
+    py_raise_fmt(CUC_E_NOT_FOUND, "this buffer's claim (token %016llx) reached process %ld, "
+                 "its exporter, after every hold and lease of it had ended: the memory "
+                 "it maps may have been freed or reused. The same pickle was loaded after "
+                 "its other receivers released it, or past CUCORE_SHARE_HOLD_MS: pickle "
+                 "the buffer for each receiver", (unsigned long long)token, pid);
+    return -1;
+}
+
 /* e's claims are released (it is out of the table); NULL is a no-op. */
-void claim_release(struct imp *e)
+static void claim_release(struct imp *e)
 {
     size_t i;
 
@@ -349,53 +476,6 @@ void claim_release(struct imp *e)
     pthread_mutex_unlock(&mu);
     free(e->claims);
     free(e);
-}
-
-/* The entry of b if nothing keeps it any more (out of the table: the caller
- * drops its reference, then claim_release()s it), else NULL. */
-static struct imp *done_locked(struct imp *e)
-{
-    if (!e || e->py || e->down)
-        return NULL;
-    remove_locked(e);
-    return e;
-}
-
-struct imp *claim_py_drop(const cuc_buffer *b)
-{
-    struct imp *e;
-
-    pthread_mutex_lock(&mu);
-    e = find_locked(b);
-    if (e)
-        e->py = 0;
-    e = done_locked(e);
-    pthread_mutex_unlock(&mu);
-    return e;
-}
-
-void claim_downstream_begin(const cuc_buffer *b)
-{
-    struct imp *e;
-
-    pthread_mutex_lock(&mu);
-    e = find_locked(b);
-    if (e)
-        e->down++;
-    pthread_mutex_unlock(&mu);
-}
-
-struct imp *claim_downstream_end(const cuc_buffer *b)
-{
-    struct imp *e;
-
-    pthread_mutex_lock(&mu);
-    e = find_locked(b);
-    if (e && e->down)
-        e->down--;
-    e = done_locked(e);
-    pthread_mutex_unlock(&mu);
-    return e;
 }
 
 /* A forked child has no thread and sends nothing of the parent's. */
@@ -411,4 +491,6 @@ void claim_after_fork(void)
     flushing = started = asleep = closing = 0;
     drops = NULL;
     ndrops = drops_cap = 0;
+    nstale = 0;
+    park_after_fork();
 }

@@ -55,6 +55,11 @@ typedef struct {
     pid_t pid;
 } PyPool;
 
+/* The imports (claim.c) a reference to imported memory is a user of. */
+struct uses {
+    const cuc_buffer *own, *up; /* their keys, or NULL */
+};
+
 typedef struct {
     PyObject_HEAD
     PyObject *weak;
@@ -64,6 +69,7 @@ typedef struct {
     PyObject *rec;      /* its record's bytes, made at its first pickle (share.c) */
     Py_ssize_t lease_at; /* where in rec the lease id is */
     int claimed;        /* it arrived by pickle: claim.c has its claims */
+    const cuc_buffer *up; /* a view made here of an import that arrived by pickle */
 } PyBuffer;
 
 typedef struct {
@@ -129,6 +135,7 @@ PyObject *pool_wrap(cuc_pool *p);
 PyObject *buffer_wrap(cuc_buffer *b);
 PyObject *vmm_wrap(cuc_vmm *v);
 int buffer_live(PyBuffer *b);
+struct uses buffer_uses(const PyBuffer *o);
 /* Waits for the legacy default stream of b's device. */
 int buffer_sync_default(cuc_buffer *b); /* 0, or raises for a closed/inherited one */
 int vmm_live(PyVmm *v);
@@ -154,15 +161,19 @@ void share_vmm_forget(uint64_t token);
 int share_init(PyObject *module);
 PyObject *py_share_flush(PyObject *self, PyObject *noargs);
 PyObject *py_share_stats(PyObject *self, PyObject *noargs);
+PyObject *py_share_parked(PyObject *self, PyObject *noargs);
 struct conn; /* the kept channel to one exporter */
 /* Sends n lease ops (claims; releases with bit 63) as one message, without
  * waiting for an answer; an exporter that is gone drops them. */
 void share_conn_post(struct conn *c, const uint64_t *ops, size_t n);
+/* Reads the stale notices that came unasked, without waiting (claim.c's
+ * thread after each round; a request in progress reads them itself). */
+void share_conn_drain(struct conn *c);
 
 /* hold.c: the exporter's holds (a pickle's token) and leases (a claimed
  * token, one connection's). */
 struct lessee;
-int hold_new(cuc_buffer *b, uint64_t *token);
+int hold_new(cuc_buffer *b, struct uses u, uint64_t *token);
 int64_t hold_now_ms(void);
 int64_t hold_sync_after_ms(uint64_t token);
 struct lessee *hold_lessee_new(void);
@@ -174,18 +185,28 @@ size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms);
 void hold_stats(size_t *unclaimed, size_t *leased);
 void hold_after_fork(void);
 
-/* claim.c: the importer's claims, queued for the exporters. */
+/* claim.c: the importer's claims, queued for the exporters. A reference
+ * that maps imported memory is a user of one or two imports (its own, if
+ * it arrived by pickle; the one it is a view of, if a view was made from
+ * that here): their claims are released when their last user has gone. */
 struct imp;
-int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post);
+int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post, int use);
 int claim_give_back(struct conn *c, uint64_t token);
-struct imp *claim_py_drop(const cuc_buffer *b);
-void claim_downstream_begin(const cuc_buffer *b);
-struct imp *claim_downstream_end(const cuc_buffer *b);
-void claim_release(struct imp *e);
-int claim_drop_later(cuc_buffer *b, struct imp *e);
+void claim_use(struct uses u);
+void claim_unuse(struct uses u);
+int claim_finish(cuc_buffer *b, struct uses u, cuc_stream *s);
+int claim_drop_later(cuc_buffer *b, struct uses u);
 void claim_flush(void);
 void claim_close(void);
 void claim_after_fork(void);
+void claim_mark_stale(struct conn *c, long pid, const uint64_t *tokens, size_t n);
+int claim_check(const cuc_buffer *b);
+
+/* park.c: references of imports sent on through a Channel, kept (their
+ * users not counted off) until those leases end. */
+int park_if_leased(cuc_buffer *b, struct uses u);
+size_t park_count(void);
+void park_after_fork(void);
 /* Holds and leases of a buffer / of a pool's buffers, C's and the share
  * point's together (buffer.c, pool.c). */
 int share_lease_count(const cuc_buffer *b, const cuc_pool *pool, size_t *n);

@@ -16,11 +16,23 @@
  * (a pickle, a claim, a lease count or wait), or when this process exits.
  * The token says when a receiver must claim synchronously instead (half
  * of that time: claim.c), so no receiver imports memory whose hold may
- * have ended. A token claimed once is a lease of one connection: its bytes
- * loaded again by another process get no lease (pickle once per receiver).
+ * have ended.
+ *
+ * Several receivers of the same bytes (one pickle loaded by two
+ * processes): the first claim turns the hold into that connection's lease;
+ * each later claim of the token, while any lease of it (or the hold) is
+ * still there, gives its connection a lease of its own (another reference:
+ * the buffer stays allocated until every one has ended). A claim that
+ * arrives after the last of them ended finds nothing: the memory may have
+ * been freed or reused under a mapping the receiver already made, so the
+ * share point tells it (a stale notice, share.c) and the receiver's buffer
+ * raises from then on. A release ends the releasing connection's own lease
+ * only (a receiver that cannot import claims and releases), so no
+ * connection ends another's.
  *
  * The table is touched by Python threads (pickling, counts) and by the
- * serving threads, which never touch Python: one mutex. */
+ * serving threads, which never touch Python: one mutex, taken before
+ * claim.c's (a lease added counts its user there under it), never after. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +47,7 @@ struct hold {
     struct hold *prev, *next; /* the unclaimed FIFO, or its lessee's list */
     uint64_t token;
     cuc_buffer *b;            /* a reference */
+    struct uses u;            /* the imports it is a user of (claim.c: A -> B -> C) */
     struct lessee *owner;     /* NULL while unclaimed */
     int64_t expires_ms;
 };
@@ -48,7 +61,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static struct hold **table;
 static size_t nbuckets, nholds;
-static struct hold unclaimed = {NULL, &unclaimed, &unclaimed, 0, NULL, NULL, 0};
+static struct hold unclaimed = {NULL, &unclaimed, &unclaimed, 0, NULL, {NULL, NULL}, NULL, 0};
 static struct lessee lessees = {{0}, &lessees, &lessees};
 static uint64_t seq;
 static int64_t hold_ms = -1;
@@ -101,11 +114,13 @@ static int grow_locked(void)
     return 0;
 }
 
-static struct hold *find_locked(uint64_t token)
+/* The node of token leased to owner (NULL: the unclaimed hold); with
+ * any, the first node of token whoever holds it. */
+static struct hold *find_locked(uint64_t token, const struct lessee *owner, int any)
 {
     struct hold *h = nbuckets ? table[bucket(token)] : NULL;
 
-    while (h && h->token != token)
+    while (h && (h->token != token || (!any && h->owner != owner)))
         h = h->chain;
     return h;
 }
@@ -143,11 +158,8 @@ static void end_all(struct hold *list)
     struct hold *h, *next;
 
     for (h = list; h; h = next) {
-        struct imp *e = claim_downstream_end(h->b);
-
         next = h->chain;
-        cuc_buffer_unref_async(h->b, NULL);
-        claim_release(e); /* after our mapping went: A -> B -> C */
+        claim_finish(h->b, h->u, NULL); /* our claims on A after our mapping went */
         free(h);
     }
 }
@@ -174,7 +186,7 @@ void hold_sweep(void)
     end_all(ended);
 }
 
-int hold_new(cuc_buffer *b, uint64_t *token)
+int hold_new(cuc_buffer *b, struct uses u, uint64_t *token)
 {
     struct hold *h = malloc(sizeof(*h)), *ended = NULL;
     int64_t now = hold_now_ms(), t = hold_time();
@@ -192,6 +204,7 @@ int hold_new(cuc_buffer *b, uint64_t *token)
     h->token = ((uint64_t)(now + t / 2) << TOKEN_SEQ_BITS) |
                (++seq & ((1u << TOKEN_SEQ_BITS) - 1));
     h->b = cuc_buffer_ref(b);
+    h->u = u;
     h->owner = NULL;
     h->expires_ms = now + t;
     h->chain = table[bucket(h->token)];
@@ -199,7 +212,7 @@ int hold_new(cuc_buffer *b, uint64_t *token)
     link_tail(&unclaimed, h);
     nholds++;
     pthread_mutex_unlock(&mu);
-    claim_downstream_begin(b);
+    claim_use(u); /* the caller's object, a user too, keeps the imports meanwhile */
     end_all(ended);
     *token = h->token;
     return 0;
@@ -241,11 +254,39 @@ void hold_lessee_end(struct lessee *l)
     free(l);
 }
 
-/* A claim turns an unclaimed hold into a lease of l: 0, or CUC_E_NOT_FOUND
- * for a token that is not an unclaimed hold (expired, claimed by another
- * connection) and 1 for one l holds already. A release (claim 0) ends l's
- * lease of the token, or the hold while unclaimed (a receiver that could
- * not import it gives it back). */
+/* Another lease of token for l, beside the lease other holds (a second
+ * receiver of the same bytes): NULL on no memory. It is counted a user of
+ * the imports (claim.c) before mu is let go, so that other's end cannot
+ * release our own claims upstream in between (A -> B -> C). */
+static struct hold *add_lease_locked(struct lessee *l, struct hold *other)
+{
+    struct hold *h;
+
+    if (nholds >= nbuckets && grow_locked())
+        return NULL;
+    h = malloc(sizeof(*h));
+    if (!h)
+        return NULL;
+    h->token = other->token;
+    h->b = cuc_buffer_ref(other->b);
+    h->u = other->u;
+    h->owner = l;
+    h->expires_ms = other->expires_ms;
+    h->chain = table[bucket(h->token)];
+    table[bucket(h->token)] = h;
+    link_tail(&l->head, h);
+    nholds++;
+    claim_use(h->u);
+    return h;
+}
+
+/* A claim gives l a lease of token: the unclaimed hold becomes it, or,
+ * when another connection claimed the token first and its lease is still
+ * there, l gets one of its own. 0; 1 if l holds one already;
+ * CUC_E_NOT_FOUND for a token that has no node left (its hold and every
+ * lease ended, or it never was one of ours); CUC_E_NOMEM. A release
+ * (claim 0) ends l's lease of the token; with l NULL (the exporting
+ * process loading its own pickle) the unclaimed hold. */
 int hold_apply(struct lessee *l, uint64_t token, int claim)
 {
     struct hold *h, *ended = NULL;
@@ -253,19 +294,26 @@ int hold_apply(struct lessee *l, uint64_t token, int claim)
 
     pthread_mutex_lock(&mu);
     expire_locked(hold_now_ms(), &ended);
-    h = find_locked(token);
-    if (!h || (h->owner && h->owner != l)) {
-        rc = CUC_E_NOT_FOUND;
-    } else if (claim && h->owner == l) {
+    h = find_locked(token, l, 0);
+    if (claim && l && h) {
         rc = 1;
-    } else if (claim) {
-        unlink_list(h);
-        h->owner = l;
-        link_tail(&l->head, h);
-    } else {
+    } else if (claim && l) {
+        h = find_locked(token, NULL, 0);
+        if (h) {
+            unlink_list(h);
+            h->owner = l;
+            link_tail(&l->head, h);
+        } else if ((h = find_locked(token, NULL, 1))) {
+            rc = add_lease_locked(l, h) ? 0 : CUC_E_NOMEM;
+        } else {
+            rc = CUC_E_NOT_FOUND;
+        }
+    } else if (!claim && h) {
         remove_locked(h);
         h->chain = ended;
         ended = h;
+    } else {
+        rc = CUC_E_NOT_FOUND;
     }
     pthread_mutex_unlock(&mu);
     end_all(ended);

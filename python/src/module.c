@@ -27,6 +27,7 @@ static PyMethodDef methods[] = {
      "wrap(device, ptr, size): cuMemAlloc'd memory as a Buffer (legacy CUDA IPC); the "
      "caller keeps it allocated while the Buffer and its leases live"},
     {"_share_stats", py_share_stats, METH_NOARGS, NULL},
+    {"_share_parked", py_share_parked, METH_NOARGS, NULL},
     {"_load", py_load, METH_O, NULL},
     {"_load_shared", py_load_shared, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};

@@ -16,9 +16,13 @@
  * Requests are cucore messages of one fd record whose tag says what
  * (REQ_*) and whose memfd holds the argument: a pool id, a VMM token, lease
  * ops (REQ_LEASES: claims and releases, never answered) or one token to
- * claim synchronously (REQ_CLAIM, answered REPLY_OK). A refusal is one fd
- * record tagged REPLY_ERROR | -status with the exporter's message in its
- * memfd. */
+ * claim synchronously (REQ_CLAIM, answered REPLY_OK) or none (REQ_SYNC,
+ * answered REPLY_OK after everything sent before it was served). A
+ * refusal is one fd record tagged REPLY_ERROR | -status with the
+ * exporter's message in its memfd. Claims of REQ_LEASES that found no hold
+ * or lease (hold.c) are answered by one NOTICE_STALE message holding their
+ * tokens, which the importer reads before its next reply, or after its
+ * next round of lease ops (share_conn_drain). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,6 +41,8 @@
 #define REQ_LEASES 3u /* claims and releases of buffer holds (hold.c) */
 #define REQ_CLAIM 4u  /* one claim, answered */
 #define REPLY_OK 5u
+#define NOTICE_STALE 6u /* exporter to importer: claims that found nothing */
+#define REQ_SYNC 7u     /* answered REPLY_OK once what came before was served */
 #define REPLY_ERROR 0x80000000u
 #define RELEASE_BIT (1ull << 63)
 #define MAX_LEASE_OPS 65536
@@ -79,19 +85,6 @@ static int data_fd(const void *data, size_t n)
         return -1;
     }
     return fd;
-}
-
-/* Up to cap bytes of an fd record's memfd; -1 when unreadable. */
-static ssize_t record_data(cuc_msg *m, size_t i, uint32_t *tag, void *buf, size_t cap)
-{
-    ssize_t n;
-    int fd;
-
-    if (cuc_msg_take_fd(m, i, &fd, tag))
-        return -1;
-    n = pread(fd, buf, cap, 0);
-    close(fd);
-    return n;
 }
 
 /* A message of one fd record (tag, data): a request or a refusal. */
@@ -169,23 +162,53 @@ static int serve_one(cuc_channel *ch, uint32_t tag, const void *data, size_t n)
     return rc;
 }
 
+static void send_ok(cuc_channel *ch)
+{
+    cuc_msg *m;
+
+    if (data_msg(REPLY_OK, "", 0, &m) == 0) {
+        cuc_channel_send(ch, m);
+        cuc_msg_destroy(m);
+    }
+}
+
 /* A synchronous claim (claim.c's late path): answered, REPLY_OK or a
  * refusal saying why. */
 static void serve_claim(cuc_channel *ch, struct lessee *l, uint64_t token)
 {
-    char text[160];
+    char text[200];
     cuc_msg *m;
     int rc = hold_apply(l, token, 1);
 
-    if (rc == CUC_E_NOT_FOUND) {
-        snprintf(text, sizeof(text), "no hold of token %016llx here: the pickle was loaded "
-                 "after its hold ended (CUCORE_SHARE_HOLD_MS), or by another process first",
-                 (unsigned long long)token);
-        rc = data_msg(REPLY_ERROR | (uint32_t)-CUC_E_NOT_FOUND, text, strlen(text), &m);
+    if (rc < 0) {
+        snprintf(text, sizeof(text), rc == CUC_E_NOMEM ? "no memory here for a lease of "
+                 "token %016llx" : "no hold or lease of token %016llx here: the pickle was "
+                 "loaded after its hold (CUCORE_SHARE_HOLD_MS) and every receiver's lease "
+                 "of it ended", (unsigned long long)token);
+        if (data_msg(REPLY_ERROR | (uint32_t)-rc, text, strlen(text), &m) == 0) {
+            cuc_channel_send(ch, m);
+            cuc_msg_destroy(m);
+        }
     } else {
-        rc = data_msg(REPLY_OK, "", 0, &m);
+        send_ok(ch);
     }
-    if (rc == 0) {
+}
+
+/* Lease ops (claims, releases with RELEASE_BIT), never answered but for
+ * the claims that found nothing: their tokens go back in one NOTICE_STALE
+ * (the receiver may have mapped memory that is freed: it must learn). */
+static void serve_leases(cuc_channel *ch, struct lessee *l, uint64_t *ops, size_t n)
+{
+    size_t i, nstale = 0;
+    cuc_msg *m;
+
+    for (i = 0; i < n; i++) {
+        int claim = !(ops[i] & RELEASE_BIT);
+
+        if (hold_apply(l, ops[i] & ~RELEASE_BIT, claim) == CUC_E_NOT_FOUND && claim)
+            ops[nstale++] = ops[i]; /* in place: ops[i] was read */
+    }
+    if (nstale && data_msg(NOTICE_STALE, ops, nstale * 8, &m) == 0) {
         cuc_channel_send(ch, m);
         cuc_msg_destroy(m);
     }
@@ -193,14 +216,14 @@ static void serve_claim(cuc_channel *ch, struct lessee *l, uint64_t token)
 
 /* A request is one fd record: its tag says what, its memfd holds the
  * argument (a pool id, a VMM token, lease ops). Lease ops (REQ_LEASES:
- * claims and releases, hold.c) are never answered. */
+ * claims and releases, hold.c) are never answered (but stale claims). A
+ * request of any other shape is refused and the connection goes on. */
 static void serve(cuc_channel *ch, cuc_msg *req, struct lessee *l)
 {
     uint32_t tag = 0;
     uint64_t *data = NULL;
     struct stat st;
     ssize_t n = -1;
-    size_t i;
     int type = 0, fd;
 
     if (cuc_msg_record_count(req) != 1 || cuc_msg_record_type(req, 0, &type) ||
@@ -208,18 +231,19 @@ static void serve(cuc_channel *ch, cuc_msg *req, struct lessee *l)
         send_error(ch, CUC_E_BADMSG);
         return;
     }
-    if (fstat(fd, &st) == 0 && st.st_size <= (off_t)(MAX_LEASE_OPS * 8) &&
-        (data = malloc((size_t)st.st_size + 8)))
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size <= (off_t)(MAX_LEASE_OPS * 8) && (data = malloc((size_t)st.st_size + 8)))
         n = pread(fd, data, (size_t)st.st_size, 0);
     close(fd);
     if (n < 0 || n != st.st_size) {
         if (tag != REQ_LEASES)
             send_error(ch, CUC_E_IO);
     } else if (tag == REQ_LEASES) {
-        for (i = 0; i < (size_t)n / 8; i++)
-            hold_apply(l, data[i] & ~RELEASE_BIT, !(data[i] & RELEASE_BIT));
+        serve_leases(ch, l, data, (size_t)n / 8);
     } else if (tag == REQ_CLAIM && n == 8) {
         serve_claim(ch, l, data[0]);
+    } else if (tag == REQ_SYNC && n == 0) {
+        send_ok(ch);
     } else {
         serve_one(ch, tag, data, (size_t)n);
     }
@@ -509,7 +533,7 @@ PyObject *share_reduce_buffer(PyBuffer *b)
     payload = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(b->rec));
     if (!payload)
         return NULL;
-    rc = hold_new(b->b, &token);
+    rc = hold_new(b->b, buffer_uses(b), &token);
     if (rc) {
         Py_DECREF(payload);
         return py_raise(rc);
@@ -583,6 +607,28 @@ static struct conn *conn_for(const char *path, pid_t owner)
     return c;
 }
 
+/* The connections, newest first (they are never freed: kept for the
+ * process). */
+static struct conn *conns_first(void)
+{
+    struct conn *c;
+
+    pthread_mutex_lock(&conns_mu);
+    c = conns;
+    pthread_mutex_unlock(&conns_mu);
+    return c;
+}
+
+static struct conn *conns_next(struct conn *c)
+{
+    struct conn *n;
+
+    pthread_mutex_lock(&conns_mu);
+    n = c->next;
+    pthread_mutex_unlock(&conns_mu);
+    return n;
+}
+
 /* Connected, or a status (c->mu held). */
 static int conn_open_locked(struct conn *c)
 {
@@ -595,6 +641,16 @@ static int conn_open_locked(struct conn *c)
     return rc;
 }
 
+static int conn_is_open(struct conn *c)
+{
+    int open;
+
+    pthread_mutex_lock(&c->mu);
+    open = c->ch && !__atomic_load_n(&c->gone, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&c->mu);
+    return open;
+}
+
 static void conn_lost_locked(struct conn *c)
 {
     cuc_channel_destroy(c->ch); /* imports live on; their releases are no-ops */
@@ -602,10 +658,38 @@ static void conn_lost_locked(struct conn *c)
     __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
 }
 
+/* A one-fd-record message's tag and fd, taken (*fd -1 for other messages). */
+static void take_fd_record(cuc_msg *m, uint32_t *tag, int *fd)
+{
+    int type = 0;
+
+    *fd = -1;
+    *tag = 0;
+    if (cuc_msg_record_count(m) != 1 || cuc_msg_record_type(m, 0, &type) ||
+        type != CUC_RECORD_FD || cuc_msg_take_fd(m, 0, fd, tag))
+        *fd = -1;
+}
+
+/* A stale notice's tokens (at most MAX_LEASE_OPS) marked on the buffers
+ * that arrived under them (claim.c); fd is closed. */
+static void read_notice(struct conn *c, int fd)
+{
+    uint64_t *tokens = malloc(MAX_LEASE_OPS * 8);
+    ssize_t n = tokens ? pread(fd, tokens, MAX_LEASE_OPS * 8, 0) : -1;
+
+    close(fd);
+    if (n > 0)
+        claim_mark_stale(c, c->owner, tokens, (size_t)n / 8);
+    free(tokens);
+}
+
 /* Sends req and waits for the reply, connecting first if needed (the GIL
- * released). A failure is left in cuc_errmsg(); *gone says the exporter
- * could not be reached. */
-static int request(struct conn *c, cuc_msg *req, cuc_msg **reply, int *gone)
+ * released); stale notices that come first are read on the way. A reply
+ * of one fd record comes with its tag and fd taken (*fd, else -1). A
+ * failure is left in cuc_errmsg(); *gone says the exporter could not be
+ * reached. */
+static int request(struct conn *c, cuc_msg *req, cuc_msg **reply, uint32_t *tag, int *fd,
+                   int *gone)
 {
     int rc;
 
@@ -614,8 +698,16 @@ static int request(struct conn *c, cuc_msg *req, cuc_msg **reply, int *gone)
     *gone = rc != 0;
     if (rc == 0)
         rc = cuc_channel_send(c->ch, req);
-    if (rc == 0)
+    while (rc == 0) {
         rc = cuc_channel_recv(c->ch, REQUEST_TIMEOUT_MS, reply);
+        if (rc)
+            break;
+        take_fd_record(*reply, tag, fd);
+        if (*fd < 0 || *tag != NOTICE_STALE)
+            break;
+        read_notice(c, *fd);
+        cuc_msg_destroy(*reply);
+    }
     if (rc == CUC_E_PEER_CLOSED) {
         *gone = 1;
         conn_lost_locked(c);
@@ -642,6 +734,29 @@ void share_conn_post(struct conn *c, const uint64_t *ops, size_t n)
     }
 }
 
+/* Reads what the exporter sent unasked (stale notices) without waiting,
+ * unless a request is using the channel (it reads them itself): so that
+ * notices never pile up in the socket while this process only posts. */
+void share_conn_drain(struct conn *c)
+{
+    uint32_t tag;
+    cuc_msg *m;
+    int fd;
+
+    if (pthread_mutex_trylock(&c->mu))
+        return;
+    while (c->ch && !__atomic_load_n(&c->gone, __ATOMIC_RELAXED) &&
+           cuc_channel_recv(c->ch, 0, &m) == 0) {
+        take_fd_record(m, &tag, &fd);
+        if (fd >= 0 && tag == NOTICE_STALE)
+            read_notice(c, fd);
+        else if (fd >= 0)
+            close(fd); /* a reply nobody waits for (its request timed out) */
+        cuc_msg_destroy(m);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 static PyObject *exporter_gone(const char *kind, const char *path, pid_t pid)
 {
     int alive = kill(pid, 0) == 0 || errno == EPERM;
@@ -653,18 +768,16 @@ static PyObject *exporter_gone(const char *kind, const char *path, pid_t pid)
 }
 
 /* A refusal from the exporter (raised: -1), its REPLY_OK (1), or objects
- * (0). */
-static int reply_status(cuc_msg *reply, pid_t pid)
+ * (0); fd and tag: the reply's fd record, taken by request() (-1: none). */
+static int reply_status(int fd, uint32_t tag, pid_t pid)
 {
     char text[TEXT_MAX + 1];
-    uint32_t tag = 0;
     ssize_t n;
-    int type = 0;
 
-    if (cuc_msg_record_count(reply) != 1 || cuc_msg_record_type(reply, 0, &type) ||
-        type != CUC_RECORD_FD)
+    if (fd < 0)
         return 0;
-    n = record_data(reply, 0, &tag, text, TEXT_MAX);
+    n = pread(fd, text, TEXT_MAX, 0);
+    close(fd);
     text[n > 0 ? n : 0] = 0;
     if (tag == REPLY_OK)
         return 1;
@@ -704,18 +817,19 @@ static PyObject *ask(struct conn *c, const char *kind, uint32_t tag, const void 
 {
     cuc_msg *req = NULL, *reply = NULL;
     PyObject *t, *o = NULL;
-    int rc, gone = 0, st;
+    uint32_t rtag = 0;
+    int rc, gone = 0, st, fd = -1;
 
     rc = data_msg(tag, data, n, &req);
     if (rc)
         return py_raise(rc);
     Py_BEGIN_ALLOW_THREADS
-    rc = request(c, req, &reply, &gone);
+    rc = request(c, req, &reply, &rtag, &fd, &gone);
     Py_END_ALLOW_THREADS
     cuc_msg_destroy(req);
     if (rc)
         return gone ? exporter_gone(kind, c->path, c->owner) : py_raise(rc);
-    st = reply_status(reply, c->owner);
+    st = reply_status(fd, rtag, c->owner);
     t = st == 0 ? wire_resolve(reply) : NULL;
     if (st == 0 && !t)
         give_back(c, reply);
@@ -836,7 +950,7 @@ static PyObject *load_buffer(const char *path, pid_t pid, Py_buffer *payload)
     }
     cuc_msg_destroy(m);
     o = buffer_wrap(b);
-    if (o && claim_add(b, c, token, !sync) == 0) {
+    if (o && claim_add(b, c, token, !sync, !((PyBuffer *)o)->claimed) == 0) {
         ((PyBuffer *)o)->claimed = 1;
         return o;
     }
@@ -932,14 +1046,27 @@ PyObject *py_load_shared(PyObject *self, PyObject *args)
 }
 
 /* _share_flush(): waits until the claims and releases queued so far have
- * been sent. */
+ * been sent and, on every connection open, served (a REQ_SYNC round trip:
+ * the stale notices of those claims are read on the way, so a buffer
+ * whose claim found nothing raises from then on). */
 PyObject *py_share_flush(PyObject *self, PyObject *noargs)
 {
+    struct conn *c;
+    PyObject *o;
+
     (void)self;
     (void)noargs;
     Py_BEGIN_ALLOW_THREADS
     claim_flush();
     Py_END_ALLOW_THREADS
+    for (c = conns_first(); c; c = conns_next(c)) {
+        if (!conn_is_open(c))
+            continue;
+        o = ask(c, "share point", REQ_SYNC, "", 0);
+        if (!o)
+            PyErr_Clear(); /* an exporter gone has nothing to tell */
+        Py_XDECREF(o);
+    }
     return Py_NewRef(Py_None);
 }
 
@@ -953,6 +1080,15 @@ PyObject *py_share_stats(PyObject *self, PyObject *noargs)
     hold_stats(&unclaimed, &leased);
     return Py_BuildValue("{snsn}", "holds", (Py_ssize_t)unclaimed, "leases",
                          (Py_ssize_t)leased);
+}
+
+/* _share_parked(): imported buffers kept for the leases of their sends on
+ * (park.c). */
+PyObject *py_share_parked(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyLong_FromSize_t(park_count());
 }
 
 int share_lease_count(const cuc_buffer *b, const cuc_pool *pool, size_t *n)

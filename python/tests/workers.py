@@ -5,6 +5,7 @@ import os
 import pickle
 
 HELD = []  # objects a child keeps (the leases stay while they live)
+KEPT = {}  # a listener, a channel: what the cucore Channel ops keep
 
 
 def set_visible(visible):
@@ -111,8 +112,58 @@ def handle(op, objs):
             return True
         except cucore.TimeoutError:
             return False
+    if op == "view_drop_parent":  # a view of what we hold kept, the parents dropped
+        views = [o.view(0, o.size) if o.size == 1 else o.view(1, o.size - 1) for o in HELD]
+        for o in HELD:
+            o.close()
+        HELD[:] = views
+        return len(views)
     if op == "fds":
         return len(os.listdir("/proc/self/fd"))
+    if op == "flush_describe":  # claims served (stale notices read), then read them
+        HELD.extend(objs)
+        cucore._core._share_flush()
+        return [describe(o) for o in objs]
+    if op == "until_stale":  # (stale, *fresh): fresh ones dropped one a round until it raises
+        import time
+        for o in objs[1:]:
+            o.close()  # a release: the claim thread's round reads notices after it
+            time.sleep(0.01)
+            try:
+                describe(objs[0])
+            except cucore.Error as e:
+                return error_of(e)
+        return describe(objs[0])
+    if op == "listen":  # (path,): a listener for "accept_recv"
+        KEPT["listener"] = cucore.listen(objs[0])
+        return True
+    if op == "accept_recv":  # one channel accepted, one message received and kept
+        ch = KEPT["listener"].accept(timeout=10)
+        got = ch.recv(timeout=10)
+        KEPT["channel"] = ch
+        HELD.extend(o for o in got if isinstance(o, cucore.Buffer))
+        return [describe(o) for o in HELD]
+    if op == "send_on":  # (path,): what we hold, sent with its pool on a cucore Channel
+        ch = cucore.Channel.connect(objs[0])
+        bufs = [o for o in HELD if isinstance(o, cucore.Buffer)]
+        ch.send(*[x for b in bufs for x in (b.pool, b)])
+        KEPT["channel"] = ch
+        return [b.lease_count() for b in bufs]
+    if op == "close_channel":  # its leases linger; their releases are read then
+        KEPT.pop("channel").close()
+        return True
+    if op == "pump_channel":  # the channel kept open: its releases read by pumping it
+        import time
+        deadline = time.time() + 10
+        while cucore._core._share_parked() and time.time() < deadline:
+            KEPT["channel"].pump(timeout=0.05)
+        return cucore._core._share_parked()
+    if op == "parked":  # until objs[0] imports are parked, within 10 s
+        import time
+        deadline = time.time() + 10
+        while cucore._core._share_parked() != objs[0] and time.time() < deadline:
+            time.sleep(0.01)
+        return cucore._core._share_parked()
     raise ValueError(op)
 
 

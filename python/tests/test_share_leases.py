@@ -1,0 +1,193 @@
+"""Leases of buffers shared through pickle (python/src/hold.c, claim.c,
+park.c): the same pickle loaded by two processes, a claim that comes too
+late, and a buffer received by pickle and sent on through a cucore
+Channel."""
+import io
+import os
+import pickle
+import tempfile
+import time
+
+import pytest
+
+import cucore
+from conftest import fd_count
+from test_multiproc import Child, Raw, wait_claimed
+
+N = len(cucore.devices())
+
+
+def settle_fds(base, timeout=10):
+    deadline = time.time() + timeout
+    while fd_count() != base and time.time() < deadline:
+        time.sleep(0.05)  # the share point's threads close their channels
+    return fd_count()
+
+
+def token_of(data):
+    """The hold token a buffer pickle's record carries (its lease id: after
+    the message header, the record header and 32 bytes of a buffer
+    record; docs/wire-format.md)."""
+    class Args(pickle.Unpickler):
+        def find_class(self, module, name):
+            return lambda *args: args
+
+    kind, host, path, pid, record = Args(io.BytesIO(data)).load()
+    assert kind == "buffer" and pid == os.getpid()
+    return int.from_bytes(record[72:80], "little")
+
+
+def reused_pool_reads(pool, size, fill, n=8):
+    """Buffers allocated and written now: memory freed under a receiver
+    would be handed out (and overwritten) here."""
+    bufs = [pool.allocate(size) for _ in range(n)]
+    for b in bufs:
+        b.copy_from(fill * size)
+    return bufs
+
+
+def test_same_pickle_two_receivers():
+    """One pickle's bytes loaded by two spawned children: each gets a lease
+    of its own, and the exporter's free waits for both."""
+    pool = cucore.Pool(0)
+    cucore.share_point()
+    warm = Child("spawn", None)  # multiprocessing's machinery starts with the first
+    warm.close()
+    base = fd_count()
+    first, second = Child("spawn", None), Child("spawn", None)
+    try:
+        buf = pool.allocate(96)
+        buf.copy_from(b"twice!" * 16)
+        data = pickle.dumps(buf)
+        buf.close()  # the hold keeps it
+        assert first.call("hold", Raw(data)) == 1
+        assert second.call("hold", Raw(data)) == 1
+        wait_claimed(2)  # two leases of one token
+        assert pool.lease_count() == 2
+        expect = [("buffer", cucore.Device(0).uuid, 96, True, b"twice!" * 16)]
+        assert first.call("describe_held") == expect
+        assert second.call("describe_held") == expect
+        first.call("drop")
+        deadline = time.time() + 10
+        while pool.lease_count() > 1 and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        assert pool.lease_count() == 1  # the second's lease keeps the memory
+        others = reused_pool_reads(pool, 96, b"\xee")
+        assert second.call("describe_held") == expect
+        second.call("drop")
+        pool.lease_wait(0, timeout=10)
+        assert pool.lease_count() == 0 and cucore._core._share_stats()["leases"] == 0
+        for b in others:
+            b.close()
+    finally:
+        first.close()
+        second.close()
+    assert settle_fds(base) == base
+
+
+def test_claim_after_every_lease_ended_is_stale():
+    """The same bytes loaded once the first receiver's lease (the only one)
+    ended: the exporter had nothing to lease, says so, and the receiver's
+    buffer raises naming the token and the exporter's pid."""
+    pool = cucore.Pool(0)
+    buf = pool.allocate(32)  # still ours: the import itself succeeds
+    buf.copy_from(b"s" * 32)
+    data = pickle.dumps(buf)
+    first, late = Child("spawn", None), Child("spawn", None)
+    try:
+        assert first.call("hold", Raw(data)) == 1
+        wait_claimed(1)
+        first.call("drop")
+        deadline = time.time() + 10
+        while buf.lease_count() and time.time() < deadline:
+            time.sleep(0.01)
+        assert buf.lease_count() == 0
+        got = late.call("flush_describe", Raw(data))
+        assert got[0] == "error" and got[2] == "CUC_E_NOT_FOUND", got
+        assert "token %016x" % token_of(data) in got[3]
+        assert "process %d" % os.getpid() in got[3]
+        assert buf.lease_count() == 0  # the late claim leased nothing
+        late.call("drop")
+        assert late.call("fds") > 0  # it goes on
+        # without a flush: the notice is read after a later round of lease ops
+        fresh = [Raw(pickle.dumps(pool.allocate(32))) for _ in range(50)]  # 50 objects there
+        got = late.call("until_stale", Raw(data), *fresh)
+        assert got[0] == "error" and "token %016x" % token_of(data) in got[3], got
+    finally:
+        first.close()
+        late.close()
+    buf.close()
+
+
+@pytest.mark.parametrize("b_reads", ["close_channel", "pump_channel"])
+def test_sent_on_through_a_channel_waits_for_its_receiver(b_reads):
+    """A pickles a buffer to B; B sends it on through a cucore Channel to C
+    and drops its object: A's free waits until C released it (B's claim
+    on A is parked until the channel's lease ended: B reads C's release
+    from the closed channel's lingering link, or by pumping it), and C
+    reads A's bytes meanwhile."""
+    pool = cucore.Pool(1 % N)
+    b_child, c_child = Child("spawn", None), Child("spawn", None)
+    path = os.path.join(tempfile.mkdtemp(prefix="cucore-test-"), "c.sock")
+    try:
+        buf = pool.allocate(128)
+        buf.copy_from(b"on!" * 42 + b"..")
+        assert c_child.call("listen", path) is True
+        assert b_child.call("hold", buf) == 1
+        wait_claimed(1)
+        assert b_child.call("send_on", path) == [1]  # the channel's lease on B's import
+        expect = [("buffer", cucore.Device(1 % N).uuid, 128, True, b"on!" * 42 + b"..")]
+        assert c_child.call("accept_recv") == expect
+        buf.close()
+        b_child.call("drop")  # B's object goes; C still maps B's import
+        time.sleep(0.3)  # B's release, were it sent, would have arrived
+        assert pool.lease_count() == 1  # B's lease on A is still there
+        others = reused_pool_reads(pool, 128, b"\xdd")
+        assert c_child.call("describe_held") == expect
+        assert b_child.call("parked", 1) == 1  # B keeps it for the channel's lease
+        c_child.call("drop")  # C's release reaches B's channel
+        time.sleep(0.2)
+        assert pool.lease_count() == 1  # until B has read it
+        if b_reads == "close_channel":
+            assert b_child.call("close_channel") is True  # lingers: the wait reads it
+            assert b_child.call("parked", 0) == 0
+        else:
+            assert b_child.call("pump_channel") == 0
+        pool.lease_wait(0, timeout=10)
+        assert pool.lease_count() == 0
+        for b in others:
+            b.close()
+    finally:
+        c_child.close()
+        b_child.close()
+        if os.path.exists(path):
+            os.unlink(path)
+        os.rmdir(os.path.dirname(path))
+
+
+def test_view_outlives_its_pickled_parent():
+    """B makes a view of a buffer it got by pickle and drops the parent: the
+    view still maps A's memory, so B's lease on A lasts until the view
+    goes."""
+    pool = cucore.Pool(0)
+    child = Child("spawn", None)
+    try:
+        buf = pool.allocate(64)
+        buf.copy_from(bytes(range(64)))
+        assert child.call("hold", buf) == 1
+        wait_claimed(1)
+        buf.close()
+        assert child.call("view_drop_parent") == 1  # HELD: the view alone
+        time.sleep(0.3)  # a release sent at the parent's drop would be here now
+        assert pool.lease_count() == 1
+        others = reused_pool_reads(pool, 64, b"\xcc")
+        assert child.call("describe_held") == [("buffer", cucore.Device(0).uuid, 63, True,
+                                                bytes(range(1, 64)))]
+        child.call("drop")
+        pool.lease_wait(0, timeout=10)
+        assert pool.lease_count() == 0
+        for b in others:
+            b.close()
+    finally:
+        child.close()
