@@ -271,7 +271,10 @@ int cuc__device_not_visible(const cuc_uuid *uuid)
     return CUC_E_NOT_VISIBLE;
 }
 
-int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev)
+/* cuc_device_get_by_uuid for what the scan below does not answer: a NULL
+ * argument, a table not built yet or larger than a scan, a UUID not
+ * visible. */
+static CUC_COLD int get_by_uuid_checked(const cuc_uuid *uuid, cuc_device **dev)
 {
     const cuc_device *d;
 
@@ -284,6 +287,26 @@ int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev)
         return cuc__device_not_visible(uuid);
     *dev = (cuc_device *)d;
     return 0;
+}
+
+int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev)
+{
+    /* Every device record received ends here: the built table of a usual
+     * machine is scanned with no frame and no call. */
+    if (CUC_LIKELY(uuid && dev && __atomic_load_n(&enum_done, __ATOMIC_ACQUIRE) &&
+                   n_devices <= SCAN_MAX)) {
+        uint64_t w[2], d[2];
+
+        uuid_words(uuid, w);
+        for (int i = 0; i < n_devices; i++) {
+            uuid_words(&devices[i].uuid, d);
+            if (((w[0] ^ d[0]) | (w[1] ^ d[1])) == 0) {
+                *dev = &devices[i];
+                return 0;
+            }
+        }
+    }
+    return get_by_uuid_checked(uuid, dev);
 }
 
 static int retain_primary(cuc_device *d, CUcontext *ctx)
