@@ -2,20 +2,37 @@
 """cucore's Python objects beside cuda.core's, same process, same n
 (issue 14's targets). Prints one machine-readable line per figure:
 
-    BENCH name=NAME impl=cucore|cuda.core n=N value=X unit=UNIT
+    BENCH name=NAME impl=cucore|cuda.core|pickle n=N value=X unit=UNIT
 
-  device_pickle   pickle.loads(pickle.dumps(device)), per round trip
-  pipe_buffers    N pool buffers through a multiprocessing Pipe to a spawned
-                  child that imports them, drops them and answers; per
-                  buffer, N = 1 .. 4096; impl=cucore pickles a list (one
-                  share-point round trip per buffer), impl=cucore-batch a
-                  cucore.BufferBatch (one round trip for the N)
-  share_first     in a fresh child, unpickling the first buffer (connect to
-                  the share point + fds + import) and a second one
+  device_pickle   pickle.loads(pickle.dumps(device)), per round trip;
+                  impl=pickle is pickle's own floor for the same shape: a
+                  tuple (builtin, (bytes of the same length,)) through
+                  dumps + loads (a global and a bytes object, no call)
+  pipe_buffers    N pool buffers (256 B, allocated before the clock starts)
+                  as one plain list through a multiprocessing Pipe to a
+                  spawned child that unpickles them (imports), closes them
+                  and answers; per buffer, N = 1 .. 4096, the clock stops
+                  at the answer (impl=cucore and impl=cuda.core: the same
+                  work), the mean over the rounds (as bench_pool's C
+                  figures); impl=cucore+leases stops when the exporter has
+                  seen every lease end (the receiver's releases processed,
+                  as bench_pool's C figure); impl=cucore-slab: buffers
+                  carved from a cucore.Slab whose slab the receiver has
+                  imported, impl=cucore-view: views of a buffer it holds
+                  (no export, no import a buffer)
+  share_first     (the least of 5 fresh children; share_first_median their
+                  median) in a fresh child whose driver is already initialised
+                  (devices listed, a pool made on the device: that is the
+                  driver's cost, not the share point's), unpickling the
+                  first buffer (connect to the share point + the pool's fd
+                  + its import + the buffer's import) and a second one
+                  (share_second, the median: no round trip)
 
 Run with PYTHONPATH=build/python (on the simulator: CUCORE_DRIVER=sim; the
-figures that matter are the H200's). cuda.core's side is skipped, saying
-why, where cuda.core is missing or its IPC API differs.
+figures that matter are the H200's). cuda.core's side (1.2: an IPC-enabled
+DeviceMemoryResource, buffers pickled through multiprocessing) is skipped,
+saying why, where cuda.core is missing or its API differs. Children are
+spawned (never forked) and warmed up before the clock runs.
 """
 import multiprocessing as mp
 import pickle
@@ -50,8 +67,12 @@ def per_op_ns(fn, reps):
 
 def bench_device_pickle():
     d = cucore.Device(0)
+    blob = pickle.dumps(d)
     line("device_pickle", "cucore", 1, per_op_ns(lambda: pickle.loads(pickle.dumps(d)), 20000),
          "ns")
+    floor = (len, (b"x" * len(blob),))
+    line("device_pickle", "pickle", 1,
+         per_op_ns(lambda: pickle.loads(pickle.dumps(floor)), 20000), "ns")
     try:
         from cuda.core import Device
         cd = Device(0)
@@ -62,20 +83,36 @@ def bench_device_pickle():
         skip("device_pickle", "cuda.core", "%s: %s" % (type(e).__name__, e))
 
 
-def child_loop(conn):
-    import cucore  # noqa: F401 (the unpickler needs it)
+def child_loop(conn, impl):
+    """("keep", objs): hold them (cuda.core's memory resource); a list:
+    buffers to import (unpickling them), close, and count."""
+    kept = []
+    if impl == "cuda.core":
+        from cuda.core import Device
+        dev = Device(0)
+        dev.set_current()
+    else:
+        import cucore  # noqa: F401 (the unpickler needs it)
     while True:
         msg = conn.recv()
         if msg is None:
             return
+        if isinstance(msg, tuple):
+            kept.extend(msg[1])
+            conn.send(len(msg[1]))
+            continue
         for b in msg:
-            if hasattr(b, "close"):
-                b.close()
+            b.close()
+        if impl == "cuda.core":
+            dev.sync()
         conn.send(len(msg))
 
 
 def child_first(conn):
-    import cucore  # noqa: F401
+    import cucore
+    dev = cucore.devices()[0]
+    warm = cucore.Pool(dev)  # the driver's context and pool machinery, untimed
+    warm.allocate(256).close()
     a, b = conn.recv_bytes(), conn.recv_bytes()
     t0 = time.perf_counter_ns()
     x = pickle.loads(a)
@@ -85,42 +122,73 @@ def child_first(conn):
     conn.send((t1 - t0, t2 - t1))
     x.close()
     y.close()
+    conn.recv()
 
 
-def spawn(target):
+def spawn(target, *args):
     ctx = mp.get_context("spawn")
     conn, theirs = ctx.Pipe()
-    p = ctx.Process(target=target, args=(theirs,))
+    p = ctx.Process(target=target, args=(theirs,) + args)
     p.start()
     theirs.close()
     return conn, p
 
 
-def pipe_rounds(conn, make, n, rounds):
-    best = None
-    for _ in range(rounds):
+def pipe_rounds(conn, make, n, rounds, after=None):
+    """The mean per buffer over ROUNDS timed rounds, after one untimed: the
+    statistic bench_pool's C figures give, so that the two compare."""
+    total = 0
+    for r in range(rounds + 1):
         bufs = make(n)
         t = time.perf_counter_ns()
         conn.send(bufs)
         assert conn.recv() == n
-        dt = (time.perf_counter_ns() - t) / n
-        best = dt if best is None else min(best, dt)
-    return best
+        if after:
+            del bufs
+            after()
+        if r:
+            total += time.perf_counter_ns() - t
+    return total / rounds / n
+
+
+def rounds_for(n):
+    return max(3, min(512, 4096 // n))
 
 
 def bench_pipe_cucore():
     pool = cucore.Pool(0)
-    conn, p = spawn(child_loop)
-    pipe_rounds(conn, lambda n: [pool.allocate(256) for _ in range(n)], 1, 3)  # warm
+    conn, p = spawn(child_loop, "cucore")
+
+    def make(k):
+        return [pool.allocate(256) for _ in range(k)]
+
+    def leases_end(kept=0):
+        pool.lease_wait(kept, timeout=60)
+
+    pipe_rounds(conn, make, 64, 3, leases_end)  # warm: the pool's import, the threads
     for n in SIZES:
-        line("pipe_buffers", "cucore", n,
-             pipe_rounds(conn, lambda k: [pool.allocate(256) for _ in range(k)], n,
-                         5 if n < 1024 else 2) / 1000, "us_per_buffer")
+        line("pipe_buffers", "cucore", n, pipe_rounds(conn, make, n, rounds_for(n)) / 1000,
+             "us_per_buffer")
+        leases_end()
     for n in SIZES:
-        line("pipe_buffers", "cucore-batch", n,
-             pipe_rounds(conn, lambda k: cucore.BufferBatch(pool.allocate(256)
-                                                            for _ in range(k)), n,
-                         5 if n < 1024 else 2) / 1000, "us_per_buffer")
+        line("pipe_buffers", "cucore+leases", n,
+             pipe_rounds(conn, make, n, rounds_for(n), leases_end) / 1000, "us_per_buffer")
+    # Buffers the receiver's mapping already covers: carved from a slab it
+    # imported (cucore.Slab), and views of a buffer it holds (issue 15).
+    slab = cucore.Slab(pool, 4 << 20)
+    whole = pool.allocate(256 * max(SIZES))
+    conn.send(("keep", [slab.allocate(256), whole]))  # the slab's and the parent's import
+    conn.recv()
+    for n in SIZES:
+        line("pipe_buffers", "cucore-slab", n,
+             pipe_rounds(conn, lambda k: [slab.allocate(256) for _ in range(k)], n,
+                         rounds_for(n)) / 1000, "us_per_buffer")
+        leases_end(2)  # the child keeps its two
+    for n in SIZES:
+        line("pipe_buffers", "cucore-view", n,
+             pipe_rounds(conn, lambda k: [whole.view(256 * i, 256) for i in range(k)], n,
+                         rounds_for(n)) / 1000, "us_per_buffer")
+        leases_end(2)
     conn.send(None)
     p.join()
 
@@ -130,35 +198,54 @@ def bench_pipe_cuda_core():
         from cuda.core import Device, DeviceMemoryResource, DeviceMemoryResourceOptions
         dev = Device(0)
         dev.set_current()
-        mr = DeviceMemoryResource(dev, options=DeviceMemoryResourceOptions(ipc_enabled=True))
-        conn, p = spawn(child_loop)
-        conn.send([mr])  # the receiver needs the resource before its buffers
+        stream = dev.create_stream()
+        mr = DeviceMemoryResource(dev, DeviceMemoryResourceOptions(
+            ipc_enabled=True, max_size=max(64 << 20, 2 * max(SIZES) * 512)))
+        conn, p = spawn(child_loop, "cuda.core")
+        conn.send(("keep", [mr]))  # the receiver maps the resource before its buffers
         conn.recv()
+
+        def make(k):
+            bufs = [mr.allocate(256, stream=stream) for _ in range(k)]
+            stream.sync()
+            return bufs
+
+        pipe_rounds(conn, make, 64, 3)  # warm
     except Exception as e:  # noqa: BLE001
         skip("pipe_buffers", "cuda.core", "%s: %s" % (type(e).__name__, e))
         return
     for n in SIZES:
-        line("pipe_buffers", "cuda.core", n,
-             pipe_rounds(conn, lambda k: [mr.allocate(256) for _ in range(k)], n,
-                         5 if n < 1024 else 2) / 1000, "us_per_buffer")
+        line("pipe_buffers", "cuda.core", n, pipe_rounds(conn, make, n, rounds_for(n)) / 1000,
+             "us_per_buffer")
     conn.send(None)
     p.join()
 
 
-def bench_share_first():
-    pool = cucore.Pool(0)
+def share_first_once(pool):
     a, b = pool.allocate(256), pool.allocate(256)
-    cucore.share_point()
     conn, p = spawn(child_first)
     conn.send_bytes(pickle.dumps(a))
     conn.send_bytes(pickle.dumps(b))
     first, second = conn.recv()
+    conn.send(None)
     p.join()
-    line("share_first", "cucore", 1, first / 1000, "us")
-    line("share_second", "cucore", 1, second / 1000, "us")
+    return first, second
+
+
+def bench_share_first(children=5):
+    """Each in a fresh child; the least and the median of the children."""
+    pool = cucore.Pool(0)
+    cucore.share_point()
+    got = sorted(share_first_once(pool) for _ in range(children))
+    firsts = sorted(g[0] for g in got)
+    seconds = sorted(g[1] for g in got)
+    line("share_first", "cucore", 1, firsts[0] / 1000, "us")
+    line("share_first_median", "cucore", 1, firsts[len(firsts) // 2] / 1000, "us")
+    line("share_second", "cucore", 1, seconds[len(seconds) // 2] / 1000, "us")
 
 
 def main():
+    mp.set_start_method("spawn", force=True)  # cuda.core warns about fork otherwise
     info = cucore.driver()
     print("# cucore %s, driver %s (%s), %d device(s), python %s" % (
         cucore.__version__, info["path"], info["version"], len(cucore.devices()),

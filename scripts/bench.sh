@@ -19,6 +19,7 @@
 # runs everything on the simulator, which checks that the benches work but
 # measures nothing about a GPU). CUCORE_BENCH_QUICK=1 uses few iterations.
 # CUCORE_CUDA_INCLUDE=DIR: the CUDA headers (default /usr/local/cuda/include).
+# CUCORE_COMMIT=TEXT: the commit machine.txt names (default: git rev-parse HEAD).
 # Exits non-zero if a bench failed; the cuda.core comparison exiting 77
 # (cuda.core not installed, no GPU) is reported, not a failure.
 set -uo pipefail
@@ -45,7 +46,13 @@ cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" >"$out/build.log" 2>&1
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "host: $(uname -n), $(nproc) CPUs, $(uname -r)"
-    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
+    # CUCORE_COMMIT names the tree where its .git cannot (a copy of a
+    # working tree whose .git is another commit's, as the GPU machine gets).
+    if [ -n "${CUCORE_COMMIT:-}" ]; then
+        echo "commit: $CUCORE_COMMIT"
+    else
+        echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty tree)')"
+    fi
     echo "CUCORE_DRIVER=${CUCORE_DRIVER:-(unset: libcuda.so.1)}"
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
 } >"$out/machine.txt" 2>&1

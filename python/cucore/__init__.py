@@ -16,28 +16,36 @@ from ._errors import (Error, NotVisibleError, PoolNotImportedError, NeedsChannel
                       NotSerializableError, PeerClosedError, TimeoutError,
                       ForeignHostError, ExporterGoneError)
 from ._core import (Device, Stream, Event, Kernel, LaunchConfig, Pool, Buffer, VMM,
-                    Channel, Listener, devices, launch, listen, driver, share_point,
-                    host_id, version)
+                    Channel, Listener, Slab, devices, launch, listen, driver, share_point,
+                    host_id, version, wrap)
 from . import _core
 
 __version__ = version
 
 
+# pickle writes a loader as module + name and, pickling, imports the module
+# to check it: "cucore" (a package) costs that check half of what
+# "cucore._core" does (bench/bench_python.py, device_pickle).
+_load = _core._load
+_load_shared = _core._load_shared
+_load.__module__ = _load_shared.__module__ = "cucore"
+
+
 class BufferBatch(list):
-    """A list of buffers that pickles as one request to the share point:
-    the receiver gets a plain list of its Buffers, all imported with one
-    round trip (pickling a list of Buffers costs one round trip each)."""
+    """A list of buffers; it pickles as a plain list (the receiver gets a
+    list), which costs no round trip a buffer any more: kept for older
+    callers."""
 
     def __reduce__(self):
-        return _core._reduce_buffers(list(self))
+        return (list, (list(self),))
 
 
 __all__ = [
     "Error", "NotVisibleError", "PoolNotImportedError", "NeedsChannelError",
     "NotSerializableError", "PeerClosedError", "TimeoutError", "ForeignHostError",
     "ExporterGoneError", "Device", "Stream", "Event", "Kernel", "LaunchConfig", "Pool",
-    "Buffer", "BufferBatch", "VMM", "Channel", "Listener", "devices", "launch", "listen", "driver",
-    "share_point", "host_id",
+    "Buffer", "BufferBatch", "Slab", "VMM", "Channel", "Listener", "devices", "launch", "listen", "driver",
+    "share_point", "host_id", "wrap",
 ]
 
 # The share point is gone at exit (its socket file removed); the threads

@@ -22,8 +22,11 @@ PyObject *buffer_wrap(cuc_buffer *b)
     }
     bo->weak = NULL;
     bo->b = b;
-    bo->pid = getpid();
+    bo->pid = py_pid();
     bo->exports = 0;
+    bo->rec = NULL;
+    bo->lease_at = 0;
+    bo->claimed = 0;
     if (live_put_ptr(b, (PyObject *)bo))
         Py_CLEAR(bo);
     return (PyObject *)bo;
@@ -52,15 +55,21 @@ int buffer_live(PyBuffer *b)
 static int buffer_drop(PyBuffer *o, cuc_stream *s)
 {
     cuc_buffer *b = o->b;
+    struct imp *e;
     int rc;
 
     if (!b)
         return 0;
     live_del_ptr(b);
     o->b = NULL;
+    Py_CLEAR(o->rec);
+    e = o->claimed ? claim_py_drop(b) : NULL;
+    if (o->claimed && !s && claim_drop_later(b, e) == 0)
+        return 0; /* with the others closed meanwhile: claim.c */
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_buffer_unref_async(b, s);
     Py_END_ALLOW_THREADS
+    claim_release(e); /* after the unmap: the exporter may free then */
     return rc;
 }
 
@@ -70,8 +79,9 @@ static void buffer_dealloc(PyObject *self)
 
     if (o->weak)
         PyObject_ClearWeakRefs(self);
-    if (o->pid == getpid())
+    if (o->pid == py_pid())
         buffer_drop(o, NULL);
+    Py_CLEAR(o->rec);
     PyObject_Free(self);
 }
 
@@ -220,8 +230,28 @@ static PyObject *buf_leases(PyObject *self, PyObject *noargs)
     (void)noargs;
     if (buffer_live((PyBuffer *)self))
         return NULL;
-    rc = cuc_buffer_lease_count(B(self), &n);
+    rc = share_lease_count(B(self), NULL, &n);
     return rc ? py_raise(rc) : PyLong_FromSize_t(n);
+}
+
+/* view(offset, size): a part of the buffer as a Buffer of its own (no
+ * driver call); it keeps the allocation alive, and pickles as the
+ * allocation's identity + offset + size (the receiver imports the
+ * allocation once). */
+static PyObject *buf_view(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"offset", "size", NULL};
+    Py_ssize_t off, size;
+    cuc_buffer *v;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "nn", names, &off, &size) ||
+        buffer_live((PyBuffer *)self))
+        return NULL;
+    if (off < 0 || size <= 0)
+        return py_raise_fmt(CUC_E_INVALID, "view: offset %zd, size %zd", off, size);
+    rc = cuc_buffer_view(B(self), (size_t)off, (size_t)size, &v);
+    return rc ? py_raise(rc) : buffer_wrap(v);
 }
 
 static PyObject *buf_reduce(PyObject *self, PyObject *noargs)
@@ -265,6 +295,25 @@ static PyObject *get_imported(PyObject *self, void *c)
                                          : PyBool_FromLong(cuc_buffer_is_imported(B(self)));
 }
 
+static PyObject *get_is_view(PyObject *self, void *c)
+{
+    (void)c;
+    return buffer_live((PyBuffer *)self) ? NULL : PyBool_FromLong(cuc_buffer_is_view(B(self)));
+}
+
+static PyObject *get_offset(PyObject *self, void *c)
+{
+    (void)c;
+    return buffer_live((PyBuffer *)self) ? NULL : PyLong_FromSize_t(cuc_buffer_offset(B(self)));
+}
+
+static PyObject *get_is_wrapped(PyObject *self, void *c)
+{
+    (void)c;
+    return buffer_live((PyBuffer *)self) ? NULL
+                                         : PyBool_FromLong(cuc_buffer_is_wrapped(B(self)));
+}
+
 static PyObject *get_closed(PyObject *self, void *c)
 {
     (void)c;
@@ -278,6 +327,9 @@ static PyGetSetDef buf_getset[] = {
     {"pool", get_pool, NULL, NULL, NULL},
     {"is_imported", get_imported, NULL, NULL, NULL},
     {"closed", get_closed, NULL, NULL, NULL},
+    {"is_view", get_is_view, NULL, "a part of an allocation (view, Slab)", NULL},
+    {"offset", get_offset, NULL, "where it starts in its allocation", NULL},
+    {"is_wrapped", get_is_wrapped, NULL, "memory shared by legacy CUDA IPC (wrap)", NULL},
     {"__cuda_array_interface__", interop_cai, NULL, "version 3, bytes (|u1)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
@@ -288,6 +340,8 @@ static PyMethodDef buf_methods[] = {
      "to_bytes(size=None, offset=0, stream=None)"},
     {"fill", buf_fill, METH_VARARGS, "fill(byte): set every byte"},
     {"lease_count", buf_leases, METH_NOARGS, "leases of other processes not ended"},
+    {"view", (PyCFunction)(void (*)(void))buf_view, METH_VARARGS | METH_KEYWORDS,
+     "view(offset, size): a part of the buffer as a Buffer (no driver call)"},
     {"close", (PyCFunction)(void (*)(void))buf_close, METH_VARARGS | METH_KEYWORDS,
      "close(stream=None): drop this object's reference"},
     {"__enter__", buf_enter, METH_NOARGS, NULL},

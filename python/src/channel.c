@@ -28,7 +28,7 @@ static PyObject *channel_wrap(cuc_channel *ch)
         return NULL;
     }
     o->ch = ch;
-    o->pid = getpid();
+    o->pid = py_pid();
     return (PyObject *)o;
 }
 
@@ -48,7 +48,7 @@ static void channel_close(PyChannel *c)
     cuc_channel *ch = c->ch;
 
     c->ch = NULL;
-    if (ch && c->pid == getpid()) {
+    if (ch && c->pid == py_pid()) {
         Py_BEGIN_ALLOW_THREADS
         cuc_channel_destroy(ch);
         Py_END_ALLOW_THREADS
@@ -283,13 +283,13 @@ PyObject *py_listen(PyObject *self, PyObject *arg)
     }
     o->l = l;
     o->path = Py_NewRef(arg);
-    o->pid = getpid();
+    o->pid = py_pid();
     return (PyObject *)o;
 }
 
 static void listener_close(PyListener *o)
 {
-    if (o->l && o->pid == getpid())
+    if (o->l && o->pid == py_pid())
         cuc_listener_destroy(o->l);
     o->l = NULL;
 }
@@ -311,7 +311,7 @@ static PyObject *l_accept(PyObject *self, PyObject *args, PyObject *kw)
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || ms_arg(to, &ms))
         return NULL;
-    if (!o->l || o->pid != getpid()) {
+    if (!o->l || o->pid != py_pid()) {
         PyErr_SetString(PyExc_ValueError, "the listener is closed");
         return NULL;
     }

@@ -13,7 +13,7 @@
 /* Types, each defined in the file of its name. */
 extern PyTypeObject PyDevice_Type, PyStream_Type, PyEvent_Type, PyKernel_Type,
     PyLaunchConfig_Type, PyPool_Type, PyBuffer_Type, PyVmm_Type, PyChannel_Type,
-    PyListener_Type;
+    PyListener_Type, PySlab_Type;
 
 typedef struct {
     PyObject_HEAD
@@ -61,6 +61,9 @@ typedef struct {
     cuc_buffer *b; /* NULL once closed */
     pid_t pid;
     Py_ssize_t exports; /* live buffer-protocol views */
+    PyObject *rec;      /* its record's bytes, made at its first pickle (share.c) */
+    Py_ssize_t lease_at; /* where in rec the lease id is */
+    int claimed;        /* it arrived by pickle: claim.c has its claims */
 } PyBuffer;
 
 typedef struct {
@@ -91,6 +94,8 @@ PyObject *py_raise(int status);
 PyObject *py_raise_fmt(int status, const char *fmt, ...);
 /* Raises a class of cucore._errors by name with code and text. */
 PyObject *py_raise_named(const char *cls, const char *code, const char *fmt, ...);
+/* This process's pid (cached; refreshed after fork). */
+pid_t py_pid(void);
 /* 0 if obj was made in this process; else raises (inherited through fork). */
 int py_check_pid(pid_t pid, const char *what);
 
@@ -141,15 +146,54 @@ PyObject *py_load(PyObject *self, PyObject *arg);
 PyObject *share_reduce_pool(PyPool *p);
 PyObject *share_reduce_buffer(PyBuffer *b);
 PyObject *share_reduce_vmm(PyVmm *v);
-PyObject *py_reduce_buffers(PyObject *self, PyObject *arg);
 PyObject *py_load_shared(PyObject *self, PyObject *args);
 PyObject *py_share_point(PyObject *self, PyObject *noargs);
 PyObject *py_share_close(PyObject *self, PyObject *noargs);
 PyObject *py_host_id(PyObject *self, PyObject *noargs);
 void share_vmm_forget(uint64_t token);
 int share_init(PyObject *module);
+PyObject *py_share_flush(PyObject *self, PyObject *noargs);
+PyObject *py_share_stats(PyObject *self, PyObject *noargs);
+struct conn; /* the kept channel to one exporter */
+/* Sends n lease ops (claims; releases with bit 63) as one message, without
+ * waiting for an answer; an exporter that is gone drops them. */
+void share_conn_post(struct conn *c, const uint64_t *ops, size_t n);
+
+/* hold.c: the exporter's holds (a pickle's token) and leases (a claimed
+ * token, one connection's). */
+struct lessee;
+int hold_new(cuc_buffer *b, uint64_t *token);
+int64_t hold_now_ms(void);
+int64_t hold_sync_after_ms(uint64_t token);
+struct lessee *hold_lessee_new(void);
+void hold_lessee_end(struct lessee *l);
+int hold_apply(struct lessee *l, uint64_t token, int claim);
+void hold_sweep(void);
+size_t hold_count(const cuc_buffer *b, const cuc_pool *pool);
+size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms);
+void hold_stats(size_t *unclaimed, size_t *leased);
+void hold_after_fork(void);
+
+/* claim.c: the importer's claims, queued for the exporters. */
+struct imp;
+int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post);
+int claim_give_back(struct conn *c, uint64_t token);
+struct imp *claim_py_drop(const cuc_buffer *b);
+void claim_downstream_begin(const cuc_buffer *b);
+struct imp *claim_downstream_end(const cuc_buffer *b);
+void claim_release(struct imp *e);
+int claim_drop_later(cuc_buffer *b, struct imp *e);
+void claim_flush(void);
+void claim_close(void);
+void claim_after_fork(void);
+/* Holds and leases of a buffer / of a pool's buffers, C's and the share
+ * point's together (buffer.c, pool.c). */
+int share_lease_count(const cuc_buffer *b, const cuc_pool *pool, size_t *n);
 
 PyObject *py_listen(PyObject *self, PyObject *arg);
+
+/* slab.c */
+PyObject *py_wrap(PyObject *self, PyObject *args, PyObject *kw);
 
 /* launch.c */
 PyObject *py_launch(PyObject *self, PyObject *args);

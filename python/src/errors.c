@@ -1,6 +1,7 @@
 /* Status codes as Python exceptions (the classes live in cucore._errors,
  * where Python is the better tool for a class hierarchy). */
 #include <stdarg.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "cucore_py.h"
@@ -78,9 +79,27 @@ PyObject *py_raise_named(const char *cls, const char *code, const char *fmt, ...
     return raise_with(PyObject_GetAttrString(errors_mod, cls), code, text);
 }
 
+static pid_t cached_pid;
+
+static void pid_after_fork(void)
+{
+    cached_pid = getpid();
+}
+
+/* getpid() is a system call (glibc no longer caches it), and every object
+ * checks it on every use: this process's pid, refreshed after fork. */
+pid_t py_pid(void)
+{
+    if (!cached_pid) {
+        cached_pid = getpid();
+        pthread_atfork(NULL, NULL, pid_after_fork);
+    }
+    return cached_pid;
+}
+
 int py_check_pid(pid_t pid, const char *what)
 {
-    if (pid == getpid())
+    if (pid == py_pid())
         return 0;
     py_raise_fmt(CUC_E_INVALID, "this %s was inherited through fork from process %ld: "
                  "objects inherited through fork are inert (CUDA state does not "

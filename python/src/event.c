@@ -20,7 +20,7 @@ PyObject *event_wrap(cuc_event *e)
     }
     ev->weak = NULL;
     ev->e = e;
-    ev->pid = getpid();
+    ev->pid = py_pid();
     if (live_put_ptr(e, (PyObject *)ev))
         Py_CLEAR(ev);
     return (PyObject *)ev;
@@ -52,7 +52,7 @@ static void event_dealloc(PyObject *self)
     if (o->weak)
         PyObject_ClearWeakRefs(self);
     live_del_ptr(o->e);
-    if (o->pid == getpid())
+    if (o->pid == py_pid())
         cuc_event_unref(o->e);
     PyObject_Free(self);
 }

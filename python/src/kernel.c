@@ -39,7 +39,7 @@ PyObject *kernel_wrap(cuc_kernel *k)
     ko->weak = NULL;
     ko->k = k;
     ko->key = key;
-    ko->pid = getpid();
+    ko->pid = py_pid();
     if (live_put(key, (PyObject *)ko))
         Py_CLEAR(ko);
     return (PyObject *)ko;
@@ -90,7 +90,7 @@ static void kernel_dealloc(PyObject *self)
         PyObject_ClearWeakRefs(self);
     live_del(o->key);
     Py_DECREF(o->key);
-    if (o->pid == getpid())
+    if (o->pid == py_pid())
         cuc_kernel_destroy(o->k);
     PyObject_Free(self);
 }

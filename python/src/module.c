@@ -22,7 +22,11 @@ static PyMethodDef methods[] = {
     {"share_point", py_share_point, METH_NOARGS, "this process's share point (starts it)"},
     {"host_id", py_host_id, METH_NOARGS, "hostname/machine-id, as pickles carry it"},
     {"_share_close", py_share_close, METH_NOARGS, NULL},
-    {"_reduce_buffers", py_reduce_buffers, METH_O, NULL},
+    {"_share_flush", py_share_flush, METH_NOARGS, NULL},
+    {"wrap", (PyCFunction)(void (*)(void))py_wrap, METH_VARARGS | METH_KEYWORDS,
+     "wrap(device, ptr, size): cuMemAlloc'd memory as a Buffer (legacy CUDA IPC); the "
+     "caller keeps it allocated while the Buffer and its leases live"},
+    {"_share_stats", py_share_stats, METH_NOARGS, NULL},
     {"_load", py_load, METH_O, NULL},
     {"_load_shared", py_load_shared, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
@@ -50,7 +54,7 @@ static int add_types(PyObject *m)
            add_type(m, &PyLaunchConfig_Type, "LaunchConfig") ||
            add_type(m, &PyPool_Type, "Pool") || add_type(m, &PyBuffer_Type, "Buffer") ||
            add_type(m, &PyVmm_Type, "VMM") || add_type(m, &PyChannel_Type, "Channel") ||
-           add_type(m, &PyListener_Type, "Listener")
+           add_type(m, &PyListener_Type, "Listener") || add_type(m, &PySlab_Type, "Slab")
                ? -1 : 0;
 }
 

@@ -21,7 +21,7 @@ PyObject *pool_wrap(cuc_pool *p)
     }
     po->weak = NULL;
     po->p = p;
-    po->pid = getpid();
+    po->pid = py_pid();
     if (live_put_ptr(p, (PyObject *)po))
         Py_CLEAR(po);
     return (PyObject *)po;
@@ -70,7 +70,7 @@ static void pool_dealloc(PyObject *self)
     if (o->weak)
         PyObject_ClearWeakRefs(self);
     live_del_ptr(o->p);
-    if (o->pid == getpid())
+    if (o->pid == py_pid())
         cuc_pool_unref(o->p);
     PyObject_Free(self);
 }
@@ -111,8 +111,39 @@ static PyObject *pool_leases(PyObject *self, PyObject *noargs)
     (void)noargs;
     if (!POOL_LIVE(self))
         return NULL;
-    rc = cuc_pool_lease_count(P(self), &n);
+    rc = share_lease_count(NULL, P(self), &n);
     return rc ? py_raise(rc) : PyLong_FromSize_t(n);
+}
+
+/* Waits for the pool's leases of channels (cucore's) and of the share
+ * point (hold.c) together, in slices of either wait; the GIL released. */
+static int wait_leases(cuc_pool *p, size_t left, int ms, size_t *now_left)
+{
+    int64_t end = ms < 0 ? -1 : hold_now_ms() + ms, rest;
+    size_t c, h;
+    int rc;
+
+    for (;;) {
+        c = 0;
+        rc = cuc_pool_lease_count(p, &c);
+        h = hold_count(NULL, p);
+        if (rc)
+            return rc;
+        if (c + h <= left) /* also reports a deferred free that failed, once */
+            return cuc_pool_lease_wait(p, NULL, c, 0);
+        rest = end < 0 ? 20 : end - hold_now_ms();
+        if (rest <= 0) {
+            *now_left = c + h;
+            return CUC_E_TIMEOUT;
+        }
+        rest = rest < 20 ? rest : 20;
+        if (c > 0 && h <= left)
+            rc = cuc_pool_lease_wait(p, NULL, left - h, (int)rest);
+        else
+            hold_wait(p, left > c ? left - c : 0, (int)rest);
+        if (rc && rc != CUC_E_TIMEOUT)
+            return rc;
+    }
 }
 
 static PyObject *pool_lease_wait(PyObject *self, PyObject *args, PyObject *kw)
@@ -124,9 +155,14 @@ static PyObject *pool_lease_wait(PyObject *self, PyObject *args, PyObject *kw)
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|nd", names, &left, &t))
         return NULL;
+    size_t n = 0;
+
     Py_BEGIN_ALLOW_THREADS
-    rc = cuc_pool_lease_wait(P(self), NULL, (size_t)left, t < 0 ? -1 : (int)(t * 1000));
+    rc = wait_leases(P(self), (size_t)left, t < 0 ? -1 : (int)(t * 1000), &n);
     Py_END_ALLOW_THREADS
+    if (rc == CUC_E_TIMEOUT)
+        return py_raise_fmt(rc, "lease_wait: %zu leases of pool still held after %.3f s "
+                            "(importers that have not released their buffers)", n, t);
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 

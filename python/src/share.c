@@ -4,16 +4,21 @@
  * cuc_channel_listen/accept), started on first use, served by background
  * threads that never touch Python, removed at exit. A pickle carries the
  * host's identity, the share point's path, the exporter's pid and the
- * record bytes; unpickling connects (one channel per exporter, kept), asks
- * for the object, and imports what comes back over that channel, so the
- * lease lives as long as the imported object (or this process).
+ * payload; unpickling connects (one channel per exporter, kept for the
+ * process) when it needs the exporter.
  *
- * Requests and replies are cucore messages. A buffer request is the
- * buffer records themselves (bytes-only records); the reply holds each
- * buffer's pool, then the buffers. A pool or VMM request is one fd record
- * whose tag says which (REQ_*) and whose fd, a memfd, holds the pool id or
- * VMM token. A refusal is one fd record tagged REPLY_ERROR | -status with
- * the exporter's message in its memfd. */
+ * A buffer's payload is its record (bytes only), whose lease id is a hold's
+ * token (hold.c): the receiver imports the pointer itself, fetching the
+ * buffer's pool once (kept for the process), and claims the hold on the
+ * kept channel without waiting (claim.c), which makes it a lease of that
+ * connection. No round trip a buffer.
+ *
+ * Requests are cucore messages of one fd record whose tag says what
+ * (REQ_*) and whose memfd holds the argument: a pool id, a VMM token, lease
+ * ops (REQ_LEASES: claims and releases, never answered) or one token to
+ * claim synchronously (REQ_CLAIM, answered REPLY_OK). A refusal is one fd
+ * record tagged REPLY_ERROR | -status with the exporter's message in its
+ * memfd. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,7 +34,13 @@
 
 #define REQ_POOL 1u
 #define REQ_VMM 2u
+#define REQ_LEASES 3u /* claims and releases of buffer holds (hold.c) */
+#define REQ_CLAIM 4u  /* one claim, answered */
+#define REPLY_OK 5u
 #define REPLY_ERROR 0x80000000u
+#define RELEASE_BIT (1ull << 63)
+#define MAX_LEASE_OPS 65536
+#define GONE_CHECK_MS 10
 #define TEXT_MAX 1024
 #define REQUEST_TIMEOUT_MS 60000
 #define MAX_VMM_EXPORTS 65536
@@ -51,7 +62,8 @@ static struct {
     struct vmm_export *vmms;
     size_t nvmm;
     uint64_t next_token;
-} srv = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, "", 0, 0, NULL, 0, 1};
+    unsigned gen; /* counts starts: the strings of share_strings() follow it */
+} srv = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, "", 0, 0, NULL, 0, 1, 0};
 
 static char host_id[512];
 
@@ -113,55 +125,6 @@ static void send_error(cuc_channel *ch, int status)
     }
 }
 
-/* Adds the pool unless pools[0..*n) has it. */
-static int add_pool_once(cuc_msg *reply, cuc_pool *p, cuc_pool **pools, size_t *n)
-{
-    size_t i;
-
-    for (i = 0; i < *n; i++)
-        if (pools[i] == p)
-            return 0;
-    pools[(*n)++] = p;
-    return cuc_msg_add_pool(reply, p);
-}
-
-/* The buffers of req, resolved here through their bytes (a message that
- * came on no channel: no lease is taken on our own records), sent back
- * after their pools. */
-static int serve_buffers(cuc_channel *ch, cuc_msg *req)
-{
-    size_t n = cuc_msg_record_count(req), i, got = 0, npools = 0;
-    cuc_buffer **bufs = calloc(n, sizeof(*bufs));
-    cuc_pool **pools = calloc(n, sizeof(*pools));
-    cuc_msg *local = NULL, *reply = NULL;
-    size_t len;
-    void *bytes = NULL;
-    int rc = bufs && pools ? cuc_msg_to_bytes(req, &bytes, &len) : CUC_E_NOMEM;
-
-    if (rc == 0)
-        rc = cuc_msg_from_bytes(bytes, len, &local);
-    for (; rc == 0 && got < n; got++)
-        rc = cuc_msg_get_buffer(local, got, &bufs[got]);
-    if (rc == 0)
-        rc = cuc_msg_create(&reply);
-    for (i = 0; rc == 0 && i < n; i++)
-        rc = add_pool_once(reply, cuc_buffer_pool(bufs[i]), pools, &npools);
-    for (i = 0; rc == 0 && i < n; i++)
-        rc = cuc_msg_add_buffer(reply, bufs[i]);
-    if (rc == 0)
-        rc = cuc_channel_send(ch, reply);
-    else
-        send_error(ch, rc);
-    cuc_msg_destroy(reply);
-    for (i = 0; i < got; i++)
-        cuc_buffer_unref_async(bufs[i], NULL); /* the leases keep what was sent */
-    cuc_msg_destroy(local);
-    free(bytes);
-    free(pools);
-    free(bufs);
-    return rc;
-}
-
 static cuc_vmm *vmm_find_ref(uint64_t token)
 {
     cuc_vmm *v = NULL;
@@ -176,22 +139,20 @@ static cuc_vmm *vmm_find_ref(uint64_t token)
 }
 
 /* One object asked for by id (a pool) or token (a VMM resource). */
-static int serve_one(cuc_channel *ch, cuc_msg *req)
+/* One object asked for by id (a pool) or token (a VMM resource). */
+static int serve_one(cuc_channel *ch, uint32_t tag, const void *data, size_t n)
 {
-    uint8_t data[CUC_POOL_ID_LEN];
     cuc_msg *reply = NULL;
     cuc_pool *pool = NULL;
     cuc_vmm *vmm = NULL;
     uint64_t token;
-    uint32_t tag = 0;
-    ssize_t n = record_data(req, 0, &tag, data, sizeof(data));
     int rc = cuc_msg_create(&reply);
 
     if (rc == 0 && tag == REQ_POOL && n == CUC_POOL_ID_LEN) {
         rc = cuc_pool_get_by_id(data, &pool);
         if (rc == 0)
             rc = cuc_msg_add_pool(reply, pool);
-    } else if (rc == 0 && tag == REQ_VMM && n == (ssize_t)sizeof(token)) {
+    } else if (rc == 0 && tag == REQ_VMM && n == sizeof(token)) {
         memcpy(&token, data, sizeof(token));
         vmm = vmm_find_ref(token);
         rc = vmm ? cuc_msg_add_vmm(reply, vmm) : CUC_E_NOT_FOUND;
@@ -208,37 +169,83 @@ static int serve_one(cuc_channel *ch, cuc_msg *req)
     return rc;
 }
 
-static void serve(cuc_channel *ch, cuc_msg *req)
+/* A synchronous claim (claim.c's late path): answered, REPLY_OK or a
+ * refusal saying why. */
+static void serve_claim(cuc_channel *ch, struct lessee *l, uint64_t token)
 {
-    int type = 0;
+    char text[160];
+    cuc_msg *m;
+    int rc = hold_apply(l, token, 1);
 
-    if (cuc_msg_record_count(req) == 0 || cuc_msg_record_type(req, 0, &type))
-        type = 0;
-    if (type == CUC_RECORD_BUFFER)
-        serve_buffers(ch, req);
-    else if (type == CUC_RECORD_FD && cuc_msg_record_count(req) == 1)
-        serve_one(ch, req);
-    else
-        send_error(ch, CUC_E_BADMSG);
+    if (rc == CUC_E_NOT_FOUND) {
+        snprintf(text, sizeof(text), "no hold of token %016llx here: the pickle was loaded "
+                 "after its hold ended (CUCORE_SHARE_HOLD_MS), or by another process first",
+                 (unsigned long long)token);
+        rc = data_msg(REPLY_ERROR | (uint32_t)-CUC_E_NOT_FOUND, text, strlen(text), &m);
+    } else {
+        rc = data_msg(REPLY_OK, "", 0, &m);
+    }
+    if (rc == 0) {
+        cuc_channel_send(ch, m);
+        cuc_msg_destroy(m);
+    }
 }
 
-/* One importer: serves its requests; its releases and its death end the
- * leases (the deferred frees run here). */
+/* A request is one fd record: its tag says what, its memfd holds the
+ * argument (a pool id, a VMM token, lease ops). Lease ops (REQ_LEASES:
+ * claims and releases, hold.c) are never answered. */
+static void serve(cuc_channel *ch, cuc_msg *req, struct lessee *l)
+{
+    uint32_t tag = 0;
+    uint64_t *data = NULL;
+    struct stat st;
+    ssize_t n = -1;
+    size_t i;
+    int type = 0, fd;
+
+    if (cuc_msg_record_count(req) != 1 || cuc_msg_record_type(req, 0, &type) ||
+        type != CUC_RECORD_FD || cuc_msg_take_fd(req, 0, &fd, &tag)) {
+        send_error(ch, CUC_E_BADMSG);
+        return;
+    }
+    if (fstat(fd, &st) == 0 && st.st_size <= (off_t)(MAX_LEASE_OPS * 8) &&
+        (data = malloc((size_t)st.st_size + 8)))
+        n = pread(fd, data, (size_t)st.st_size, 0);
+    close(fd);
+    if (n < 0 || n != st.st_size) {
+        if (tag != REQ_LEASES)
+            send_error(ch, CUC_E_IO);
+    } else if (tag == REQ_LEASES) {
+        for (i = 0; i < (size_t)n / 8; i++)
+            hold_apply(l, data[i] & ~RELEASE_BIT, !(data[i] & RELEASE_BIT));
+    } else if (tag == REQ_CLAIM && n == 8) {
+        serve_claim(ch, l, data[0]);
+    } else {
+        serve_one(ch, tag, data, (size_t)n);
+    }
+    free(data);
+}
+
+/* One importer: serves its requests and lease ops; its releases and its
+ * death end its leases (the deferred frees run here). */
 static void *conn_main(void *arg)
 {
     cuc_channel *ch = arg;
+    struct lessee *l = hold_lessee_new();
     cuc_msg *req;
     int rc;
 
     for (;;) {
-        rc = cuc_channel_recv(ch, -1, &req);
+        rc = l ? cuc_channel_recv(ch, -1, &req) : CUC_E_NOMEM;
         if (rc == CUC_E_BADMSG || rc == CUC_E_VERSION)
             continue; /* dropped; the channel goes on (channel.h) */
         if (rc)
             break;
-        serve(ch, req);
+        serve(ch, req, l);
         cuc_msg_destroy(req);
     }
+    if (l)
+        hold_lessee_end(l);
     cuc_channel_destroy(ch);
     return NULL;
 }
@@ -293,7 +300,7 @@ static int share_start_locked(void)
     uint32_t r = 0;
     int rc;
 
-    if (srv.l && srv.pid == getpid())
+    if (srv.l && srv.pid == py_pid())
         return 0;
     if (share_dir(dir, sizeof(dir))) {
         py_raise_fmt(CUC_E_PERMISSION, "no private directory for the share point: "
@@ -302,16 +309,17 @@ static int share_start_locked(void)
         return -1;
     }
     if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-        r = (uint32_t)getpid() * 2654435761u;
+        r = (uint32_t)py_pid() * 2654435761u;
     snprintf(srv.path, sizeof(srv.path), "%.60s/cucore-share-%ld-%08x.sock", dir,
-             (long)getpid(), r);
+             (long)py_pid(), r);
     rc = cuc_channel_listen(srv.path, &srv.l);
     if (rc) {
         py_raise(rc);
         return -1;
     }
     srv.stopping = 0;
-    srv.pid = getpid();
+    srv.pid = py_pid();
+    srv.gen++;
     if (pthread_create(&srv.accepter, NULL, accept_main, NULL)) {
         cuc_listener_destroy(srv.l);
         srv.l = NULL;
@@ -346,8 +354,11 @@ PyObject *py_share_close(PyObject *self, PyObject *noargs)
 
     (void)self;
     (void)noargs;
+    Py_BEGIN_ALLOW_THREADS
+    claim_close(); /* the releases queued go out before we exit; later drops are ours */
+    Py_END_ALLOW_THREADS
     pthread_mutex_lock(&srv.mu);
-    if (srv.l && srv.pid == getpid()) {
+    if (srv.l && srv.pid == py_pid()) {
         srv.stopping = 1;
         Py_BEGIN_ALLOW_THREADS
         if (cuc_channel_connect(srv.path, 0, &wake) == 0) /* wakes the accept */
@@ -397,7 +408,25 @@ void share_vmm_forget(uint64_t token)
 
 /* ---- pickling ---- */
 
-static PyObject *load_shared_fn;
+static PyObject *load_shared_fn, *kind_buffer, *host_str, *path_str, *pid_obj;
+static unsigned strs_gen;
+
+/* The share point started, and its path and pid as the objects every
+ * buffer pickle shares (pickle memoizes them: a list's pickle holds them
+ * once). */
+static int share_strings(void)
+{
+    if (share_start())
+        return -1;
+    if (path_str && strs_gen == srv.gen)
+        return 0;
+    Py_XSETREF(path_str, PyUnicode_FromString(srv.path));
+    Py_XSETREF(pid_obj, PyLong_FromLong((long)py_pid()));
+    if (!path_str || !pid_obj)
+        return -1;
+    strs_gen = srv.gen;
+    return 0;
+}
 
 static PyObject *reduce_as(const char *kind, PyObject *payload)
 {
@@ -407,7 +436,7 @@ static PyObject *reduce_as(const char *kind, PyObject *payload)
         Py_XDECREF(payload);
         return NULL;
     }
-    r = Py_BuildValue("(O(sssiO))", load_shared_fn, kind, host_id, srv.path, (int)getpid(),
+    r = Py_BuildValue("(O(sssiO))", load_shared_fn, kind, host_id, srv.path, (int)py_pid(),
                       payload);
     Py_DECREF(payload);
     return r;
@@ -426,65 +455,82 @@ PyObject *share_reduce_pool(PyPool *p)
     return reduce_as("pool", PyBytes_FromStringAndSize((const char *)id, sizeof(id)));
 }
 
-PyObject *share_reduce_buffer(PyBuffer *b)
+/* Where a one-record message's lease id is: the record's payload starts
+ * after the message header (24 bytes) and the record header (16);
+ * docs/wire-format.md. */
+static Py_ssize_t lease_offset(int type)
 {
-    PyObject *bytes;
+    if (type == CUC_RECORD_BUFFER || type == CUC_RECORD_BUFFER_VIEW)
+        return 24 + 16 + 32;
+    if (type == CUC_RECORD_IPC_BUFFER)
+        return 24 + 16 + 64;
+    return -1;
+}
+
+/* The buffer's one-record message, made once (its export data is cached
+ * by cucore anyway; the bytes are what every pickle copies). */
+static int buffer_record(PyBuffer *b)
+{
     cuc_msg *m;
     size_t len;
     void *buf = NULL;
-    int rc = cuc_msg_create(&m);
+    int rc = cuc_msg_create(&m), type = 0;
 
     if (rc == 0)
         rc = cuc_msg_add_buffer(m, b->b);
     if (rc == 0)
-        rc = cuc_msg_to_bytes(m, &buf, &len);
-    cuc_msg_destroy(m);
-    if (rc)
-        return py_raise(rc);
-    bytes = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
-    free(buf);
-    return reduce_as("buffer", bytes);
-}
-
-/* Buffers of one batch: one message of their records, so the receiver
- * fetches them all in one request. */
-PyObject *py_reduce_buffers(PyObject *self, PyObject *arg)
-{
-    PyObject *seq = PySequence_Fast(arg, "a batch is a sequence of cucore.Buffer"), *bytes;
-    Py_ssize_t i, n;
-    cuc_msg *m = NULL;
-    size_t len;
-    void *buf = NULL;
-    int rc;
-
-    (void)self;
-    if (!seq)
-        return NULL;
-    n = PySequence_Fast_GET_SIZE(seq);
-    rc = n < 1 || (size_t)n > CUC_MSG_MAX_RECORDS ? CUC_E_INVALID : cuc_msg_create(&m);
-    for (i = 0; rc == 0 && i < n; i++) {
-        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
-
-        if (!PyObject_TypeCheck(o, &PyBuffer_Type) || buffer_live((PyBuffer *)o)) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "batch item %zd is not a cucore.Buffer", i);
-            cuc_msg_destroy(m);
-            Py_DECREF(seq);
-            return NULL;
-        }
-        rc = cuc_msg_add_buffer(m, ((PyBuffer *)o)->b);
-    }
-    Py_DECREF(seq);
+        rc = cuc_msg_record_type(m, 0, &type);
     if (rc == 0)
         rc = cuc_msg_to_bytes(m, &buf, &len);
     cuc_msg_destroy(m);
-    if (rc == CUC_E_INVALID && n < 1)
-        return py_raise_fmt(rc, "an empty batch: pickle an empty list instead");
     if (rc)
-        return py_raise(rc);
-    bytes = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
+        return py_raise(rc), -1;
+    b->lease_at = lease_offset(type);
+    if (b->lease_at < 0 || len < (size_t)b->lease_at + 8) {
+        free(buf);
+        return py_raise_fmt(CUC_E_BADMSG, "a buffer record of type %d has no lease id where "
+                            "docs/wire-format.md puts it", type), -1;
+    }
+    b->rec = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
     free(buf);
-    return reduce_as("buffers", bytes);
+    return b->rec ? 0 : -1;
+}
+
+/* (_load_shared, ("buffer", host, path, pid, record)): the record's lease
+ * id is a fresh hold's token (hold.c). */
+PyObject *share_reduce_buffer(PyBuffer *b)
+{
+    PyObject *payload, *r;
+    uint64_t token;
+    int rc;
+
+    if ((!b->rec && buffer_record(b)) || share_strings())
+        return NULL;
+    payload = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(b->rec));
+    if (!payload)
+        return NULL;
+    rc = hold_new(b->b, &token);
+    if (rc) {
+        Py_DECREF(payload);
+        return py_raise(rc);
+    }
+    memcpy(PyBytes_AS_STRING(payload), PyBytes_AS_STRING(b->rec),
+           (size_t)PyBytes_GET_SIZE(b->rec));
+    for (int i = 0; i < 8; i++) /* the wire is little-endian */
+        PyBytes_AS_STRING(payload)[b->lease_at + i] = (char)(uint8_t)(token >> (8 * i));
+    r = PyTuple_New(2);
+    if (r) {
+        PyObject *args = PyTuple_Pack(5, kind_buffer, host_str, path_str, pid_obj, payload);
+
+        if (args) {
+            PyTuple_SET_ITEM(r, 0, Py_NewRef(load_shared_fn));
+            PyTuple_SET_ITEM(r, 1, args);
+        } else {
+            Py_CLEAR(r);
+        }
+    }
+    Py_DECREF(payload);
+    return r; /* on failure the hold expires */
 }
 
 PyObject *share_reduce_vmm(PyVmm *v)
@@ -508,8 +554,12 @@ struct conn {
     struct conn *next;
     char path[108];
     pid_t owner; /* the exporter */
-    cuc_channel *ch; /* NULL after the exporter went */
+    cuc_channel *ch; /* NULL until connected, and after the exporter went */
+    int gone;        /* the exporter closed, or could not be reached */
     pthread_mutex_t mu; /* one request at a time */
+    cuc_pool **pools;   /* the pools fetched from it: kept for the process */
+    size_t npools;
+    int64_t checked_ms; /* when exporter_dead() last asked the kernel */
 };
 
 static pthread_mutex_t conns_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -533,16 +583,34 @@ static struct conn *conn_for(const char *path, pid_t owner)
     return c;
 }
 
+/* Connected, or a status (c->mu held). */
+static int conn_open_locked(struct conn *c)
+{
+    int rc = 0;
+
+    if (!c->ch)
+        rc = cuc_channel_connect(c->path, 0, &c->ch);
+    if (rc)
+        __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
+    return rc;
+}
+
+static void conn_lost_locked(struct conn *c)
+{
+    cuc_channel_destroy(c->ch); /* imports live on; their releases are no-ops */
+    c->ch = NULL;
+    __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
+}
+
 /* Sends req and waits for the reply, connecting first if needed (the GIL
  * released). A failure is left in cuc_errmsg(); *gone says the exporter
  * could not be reached. */
 static int request(struct conn *c, cuc_msg *req, cuc_msg **reply, int *gone)
 {
-    int rc = 0;
+    int rc;
 
     pthread_mutex_lock(&c->mu);
-    if (!c->ch)
-        rc = cuc_channel_connect(c->path, 0, &c->ch);
+    rc = conn_open_locked(c);
     *gone = rc != 0;
     if (rc == 0)
         rc = cuc_channel_send(c->ch, req);
@@ -550,11 +618,28 @@ static int request(struct conn *c, cuc_msg *req, cuc_msg **reply, int *gone)
         rc = cuc_channel_recv(c->ch, REQUEST_TIMEOUT_MS, reply);
     if (rc == CUC_E_PEER_CLOSED) {
         *gone = 1;
-        cuc_channel_destroy(c->ch); /* imports live on; their releases are no-ops */
-        c->ch = NULL;
+        conn_lost_locked(c);
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+void share_conn_post(struct conn *c, const uint64_t *ops, size_t n)
+{
+    size_t done, k;
+    cuc_msg *m;
+
+    for (done = 0; done < n; done += k) {
+        k = n - done < MAX_LEASE_OPS ? n - done : MAX_LEASE_OPS;
+        if (data_msg(REQ_LEASES, ops + done, k * 8, &m))
+            continue; /* unsent: the exporter ends them when we close or exit */
+        pthread_mutex_lock(&c->mu);
+        if (!__atomic_load_n(&c->gone, __ATOMIC_RELAXED) && conn_open_locked(c) == 0 &&
+            cuc_channel_send(c->ch, m) == CUC_E_PEER_CLOSED)
+            conn_lost_locked(c);
+        pthread_mutex_unlock(&c->mu);
+        cuc_msg_destroy(m);
+    }
 }
 
 static PyObject *exporter_gone(const char *kind, const char *path, pid_t pid)
@@ -567,35 +652,28 @@ static PyObject *exporter_gone(const char *kind, const char *path, pid_t pid)
                           kind, (long)pid, alive ? "no longer serves it" : "is gone", path);
 }
 
-/* A refusal from the exporter, or the object(s) of the reply. */
-static PyObject *reply_objects(cuc_msg *reply, pid_t pid)
+/* A refusal from the exporter (raised: -1), its REPLY_OK (1), or objects
+ * (0). */
+static int reply_status(cuc_msg *reply, pid_t pid)
 {
     char text[TEXT_MAX + 1];
     uint32_t tag = 0;
     ssize_t n;
     int type = 0;
 
-    if (cuc_msg_record_count(reply) == 1 && cuc_msg_record_type(reply, 0, &type) == 0 &&
-        type == CUC_RECORD_FD) {
-        n = record_data(reply, 0, &tag, text, TEXT_MAX);
-        text[n > 0 ? n : 0] = 0;
-        if (!(tag & REPLY_ERROR))
-            return py_raise_fmt(CUC_E_BADMSG, "process %ld answered with an fd tag %u",
-                                (long)pid, tag);
-        return py_raise_fmt(-(int)(tag & ~REPLY_ERROR), "process %ld (the exporter) refused: "
-                            "%s", (long)pid, text);
-    }
-    return wire_resolve(reply);
-}
-
-/* The request a pickle asks for: its buffer record bytes, or a pool id /
- * VMM token in an fd record. */
-static int build_request(const char *kind, Py_buffer *payload, cuc_msg **req)
-{
-    if (!strcmp(kind, "buffer") || !strcmp(kind, "buffers"))
-        return cuc_msg_from_bytes(payload->buf, (size_t)payload->len, req);
-    return data_msg(!strcmp(kind, "pool") ? REQ_POOL : REQ_VMM, payload->buf,
-                    (size_t)payload->len, req);
+    if (cuc_msg_record_count(reply) != 1 || cuc_msg_record_type(reply, 0, &type) ||
+        type != CUC_RECORD_FD)
+        return 0;
+    n = record_data(reply, 0, &tag, text, TEXT_MAX);
+    text[n > 0 ? n : 0] = 0;
+    if (tag == REPLY_OK)
+        return 1;
+    if (!(tag & REPLY_ERROR))
+        py_raise_fmt(CUC_E_BADMSG, "process %ld answered with an fd tag %u", (long)pid, tag);
+    else
+        py_raise_fmt(-(int)(tag & ~REPLY_ERROR), "process %ld (the exporter) refused: %s",
+                     (long)pid, text);
+    return -1;
 }
 
 /* A reply this process could not take in full: its leases go back now
@@ -605,17 +683,13 @@ static void give_back(struct conn *c, cuc_msg *reply)
 {
     size_t n = cuc_msg_record_count(reply), i, k = 0;
     uint64_t *ids = calloc(n ? n : 1, sizeof(*ids));
-    struct cuc_buffer_record br;
     struct cuc_vmm_record vr;
 
     if (!ids)
         return;
-    for (i = 0; i < n; i++) {
-        if (cuc_msg_read_buffer(reply, i, &br) == 0)
-            ids[k++] = br.lease_id;
-        else if (cuc_msg_read_vmm(reply, i, &vr) == 0)
+    for (i = 0; i < n; i++)
+        if (cuc_msg_read_vmm(reply, i, &vr) == 0)
             ids[k++] = vr.lease_id;
-    }
     pthread_mutex_lock(&c->mu);
     if (k && c->ch)
         cuc_channel_release(c->ch, ids, k);
@@ -623,31 +697,16 @@ static void give_back(struct conn *c, cuc_msg *reply)
     free(ids);
 }
 
-/* The buffers of a reply's objects (its pools come first), as a list. */
-static PyObject *buffers_of(PyObject *t)
+/* One request (tag, data) and its reply: the reply's last object (pools
+ * come first), Py_None for REPLY_OK, or NULL raised. */
+static PyObject *ask(struct conn *c, const char *kind, uint32_t tag, const void *data,
+                     size_t n)
 {
-    PyObject *list = PyList_New(0);
-    Py_ssize_t i;
-
-    for (i = 0; list && i < PyTuple_GET_SIZE(t); i++) {
-        PyObject *o = PyTuple_GET_ITEM(t, i);
-
-        if (PyObject_TypeCheck(o, &PyBuffer_Type) && PyList_Append(list, o))
-            Py_CLEAR(list);
-    }
-    return list;
-}
-
-static PyObject *fetch(const char *kind, const char *path, pid_t pid, Py_buffer *payload)
-{
-    struct conn *c = conn_for(path, pid);
     cuc_msg *req = NULL, *reply = NULL;
     PyObject *t, *o = NULL;
-    int rc, gone = 0;
+    int rc, gone = 0, st;
 
-    if (!c)
-        return PyErr_NoMemory();
-    rc = build_request(kind, payload, &req);
+    rc = data_msg(tag, data, n, &req);
     if (rc)
         return py_raise(rc);
     Py_BEGIN_ALLOW_THREADS
@@ -655,24 +714,163 @@ static PyObject *fetch(const char *kind, const char *path, pid_t pid, Py_buffer 
     Py_END_ALLOW_THREADS
     cuc_msg_destroy(req);
     if (rc)
-        return gone ? exporter_gone(kind, path, pid) : py_raise(rc);
-    t = reply_objects(reply, pid);
-    if (!t)
+        return gone ? exporter_gone(kind, c->path, c->owner) : py_raise(rc);
+    st = reply_status(reply, c->owner);
+    t = st == 0 ? wire_resolve(reply) : NULL;
+    if (st == 0 && !t)
         give_back(c, reply);
     cuc_msg_destroy(reply);
-    if (t && !strcmp(kind, "buffers"))
-        o = buffers_of(t);
-    else if (t && PyTuple_GET_SIZE(t) > 0)
-        o = Py_NewRef(PyTuple_GET_ITEM(t, PyTuple_GET_SIZE(t) - 1)); /* pools come first */
+    if (st == 1)
+        return Py_NewRef(Py_None);
+    if (t && PyTuple_GET_SIZE(t) > 0)
+        o = Py_NewRef(PyTuple_GET_ITEM(t, PyTuple_GET_SIZE(t) - 1));
     else if (t)
-        py_raise_fmt(CUC_E_BADMSG, "process %ld sent an empty reply", (long)pid);
+        py_raise_fmt(CUC_E_BADMSG, "process %ld sent an empty reply", (long)c->owner);
     Py_XDECREF(t);
     return o;
 }
 
-/* In the exporting process itself: the object, without a connection. */
+/* The pool a buffer needs, fetched from its exporter (one round trip for
+ * its fd) and kept for the process: later buffers of it need none. */
+static int fetch_pool(struct conn *c, const uint8_t id[CUC_POOL_ID_LEN])
+{
+    PyObject *o = ask(c, "buffer's pool", REQ_POOL, id, CUC_POOL_ID_LEN);
+    cuc_pool **grown;
+
+    if (!o)
+        return -1;
+    if (!PyObject_TypeCheck(o, &PyPool_Type)) {
+        Py_DECREF(o);
+        py_raise_fmt(CUC_E_BADMSG, "process %ld answered a pool request with no pool",
+                     (long)c->owner);
+        return -1;
+    }
+    pthread_mutex_lock(&conns_mu);
+    grown = realloc(c->pools, (c->npools + 1) * sizeof(*grown));
+    if (grown) {
+        c->pools = grown;
+        c->pools[c->npools++] = cuc_pool_ref(((PyPool *)o)->p);
+    }
+    pthread_mutex_unlock(&conns_mu);
+    Py_DECREF(o);
+    return 0;
+}
+
+/* The exporter has died (checked at most every GONE_CHECK_MS, a system
+ * call; a claim to a dead one is dropped, and its pool's fd keeps the
+ * memory mapped here until the buffer goes). */
+static int exporter_dead(struct conn *c)
+{
+    int64_t now = hold_now_ms();
+
+    if (now - c->checked_ms < GONE_CHECK_MS)
+        return 0;
+    c->checked_ms = now;
+    if (kill(c->owner, 0) == 0 || errno != ESRCH)
+        return 0;
+    __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* The hold token a buffer pickle's record carries as its lease id. */
+static int record_token(cuc_msg *m, uint8_t pool_id[CUC_POOL_ID_LEN], uint64_t *token)
+{
+    struct cuc_buffer_record br;
+    struct cuc_ipc_buffer_record ir;
+    int type = 0, rc;
+
+    if (cuc_msg_record_count(m) != 1 || cuc_msg_record_type(m, 0, &type))
+        return py_raise_fmt(CUC_E_BADMSG, "a buffer pickle holds one record"), -1;
+    if (type == CUC_RECORD_IPC_BUFFER) {
+        rc = cuc_msg_read_ipc_buffer(m, 0, &ir);
+        memset(pool_id, 0, CUC_POOL_ID_LEN);
+        *token = ir.lease_id;
+    } else {
+        rc = cuc_msg_read_buffer(m, 0, &br);
+        memcpy(pool_id, br.pool_id, CUC_POOL_ID_LEN);
+        *token = br.lease_id;
+    }
+    return rc ? (py_raise(rc), -1) : 0;
+}
+
+/* A buffer from another process: imported here from its record (its pool
+ * fetched once), its hold claimed (queued, or asked for when the hold may
+ * be near its end: hold.c). */
+static PyObject *load_buffer(const char *path, pid_t pid, Py_buffer *payload)
+{
+    struct conn *c = conn_for(path, pid);
+    uint8_t pool_id[CUC_POOL_ID_LEN];
+    uint64_t token;
+    cuc_buffer *b;
+    cuc_msg *m;
+    PyObject *o;
+    int rc, sync;
+
+    if (!c)
+        return PyErr_NoMemory();
+    rc = cuc_msg_from_bytes(payload->buf, (size_t)payload->len, &m);
+    if (rc)
+        return py_raise(rc);
+    if (record_token(m, pool_id, &token))
+        goto fail_msg;
+    if (__atomic_load_n(&c->gone, __ATOMIC_RELAXED) || exporter_dead(c)) {
+        exporter_gone("buffer", path, pid);
+        goto fail_msg;
+    }
+    sync = hold_now_ms() >= hold_sync_after_ms(token);
+    if (sync) {
+        o = ask(c, "buffer", REQ_CLAIM, &token, sizeof(token));
+        if (!o)
+            goto fail_msg;
+        Py_DECREF(o);
+    }
+    rc = cuc_msg_get_buffer(m, 0, &b);
+    if (rc == CUC_E_POOL_NOT_IMPORTED) {
+        if (fetch_pool(c, pool_id))
+            goto fail_claim;
+        rc = cuc_msg_get_buffer(m, 0, &b);
+    }
+    if (rc) {
+        py_raise(rc);
+        goto fail_claim;
+    }
+    cuc_msg_destroy(m);
+    o = buffer_wrap(b);
+    if (o && claim_add(b, c, token, !sync) == 0) {
+        ((PyBuffer *)o)->claimed = 1;
+        return o;
+    }
+    if (o) { /* no room to remember the claim: the object cannot be kept */
+        Py_DECREF(o);
+        PyErr_NoMemory();
+    }
+    claim_give_back(c, token);
+    return NULL;
+
+fail_claim:
+    claim_give_back(c, token); /* a hold we could not take goes back now */
+fail_msg:
+    cuc_msg_destroy(m);
+    return NULL;
+}
+
+static PyObject *fetch(const char *kind, const char *path, pid_t pid, Py_buffer *payload)
+{
+    struct conn *c = conn_for(path, pid);
+
+    if (!c)
+        return PyErr_NoMemory();
+    if (!strcmp(kind, "buffer"))
+        return load_buffer(path, pid, payload);
+    return ask(c, kind, !strcmp(kind, "pool") ? REQ_POOL : REQ_VMM, payload->buf,
+               (size_t)payload->len);
+}
+
+/* In the exporting process itself: the object, without a connection (a
+ * buffer's hold ends: the object is ours). */
 static PyObject *local(const char *kind, Py_buffer *payload)
 {
+    uint8_t pool_id[CUC_POOL_ID_LEN];
     cuc_msg *m;
     void *obj;
     uint64_t token;
@@ -695,16 +893,16 @@ static PyObject *local(const char *kind, Py_buffer *payload)
     rc = cuc_msg_from_bytes(payload->buf, (size_t)payload->len, &m);
     if (rc)
         return py_raise(rc);
-    if (!strcmp(kind, "buffers")) {
-        PyObject *t = wire_resolve(m), *list = t ? buffers_of(t) : NULL;
-
-        Py_XDECREF(t);
+    if (record_token(m, pool_id, &token)) {
         cuc_msg_destroy(m);
-        return list;
+        return NULL;
     }
     rc = cuc_msg_get_buffer(m, 0, (cuc_buffer **)&obj);
     cuc_msg_destroy(m);
-    return rc ? py_raise(rc) : buffer_wrap(obj);
+    if (rc)
+        return py_raise(rc);
+    hold_apply(NULL, token, 0);
+    return buffer_wrap(obj);
 }
 
 /* _load_shared(kind, host, path, pid, payload): pickle's loader. */
@@ -718,20 +916,52 @@ PyObject *py_load_shared(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "sssiy*", &kind, &host, &path, &pid, &payload))
         return NULL;
-    if (strcmp(kind, "buffer") && strcmp(kind, "buffers") && strcmp(kind, "pool") &&
-        strcmp(kind, "vmm"))
+    if (strcmp(kind, "buffer") && strcmp(kind, "pool") && strcmp(kind, "vmm"))
         o = py_raise_fmt(CUC_E_VERSION, "a shared pickle of kind \"%s\"", kind);
     else if (strcmp(host, host_id))
         o = py_raise_named("ForeignHostError", "CUC_E_NOT_SUPPORTED",
                            "this %s was pickled on host %s and unpickled on host %s: memory "
                            "does not cross machines (devices, default streams, launch "
                            "configs and kernels do)", kind, host, host_id);
-    else if (pid == getpid())
+    else if (pid == py_pid())
         o = local(kind, &payload);
     else
         o = fetch(kind, path, pid, &payload);
     PyBuffer_Release(&payload);
     return o;
+}
+
+/* _share_flush(): waits until the claims and releases queued so far have
+ * been sent. */
+PyObject *py_share_flush(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    Py_BEGIN_ALLOW_THREADS
+    claim_flush();
+    Py_END_ALLOW_THREADS
+    return Py_NewRef(Py_None);
+}
+
+/* _share_stats(): this process's buffer holds, unclaimed and leased. */
+PyObject *py_share_stats(PyObject *self, PyObject *noargs)
+{
+    size_t unclaimed, leased;
+
+    (void)self;
+    (void)noargs;
+    hold_stats(&unclaimed, &leased);
+    return Py_BuildValue("{snsn}", "holds", (Py_ssize_t)unclaimed, "leases",
+                         (Py_ssize_t)leased);
+}
+
+int share_lease_count(const cuc_buffer *b, const cuc_pool *pool, size_t *n)
+{
+    int rc = b ? cuc_buffer_lease_count(b, n) : cuc_pool_lease_count(pool, n);
+
+    if (rc == 0)
+        *n += hold_count(b, pool);
+    return rc;
 }
 
 PyObject *py_host_id(PyObject *self, PyObject *noargs)
@@ -769,13 +999,18 @@ static void after_fork_child(void)
     srv.nvmm = 0;
     srv.vmms = NULL;
     conns = NULL;
+    path_str = pid_obj = NULL; /* the parent's: leaked here, never freed */
+    hold_after_fork();
+    claim_after_fork();
 }
 
 int share_init(PyObject *module)
 {
     host_id_init();
     load_shared_fn = PyObject_GetAttrString(module, "_load_shared");
-    if (!load_shared_fn)
+    kind_buffer = PyUnicode_InternFromString("buffer");
+    host_str = PyUnicode_FromString(host_id);
+    if (!load_shared_fn || !kind_buffer || !host_str)
         return -1;
     return pthread_atfork(NULL, NULL, after_fork_child) ? -1 : 0;
 }

@@ -13,7 +13,7 @@ static PyStream *stream_new_obj(cuc_stream *s, int owned)
     o->weak = NULL;
     o->s = s;
     o->owned = owned;
-    o->pid = getpid();
+    o->pid = py_pid();
     return o;
 }
 
@@ -74,7 +74,7 @@ static void stream_dealloc(PyObject *self)
 
     if (o->weak)
         PyObject_ClearWeakRefs(self);
-    if (o->owned && o->pid == getpid())
+    if (o->owned && o->pid == py_pid())
         cuc_stream_destroy(o->s);
     else if (!o->owned)
         live_del_ptr(o->s);

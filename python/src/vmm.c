@@ -21,7 +21,7 @@ PyObject *vmm_wrap(cuc_vmm *v)
     vo->weak = NULL;
     vo->v = v;
     vo->token = 0;
-    vo->pid = getpid();
+    vo->pid = py_pid();
     if (live_put_ptr(v, (PyObject *)vo))
         Py_CLEAR(vo);
     return (PyObject *)vo;
@@ -114,7 +114,7 @@ static void vmm_dealloc(PyObject *self)
 
     if (o->weak)
         PyObject_ClearWeakRefs(self);
-    if (o->pid == getpid())
+    if (o->pid == py_pid())
         vmm_drop(o);
     PyObject_Free(self);
 }

@@ -29,9 +29,15 @@ def task_buffer(buf):
 
 @pytest.fixture(scope="module")
 def client():
+    import dask
     from distributed import Client, Nanny, Scheduler, SpecCluster
+    # Dask's GPU diagnostics (pynvml) are not what is tested, and Debian's
+    # distributed 2022.12 breaks on a newer pynvml (its names are str, not
+    # bytes), as on the GPU machine: off, here and in the workers.
+    dask.config.set({"distributed.diagnostics.nvml": False})
     workers = {name: {"cls": Nanny, "options": {"nthreads": 1, "env": {
-        "CUDA_VISIBLE_DEVICES": vis}}} for name, vis in VISIBLE.items()}
+        "CUDA_VISIBLE_DEVICES": vis, "DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False"}}}
+        for name, vis in VISIBLE.items()}
     cluster = SpecCluster(workers=workers, scheduler={
         "cls": Scheduler, "options": {"dashboard_address": None}})
     c = Client(cluster)

@@ -234,6 +234,14 @@ class Raw:
         return (pickle.loads, (self.data,))
 
 
+def wait_claimed(n, timeout=10):
+    """Until n of our holds are leases (the importers' claims arrived)."""
+    deadline = time.time() + timeout
+    while cucore._core._share_stats()["leases"] < n and time.time() < deadline:
+        time.sleep(0.01)
+    assert cucore._core._share_stats()["leases"] == n
+
+
 def test_killed_child_frees_run_and_fds_back(uuids):
     pool = cucore.Pool(1 % N)
     cucore.share_point()
@@ -243,6 +251,7 @@ def test_killed_child_frees_run_and_fds_back(uuids):
     child = Child("spawn", None)
     bufs = [pool.allocate(1 << 12) for _ in range(8)]
     assert child.call("hold", *bufs) == 8
+    wait_claimed(8)  # the child's claims (sent without waiting) made them leases
     for b in bufs:
         b.close()  # our last reference: the frees wait for the child's leases
     assert pool.lease_count() == 8
@@ -308,10 +317,9 @@ def test_fork_children(uuids):
     assert buf.to_bytes() is not None  # ours still works
 
 
-def test_buffer_batch_one_request(uuids):
-    """A BufferBatch (one request for all) arrives as a list of imported
-    buffers, their pools with them; a buffer of it pickled alone is the
-    same object there."""
+def test_buffer_batch_is_a_list(uuids):
+    """A BufferBatch arrives as a list of imported buffers, their pools
+    fetched once; a buffer of it pickled alone is the same object there."""
     child = Child("spawn", ",".join(map(str, reversed(range(N)))))
     try:
         devs = cucore.devices()
@@ -319,7 +327,12 @@ def test_buffer_batch_one_request(uuids):
         bufs = [pools[i % N].allocate(64 + i) for i in range(3 * N)]
         for i, b in enumerate(bufs):
             b.copy_from(bytes([i]) * b.size)
-        assert len(pickle.dumps(cucore.BufferBatch(bufs))) < 200 * len(bufs)
+        held = cucore._core._share_stats()["holds"]  # earlier tests' pickles never loaded
+        data = pickle.dumps(cucore.BufferBatch(bufs))
+        assert len(data) < 100 + 200 * len(bufs)  # the list's own bytes, then each record's
+        assert cucore._core._share_stats()["holds"] == held + len(bufs)  # one a buffer
+        assert pickle.loads(data) == bufs  # loaded here: the same objects, the holds end
+        assert cucore._core._share_stats()["holds"] == held
         got = child.call("describe", *child_list(cucore.BufferBatch(bufs)))
         assert got == [("buffer", devs[i % N].uuid, 64 + i, True, bytes([i]) * (64 + i))
                        for i in range(3 * N)]
@@ -332,11 +345,116 @@ def test_buffer_batch_one_request(uuids):
             assert p.lease_count() == 0
     finally:
         child.close()
-    with pytest.raises(cucore.Error):
-        pickle.dumps(cucore.BufferBatch([]))
+    assert pickle.loads(pickle.dumps(cucore.BufferBatch([]))) == []
 
 
 def child_list(batch):
     """Objects for Child.call: the batch's buffers as separate arguments
     would pickle one by one, so the batch travels whole and unpacks there."""
     return [batch]
+
+
+def exporter_child(hold_ms):
+    """A child that exports, with its holds lasting hold_ms."""
+    old = os.environ.get("CUCORE_SHARE_HOLD_MS")
+    os.environ["CUCORE_SHARE_HOLD_MS"] = str(hold_ms)
+    try:
+        return Child("spawn", None)
+    finally:
+        if old is None:
+            del os.environ["CUCORE_SHARE_HOLD_MS"]
+        else:
+            os.environ["CUCORE_SHARE_HOLD_MS"] = old
+
+
+def test_unclaimed_holds_end_after_their_time():
+    """A pickle never loaded keeps its buffer for the hold time only: then
+    the exporter's frees run (the policy of python/src/hold.c)."""
+    child = exporter_child(400)
+    try:
+        child.call("export_n", 0, 3)  # never loaded
+        stats, counts = child.call("share_stats")
+        assert stats == {"holds": 3, "leases": 0} and counts == [3]
+        time.sleep(0.5)
+        assert child.call("lease_wait", 5) is True
+        stats, counts = child.call("share_stats")
+        assert stats == {"holds": 0, "leases": 0} and counts == [0]
+    finally:
+        child.close()
+
+
+def test_late_load_claims_synchronously():
+    """Loaded past half its hold time, a pickle's claim is a round trip (the
+    hold cannot end under the import); past the whole time it is refused,
+    saying why, and nothing is imported."""
+    child = exporter_child(1000)
+    try:
+        early, late, too_late = child.call("export_n", N - 1, 3)
+        b0 = pickle.loads(early)  # claimed without waiting
+        time.sleep(0.6)
+        b1 = pickle.loads(late)  # past 500 ms: claimed before it returns
+        stats, _ = child.call("share_stats")
+        assert stats["leases"] >= 1 and stats["holds"] <= 2
+        assert b1.to_bytes() == bytes([0x31]) * 32 and b0.to_bytes() == bytes([0x30]) * 32
+        time.sleep(0.5)
+        with pytest.raises(cucore.Error) as e:
+            pickle.loads(too_late)
+        assert "CUCORE_SHARE_HOLD_MS" in str(e.value) and str(child.proc.pid) in str(e.value)
+        b0.close()
+        b1.close()
+        assert child.call("lease_wait", 10) is True
+        assert child.call("share_stats") == ({"holds": 0, "leases": 0}, [0])
+    finally:
+        child.close()
+
+
+def test_a_b_c_b_drops_first(uuids):
+    """B closes its buffer while C still uses the one it got from B: B's
+    lease on A lasts until C's ended, and A's free waits for both."""
+    b_child = Child("spawn", None)
+    c_child = Child("spawn", ",".join(map(str, reversed(range(N)))))
+    try:
+        pool = cucore.Pool(0)
+        buf = pool.allocate(64)
+        buf.copy_from(b"abc!" * 16)
+        (again,) = b_child.call("repickle", buf)
+        assert c_child.call("hold", Raw(again)) == 1
+        buf.close()
+        b_child.call("drop")  # B's object goes; C's lease keeps B's import and B's lease
+        time.sleep(0.2)
+        assert pool.lease_count() == 1
+        got = c_child.call("describe_held")  # C still reads what A wrote
+        assert got == [("buffer", uuids[0], 64, True, b"abc!" * 16)]
+        c_child.call("drop")
+        pool.lease_wait(0, timeout=10)
+        assert pool.lease_count() == 0
+    finally:
+        c_child.close()
+        b_child.close()
+
+
+def test_share_point_refuses_junk_and_goes_on():
+    """Requests that are not what the share point serves (no fd record, an
+    fd of an unknown tag, a memfd past the size limit) are refused one by
+    one, and the connection and the holds are unchanged."""
+    pool = cucore.Pool(0)
+    buf = pool.allocate(16)
+    held = pickle.dumps(buf)  # a hold that junk must not end
+    before = cucore._core._share_stats()
+    ch = cucore.Channel.connect(cucore.share_point())
+    try:
+        junk = os.memfd_create("junk")
+        os.write(junk, b"\xff" * 24)
+        big = os.memfd_create("big")
+        os.ftruncate(big, 1 << 20)
+        for request in ([cucore.Device(0)], [junk], [big], [junk, junk]):
+            ch.send(*request)
+            (fd,) = ch.recv(timeout=10)  # a refusal: one fd record, its text in a memfd
+            assert isinstance(fd, int)
+            os.close(fd)
+        os.close(junk)
+        os.close(big)
+    finally:
+        ch.close()
+    assert cucore._core._share_stats() == before
+    assert pickle.loads(held) is buf  # the hold was still there

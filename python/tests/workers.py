@@ -88,6 +88,29 @@ def handle(op, objs):
         buf.copy_from(b"\x11" * 64)
         HELD.extend([pool, buf])
         return pickle.dumps(buf)
+    if op == "export_n":  # (ordinal, n): n pickled buffers; our own references dropped
+        pool = cucore.Pool(cucore.Device(objs[0]))
+        bufs = [pool.allocate(32) for _ in range(objs[1])]
+        for i, b in enumerate(bufs):
+            b.copy_from(bytes([0x30 + i]) * 32)
+        data = [pickle.dumps(b) for b in bufs]
+        for b in bufs:
+            b.close()  # the holds keep the memory
+        HELD.append(pool)
+        return data
+    if op == "describe_held":
+        return [describe(o) for o in HELD]
+    if op == "share_stats":  # our holds and leases, and the pools' lease counts
+        pools = [o for o in HELD if isinstance(o, cucore.Pool)]
+        return (cucore._core._share_stats(), [p.lease_count() for p in pools])
+    if op == "lease_wait":  # every pool of ours: all its leases ended within objs[0] s
+        try:
+            for o in HELD:
+                if isinstance(o, cucore.Pool):
+                    o.lease_wait(0, timeout=objs[0])
+            return True
+        except cucore.TimeoutError:
+            return False
     if op == "fds":
         return len(os.listdir("/proc/self/fd"))
     raise ValueError(op)
