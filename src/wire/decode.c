@@ -262,7 +262,7 @@ records_rest_ok(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h,
  * whole and within its shape, with m->recs, m->types and m->nrelease
  * filled; 0 at the first thing wrong, which walk_records then finds and
  * names. It accepts no message walk_records refuses (the same checks, in
- * one pass; test_wire_hostile holds the two to the same answer). Records
+ * one pass; test_wire_quick and the fuzzer hold the two to one answer). Records
  * of a fixed shape (a device record, most records) are checked here, with
  * two compares of their header words and their reserved field; from the
  * first other record on, records_rest_ok checks each field. */
