@@ -143,7 +143,27 @@ int main(int argc, char **argv)
     b2 = msg_with(4000, 0, &len, &nfds); /* 128 KiB: 2 frames by bytes */
     frames_of(0, b2, (uint32_t)len, 0);
     flush("split_bytes");
+    /* rejoined, then refused by the decoder (an unknown record type in its
+     * second frame), then the good one on the same state */
+    {
+        size_t last = CUC__WIRE_HDR;
+        for (uint32_t i = 0; i + 1 < cuc__get32(b2 + 8); i++)
+            last += CUC__WIRE_REC_HDR + ((cuc__get32(b2 + last + 4) + 7u) & ~7u);
+        b2[last] = 0xee; /* its type (the low byte) */
+        seq = frames_of(0, b2, (uint32_t)len, 0);
+        b2[last] = CUC_RECORD_DEVICE;
+        frames_of(seq, b2, (uint32_t)len, 0);
+    }
+    flush("split_bytes_bad_then_good");
     free(b2);
+
+    /* split by its fds, yet shorter than the message header: all of it in
+     * the header part of the rejoining */
+    f = (struct cuc__frame){0, 0, 2, 10, 253, 10, 254};
+    frame(&f, (const uint8_t *)"CUCM\1\0\0\0\0\0", 10);
+    f = (struct cuc__frame){1, 1, 2, 0, 1, 10, 254};
+    frame(&f, NULL, 0);
+    flush("split_fds_short");
 
     /* lies, each on the one-device message */
     b2 = msg_with(1, 0, &len, &nfds);

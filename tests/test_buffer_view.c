@@ -13,7 +13,10 @@
  *  - finding 13.7: a buffer record claiming 6400 bytes of a 64-byte
  *    allocation (and a view record claiming a larger allocation) is
  *    CUC_E_BADMSG giving both sizes, the import undone (no fd, mapping or
- *    import left). */
+ *    import left);
+ *  - a message holding buffers of two pools, one of them twice, and views
+ *    of one (its holds dropped a run of one pool at a time): nothing is
+ *    freed while the message lives, everything once it is destroyed. */
 #include <dlfcn.h>
 #include <sys/mman.h>
 
@@ -362,6 +365,42 @@ static void test_sim_oversize(void)
     cuc_pool_unref(p);
 }
 
+static void test_msg_holds(void)
+{
+    cuc_pool *p = pt_new_pool(dev0, CUC_POOL_DEVICE, CUC_POOL_IPC);
+    cuc_pool *q = pt_new_pool(dev0, CUC_POOL_DEVICE, CUC_POOL_IPC);
+    cuc_buffer *a, *b, *c, *v[3];
+    uint64_t used_p, used_q;
+    cuc_msg *m;
+
+    CHECK_OK(cuc_buffer_alloc_async(p, 4096, NULL, &a));
+    CHECK_OK(cuc_buffer_alloc_async(p, 512, NULL, &b));
+    CHECK_OK(cuc_buffer_alloc_async(q, 256, NULL, &c));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(cuc_buffer_view(a, (size_t)i * 1024, 1024, &v[i]));
+    used_p = pt_used(p);
+    used_q = pt_used(q);
+    CHECK(used_p >= 4096 + 512 && used_q >= 256);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_buffer(m, v[0]));
+    CHECK_OK(cuc_msg_add_buffer(m, b));
+    CHECK_OK(cuc_msg_add_buffer(m, b)); /* twice: two holds */
+    CHECK_OK(cuc_msg_add_buffer(m, c));
+    CHECK_OK(cuc_msg_add_buffer(m, v[1]));
+    CHECK_OK(cuc_msg_add_buffer(m, a));
+    CHECK_OK(cuc_msg_add_buffer(m, v[2]));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(cuc_buffer_unref_async(v[i], NULL));
+    CHECK_OK(cuc_buffer_unref_async(a, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(c, NULL));
+    CHECK(pt_used(p) == used_p && pt_used(q) == used_q); /* the message keeps them */
+    cuc_msg_destroy(m);
+    CHECK(pt_used(p) == 0 && pt_used(q) == 0);
+    cuc_pool_unref(q);
+    cuc_pool_unref(p);
+}
+
 int main(void)
 {
     pt_start(CUC_DEVICE_CAP_POOL_POSIX_FD, "cannot export pools as POSIX fds");
@@ -370,6 +409,8 @@ int main(void)
     test_local();
     FD_CHECK_NO_LEAK();
     test_hostile();
+    FD_CHECK_NO_LEAK();
+    test_msg_holds();
     FD_CHECK_NO_LEAK();
     if (test_on_sim()) { /* the real driver imports pools only from other processes */
         test_sim_views();

@@ -4,6 +4,9 @@
  *  - reuse only once the free's event has completed (the sim's events
  *    made NOT_READY by fault injection), a slab back to the pool when its
  *    ranges are all free;
+ *  - ranges freed on the legacy stream share one event, recorded at the
+ *    next carve (no driver call at their release, one query a reap), and
+ *    a slab whose last ranges wait unmarked still goes back;
  *  - a slab the driver refuses (out of memory, other): nothing kept;
  *  - a failing cuEventRecord at the free: the stream is synchronized and
  *    the range reused; with the synchronize failing too, the range is
@@ -144,6 +147,49 @@ static void test_reuse_after_event(cuc_device *d)
     CHECK(pt_used(p) == 0);
     cuc_slab_unref(s);
     cuc_stream_destroy(st);
+    cuc_pool_unref(p);
+}
+
+static void test_legacy_one_event(cuc_device *d)
+{
+    cuc_pool *p = pt_new_pool(d, CUC_POOL_DEVICE, CUC_POOL_IPC);
+    cuc_buffer *keep, *b[16], *c, *e;
+    unsigned long long created, queried;
+    cuc_slab *s;
+    size_t used;
+
+    CHECK_OK(cuc_slab_create(p, SLAB, &s));
+    CHECK_OK(cuc_slab_alloc_async(s, 256, NULL, &keep));
+    for (int i = 0; i < 16; i++)
+        CHECK_OK(cuc_slab_alloc_async(s, 256, NULL, &b[i]));
+    created = sim_calls("cuEventCreate");
+    for (int i = 0; i < 16; i++)
+        CHECK_OK(cuc_buffer_unref_async(b[i], NULL));
+    CHECK(sim_calls("cuEventCreate") == created); /* none at the release */
+    /* the next carve records one event for the 16 and queries it once;
+     * not complete yet: none of them is handed out */
+    sim_fail("cuEventQuery:1+:CUDA_ERROR_NOT_READY"); /* (counts start anew) */
+    created = sim_calls("cuEventCreate");
+    queried = sim_calls("cuEventQuery");
+    CHECK_OK(cuc_slab_alloc_async(s, 256, NULL, &c));
+    CHECK(sim_calls("cuEventCreate") == created + 1);
+    CHECK(sim_calls("cuEventQuery") == queried + 1);
+    CHECK(off_of(c) == 17 * 256);
+    CHECK(slabs_of(s, &used) == 1 && used == 18 * 256);
+    sim_fail("");
+    created = sim_calls("cuEventCreate");
+    CHECK_OK(cuc_slab_alloc_async(s, 256, NULL, &e));
+    CHECK(off_of(e) == 256); /* completed now: reused */
+    CHECK(sim_calls("cuEventCreate") == created); /* nothing new to mark */
+    CHECK(slabs_of(s, &used) == 1 && used == 3 * 256);
+    /* the last ranges go unmarked: the slab goes back all the same */
+    CHECK_OK(cuc_buffer_unref_async(e, NULL));
+    CHECK_OK(cuc_buffer_unref_async(c, NULL));
+    CHECK(slabs_of(s, NULL) == 1);
+    CHECK_OK(cuc_buffer_unref_async(keep, NULL));
+    CHECK(slabs_of(s, NULL) == 0);
+    CHECK(pt_used(p) == 0);
+    cuc_slab_unref(s);
     cuc_pool_unref(p);
 }
 
@@ -373,6 +419,7 @@ int main(int argc, char **argv)
     test_carve(devs[0]);
     if (test_on_sim()) {
         test_reuse_after_event(devs[0]);
+        test_legacy_one_event(devs[0]);
         test_event_fault(devs[0]);
     }
     test_multiproc(devs[0]);

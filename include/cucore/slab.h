@@ -20,14 +20,21 @@
  * Reuse. A carved buffer is freed like any buffer, by its last
  * cuc_buffer_unref_async(); its range goes back to its slab only when
  * its leases have ended too (the view's release), and is handed out again
- * only once the stream-ordered free has passed: the release records an
- * event on the stream it runs on (which first waits for the stream of
- * the last unref), and the range is reused once that event has completed
- * (cuEventQuery, at a later cuc_slab_alloc_async()). If the event cannot
- * be recorded, the release synchronizes that stream instead; if that
- * fails too, the range is never reused (it is returned with its slab
- * when the allocator goes). A slab whose ranges are all free goes back to
- * the pool at once, freed in stream order after the events of its ranges.
+ * only once the stream-ordered free has passed: an event is recorded
+ * after the release on the stream it runs on (which first waits for the
+ * stream of the last unref), and the range is reused once that event has
+ * completed (cuEventQuery, at a later cuc_slab_alloc_async()). Ranges
+ * released on the device's legacy stream (a NULL stream, and every
+ * release that a lease's end makes) share one event, recorded on that
+ * stream by the next cuc_slab_alloc_async() or cuc_slab_stats(): no
+ * driver call at their release, one event and one query for all of
+ * them. A range released on another stream gets an event of its own at
+ * its release. If an event cannot be recorded, that stream is
+ * synchronized instead; if that fails too, the range is never reused (it
+ * is returned with its slab when the allocator goes; for a legacy-stream
+ * range the release has already returned, so it is not reported). A slab
+ * whose ranges are all free goes back to the pool at once, freed in
+ * stream order after the events of its ranges.
  *
  * Ownership: refcounted. cuc_slab_create() returns a reference,
  * cuc_slab_ref() takes another, cuc_slab_unref() drops one; every carved

@@ -151,12 +151,7 @@ int cuc_channel_send(cuc_channel *ch, const cuc_msg *m)
     rc = cuc__kernel_refs_for_send(&ch->krefs, m, &sent);
     if (rc)
         return rc;
-    rc = cuc__leases_grant(ch->leases, m);
-    if (!rc) {
-        rc = cuc__leases_send(ch->leases, m, sent);
-        if (rc)
-            cuc__leases_revoke(ch->leases, m);
-    }
+    rc = cuc__leases_send(ch->leases, m, sent);
     if (sent != m)
         cuc_msg_destroy((cuc_msg *)sent);
     return rc;

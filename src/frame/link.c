@@ -84,8 +84,10 @@ int cuc__link_is_closed(struct cuc__link *l)
 
 /* ---- send ---- */
 
-static int send_part(struct cuc__link *l, const uint8_t *bytes, uint32_t len,
-                     const int *fds, uint32_t nfds, uint32_t part, uint32_t nparts)
+/* Encodes part of m into buf and sends it as its frame. */
+static int send_part(struct cuc__link *l, const cuc_msg *m, uint8_t *buf,
+                     struct cuc__enc_cursor *cur, uint32_t len, const int *fds,
+                     uint32_t nfds, uint32_t part, uint32_t nparts)
 {
     uint8_t hdr[CUC__FRAME_HDR];
     struct cuc__frame f;
@@ -98,8 +100,9 @@ static int send_part(struct cuc__link *l, const uint8_t *bytes, uint32_t len,
     f.msg_len = len;
     f.msg_nfds = nfds;
     cuc__frame_write(hdr, &f);
-    return cuc__sock_send(l->fd, hdr, sizeof(hdr), bytes + off, f.len, fds + fd_off,
-                          f.nfds);
+    if (f.len)
+        cuc__msg_encode_part(m, off, f.len, buf, cur);
+    return cuc__sock_send(l->fd, hdr, sizeof(hdr), buf, f.len, fds + fd_off, f.nfds);
 }
 
 int cuc__link_send(struct cuc__link *l, const cuc_msg *m)
@@ -110,20 +113,25 @@ int cuc__link_send(struct cuc__link *l, const cuc_msg *m)
 int cuc__link_send_seq(struct cuc__link *l, const cuc_msg *m,
                        void (*stamp)(void *arg, uint32_t seq), void *arg)
 {
+    uint8_t small[1024], *buf = small;
+    struct cuc__enc_cursor cur = {0, 0};
     const int *fds;
     size_t len, nfds;
     uint32_t part, nparts;
-    uint8_t *bytes;
     int rc;
 
-    rc = cuc__msg_encode(m, &bytes, &len, &fds, &nfds);
+    rc = cuc__msg_encode_begin(m, &len, &fds, &nfds);
     if (rc)
         return rc;
     nparts = cuc__frame_parts((uint32_t)len, (uint32_t)nfds);
-    if (l->owner != cuc__pid()) { /* not even the send lock: a forked copy */
-        free(bytes);
+    if (l->owner != cuc__pid()) /* not even the send lock: a forked copy */
         return cuc__link_check_owner(l, "sending on a channel");
-    }
+    /* Each frame's part is encoded into one frame's room as it goes out:
+     * no copy of the whole message. */
+    if (len > sizeof(small) &&
+        !(buf = malloc(len < CUC__FRAME_MAX_DATA ? len : CUC__FRAME_MAX_DATA)))
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a frame of a %zu-byte message",
+                           len);
     pthread_mutex_lock(&l->send_lock);
     rc = 0;
     if (l->send_err.status)
@@ -133,7 +141,7 @@ int cuc__link_send_seq(struct cuc__link *l, const cuc_msg *m,
     if (!rc && stamp)
         stamp(arg, l->send_seq);
     for (part = 0; !rc && part < nparts; part++) {
-        rc = send_part(l, bytes, (uint32_t)len, fds, (uint32_t)nfds, part, nparts);
+        rc = send_part(l, m, buf, &cur, (uint32_t)len, fds, (uint32_t)nfds, part, nparts);
         if (!rc)
             l->send_seq++;
         else if (part > 0 || rc == CUC_E_PEER_CLOSED)
@@ -141,7 +149,8 @@ int cuc__link_send_seq(struct cuc__link *l, const cuc_msg *m,
             cuc__err_save(&l->send_err, rc);
     }
     pthread_mutex_unlock(&l->send_lock);
-    free(bytes);
+    if (buf != small)
+        free(buf);
     return rc;
 }
 

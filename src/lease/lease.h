@@ -88,17 +88,13 @@ int cuc__leases_add(struct cuc__leases *l, uint64_t id,
 /* Forgets lease id without running its end (CUC_E_NOT_FOUND if not held). */
 int cuc__leases_drop(struct cuc__leases *l, uint64_t id);
 
-/* Begins and registers every lease attached to m, before it is sent. On
- * failure every lease begun is ended with CUC__LEASE_SEND_FAILED. */
-int cuc__leases_grant(struct cuc__leases *l, const cuc_msg *m);
-/* After a failed send of m: ends each of its leases still held with
- * CUC__LEASE_SEND_FAILED. */
-void cuc__leases_revoke(struct cuc__leases *l, const cuc_msg *m);
-
-/* Sends sent (m, or what the channel made of it) on the link, m's leases
- * (granted) stamped with the sequence number of its first frame before any
+/* Sends sent (m, or what the channel made of it) on the link, after
+ * beginning and registering every lease attached to m: one grant for the
+ * message (one allocation and one pass under the table's lock for all its
+ * leases), stamped with the sequence number of its first frame before any
  * frame goes out, so that a refused record naming it ends exactly those
- * leases. */
+ * leases. On failure every lease begun for it (and still held) is ended
+ * with CUC__LEASE_SEND_FAILED. */
 int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sent);
 
 /* A message the channel received: 1 if it was a release or a refusal

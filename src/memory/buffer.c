@@ -15,10 +15,83 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- buffer objects ----
+ * Views and imports come and go by the thousand a message, more than
+ * malloc's per-thread cache holds: each thread keeps up to SPARES_MAX
+ * freed objects for its next ones (freed when the thread exits). Not
+ * under the sanitizers, so that a use after free is still caught. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SPARES 0
+#else
+#define SPARES 1
+#endif
+#define SPARES_MAX 4096u
+
+struct spare {
+    struct spare *next;
+};
+static _Thread_local struct spare *spares;
+static _Thread_local unsigned nspares;
+static _Thread_local int spares_registered;
+static pthread_key_t spares_key;
+static pthread_once_t spares_once = PTHREAD_ONCE_INIT;
+static int spares_key_ok;
+
+static void spares_free(void *unused)
+{
+    (void)unused;
+    while (spares) {
+        struct spare *next = spares->next;
+        free(spares);
+        spares = next;
+    }
+    nspares = 0;
+}
+
+static void spares_init(void)
+{
+    spares_key_ok = pthread_key_create(&spares_key, spares_free) == 0;
+}
+
+static cuc_buffer *obj_alloc(void)
+{
+    cuc_buffer *b = (cuc_buffer *)spares;
+
+    if (!SPARES || !b)
+        return calloc(1, sizeof(*b));
+    spares = spares->next;
+    nspares--;
+    memset(b, 0, sizeof(*b));
+    return b;
+}
+
+void cuc__buffer_obj_free(cuc_buffer *b)
+{
+    struct spare *s = (struct spare *)b;
+
+    if (!b)
+        return;
+    if (!SPARES) {
+        free(b);
+        return;
+    }
+    if (nspares < SPARES_MAX && !spares_registered) {
+        pthread_once(&spares_once, spares_init);
+        spares_registered = spares_key_ok && pthread_setspecific(spares_key, &spares) == 0;
+    }
+    if (nspares >= SPARES_MAX || !spares_registered) {
+        free(b);
+        return;
+    }
+    s->next = spares;
+    spares = s;
+    nspares++;
+}
+
 int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
                     cuc_buffer **out)
 {
-    cuc_buffer *b = calloc(1, sizeof(*b));
+    cuc_buffer *b = obj_alloc();
 
     if (!b)
         return cuc__seterr(CUC_E_NOMEM, "out of memory for a buffer");
@@ -63,13 +136,23 @@ int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d)
 
 cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d)
 {
+    cuc_buffer *last = pool->last_found;
+
+    /* the records of many views of one allocation name it one after the
+     * other: the one found last is compared before the export data is
+     * hashed */
+    if (last && last->state != CUC__BUF_FREEING &&
+        memcmp(last->export_data.reserved, d->reserved, sizeof(d->reserved)) == 0)
+        return last;
     for (;;) {
         struct cuc__hnode *n = cuc__htab_find(&pool->bufs, export_hash(d), same_export,
                                               d->reserved);
         if (!n)
             return NULL;
-        if (of_node(n)->state != CUC__BUF_FREEING)
+        if (of_node(n)->state != CUC__BUF_FREEING) {
+            pool->last_found = of_node(n);
             return of_node(n);
+        }
         /* an import of the same memory must wait until the driver's free
          * of the old one is done */
         pthread_cond_wait(&pool->cond, &pool->lock);
@@ -81,6 +164,8 @@ void cuc__buffer_forget_locked(cuc_buffer *b)
     if (b->have_export)
         cuc__htab_remove(&b->pool->bufs, &b->node);
     b->have_export = 0;
+    if (b->pool->last_found == b)
+        b->pool->last_found = NULL;
 }
 
 /* ---- allocation, references, the free ---- */
@@ -194,6 +279,17 @@ static int wait_free_after(cuc_buffer *b, cuc_stream *s)
     return CUC_E_DRIVER;
 }
 
+int cuc__buffer_free_on(cuc_buffer *b, cuc_stream *s)
+{
+    CUresult r = CUC_DRV->cuMemFreeAsync(b->ptr, s->cu);
+
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuMemFreeAsync", "%s%zu-byte buffer of device %s",
+                             b->imported ? "imported " : "", b->size,
+                             cuc_device_uuid_string(b->pool->dev));
+    return 0;
+}
+
 int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
 {
     cuc_stream *s;
@@ -207,11 +303,9 @@ int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
         rc = wait_free_after(b, s);
     if (rc)
         return rc;
-    r = CUC_DRV->cuMemFreeAsync(b->ptr, s->cu);
-    if (r != CUDA_SUCCESS)
-        return cuc__cuda_err(r, "cuMemFreeAsync", "%s%zu-byte buffer of device %s",
-                             b->imported ? "imported " : "", b->size,
-                             cuc_device_uuid_string(b->pool->dev));
+    rc = cuc__buffer_free_on(b, s);
+    if (rc)
+        return rc;
     /* The exporter may reuse the memory once we release: the driver wants
      * the importer's free complete by then. */
     if (b->imported && sync) {
@@ -310,21 +404,28 @@ static int view_wait_free_after(cuc_buffer *v, cuc_stream *stream)
     return rc;
 }
 
-static int release_view(cuc_buffer *v, cuc_stream *stream)
+/* The view's release once its deferred-free event has been waited for,
+ * entered with pool->lock held (released here). */
+static int release_view_locked(cuc_buffer *v, cuc_stream *stream, int rc)
 {
     cuc_pool *pool = v->pool;
     cuc_buffer *root = v->root;
     struct cuc__upstream *extra;
     size_t nextra;
-    int rc = view_wait_free_after(v, stream), rc2, unsafe;
+    int rc2, unsafe;
 
-    pthread_mutex_lock(&pool->lock);
     if (v->in_views)
         cuc__htab_remove(&pool->views, &v->node);
     v->in_views = 0;
     extra = v->extra;
     nextra = v->nextra;
     v->extra = NULL;
+    /* not the root's last reference (a slab's chunk, the user or other
+     * views hold it): dropped here, under the lock already held */
+    if (root->refs > 1) {
+        root->refs--;
+        root = NULL;
+    }
     pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->lock);
     /* A carved range is reusable once what stream queued on it is done
@@ -339,7 +440,7 @@ static int release_view(cuc_buffer *v, cuc_stream *stream)
      * stream before the view's leases go: the exporter may free then. If
      * the wait for the view's event failed, the root is dropped all the
      * same (an error is returned): keeping it forever would leak it. */
-    rc2 = cuc_buffer_unref_async(root, stream);
+    rc2 = root ? cuc_buffer_unref_async(root, stream) : 0;
     unsafe = rc != 0 || rc2 != 0; /* its work may still run */
     if (!rc)
         rc = rc2;
@@ -369,9 +470,25 @@ static int release_view(cuc_buffer *v, cuc_stream *stream)
         cuc__upstream_release(extra, nextra);
     }
     free(extra);
-    free(v);
+    cuc__buffer_obj_free(v);
     cuc_pool_unref(pool);
     return rc;
+}
+
+static int release_view(cuc_buffer *v, cuc_stream *stream)
+{
+    int rc = view_wait_free_after(v, stream);
+
+    pthread_mutex_lock(&v->pool->lock);
+    return release_view_locked(v, stream, rc);
+}
+
+/* 1 if b, which nothing keeps any more, can be released by
+ * release_view_locked() without unlocking first: a view with no
+ * deferred-free event to wait for. */
+static int view_now(const cuc_buffer *b)
+{
+    return b->root && !b->free_after;
 }
 
 static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
@@ -408,7 +525,7 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
         release_extra(extra, nextra);
     }
     free(b->ipc);
-    free(b);
+    cuc__buffer_obj_free(b);
     cuc_pool_unref(pool);
     if (!has_caller)
         cuc__err_restore(&saved);
@@ -462,7 +579,7 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
     /* The later free goes on this device's legacy stream, which orders it
      * after everything already queued there: only another stream needs an
      * event (two driver calls now, two more then, per buffer). */
-    if (!rc && s->kind != CUC_STREAM_LEGACY_DEFAULT)
+    if (!rc && (s->kind != CUC_STREAM_LEGACY_DEFAULT || s->dev != pool->dev))
         rc = order_after(b, s, &ev);
     pthread_mutex_lock(&pool->lock);
     if (!rc && b->refs == 0 && ev) {
@@ -493,12 +610,16 @@ static int drop_inherited(cuc_buffer *b)
 {
     cuc_pool *pool = b->pool;
 
+    pthread_mutex_lock(&pool->lock);
+    if (pool->last_found == b)
+        pool->last_found = NULL;
+    pthread_mutex_unlock(&pool->lock);
     for (size_t i = 0; i < b->nextra; i++)
         cuc__leases_unref(b->extra[i].leases);
     free(b->extra);
     cuc__leases_unref(b->anchor.leases);
     free(b->ipc);
-    free(b);
+    cuc__buffer_obj_free(b);
     cuc_pool_unref(pool);
     return 0;
 }
@@ -532,6 +653,19 @@ int cuc_buffer_unref_async(cuc_buffer *b, cuc_stream *stream)
     /* Leases that only repeat one we keep go now (memory.h). */
     extra = take_extra_locked(b, &nextra);
     kept = b->holds || b->leases;
+    if (!kept && !nextra && view_now(b)) {
+        b->state = CUC__BUF_FREEING;
+        return release_view_locked(b, stream, 0);
+    }
+    if (kept && (!stream || (stream->kind == CUC_STREAM_LEGACY_DEFAULT &&
+                             stream->dev == pool->dev))) {
+        /* the later free goes on a legacy stream, after all it has queued:
+         * no event to make, nothing to do unlocked */
+        b->state = CUC__BUF_DEFERRED;
+        pthread_mutex_unlock(&pool->lock);
+        release_extra(extra, nextra);
+        return 0;
+    }
     if (kept) {
         b->state = CUC__BUF_DEFERRED;
         b->holds++; /* keeps b while the event is made unlocked */
@@ -565,11 +699,51 @@ static void unhold(void *obj)
     pthread_mutex_lock(&b->pool->lock);
     b->holds--;
     last = cuc__buffer_unkept_locked(b);
+    if (last && b->creator == cuc__pid() && view_now(b)) {
+        release_view_locked(b, NULL, 0); /* no caller to report to */
+        return;
+    }
     pthread_mutex_unlock(&b->pool->lock);
     if (last && b->creator != cuc__pid())
         drop_inherited(b); /* an inherited message destroyed in a child */
     else if (last)
         release_as(b, NULL, 0); /* no caller to report to */
+}
+
+/* After the last hold of b went (its state FREEING): its release, as
+ * unhold() makes it. */
+static void unheld_last(cuc_buffer *b)
+{
+    if (b->creator != cuc__pid()) {
+        drop_inherited(b); /* an inherited message destroyed in a child */
+    } else if (view_now(b)) {
+        pthread_mutex_lock(&b->pool->lock);
+        release_view_locked(b, NULL, 0);
+    } else {
+        release_as(b, NULL, 0); /* no caller to report to */
+    }
+}
+
+/* unhold for many (a message's buffers as it goes), one lock a run of
+ * buffers of one pool; the releases of those it kept last follow. */
+static void unhold_many(const struct cuc__lease_att *atts, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        cuc_pool *pool = ((cuc_buffer *)atts[i].obj)->pool;
+        cuc_buffer *last[64];
+        size_t k = 0;
+        pthread_mutex_lock(&pool->lock);
+        for (; i < n && k < CUC_ARRAY_LEN(last) && ((cuc_buffer *)atts[i].obj)->pool == pool;
+             i++) {
+            cuc_buffer *b = atts[i].obj;
+            b->holds--;
+            if (cuc__buffer_unkept_locked(b))
+                last[k++] = b;
+        }
+        pthread_mutex_unlock(&pool->lock);
+        for (size_t j = 0; j < k; j++)
+            unheld_last(last[j]);
+    }
 }
 
 static void lease_begin(void *obj)
@@ -580,6 +754,20 @@ static void lease_begin(void *obj)
     b->leases++;
     b->pool->leases++;
     pthread_mutex_unlock(&b->pool->lock);
+}
+
+/* lease_begin for many, one lock a run of buffers of one pool. */
+static void lease_begin_many(const struct cuc__lease_att *atts, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        cuc_pool *pool = ((cuc_buffer *)atts[i].obj)->pool;
+        pthread_mutex_lock(&pool->lock);
+        for (; i < n && ((cuc_buffer *)atts[i].obj)->pool == pool; i++) {
+            ((cuc_buffer *)atts[i].obj)->leases++;
+            pool->leases++;
+        }
+        pthread_mutex_unlock(&pool->lock);
+    }
 }
 
 static void lease_end(void *obj, uint64_t id, int why)
@@ -593,14 +781,19 @@ static void lease_end(void *obj, uint64_t id, int why)
     pthread_mutex_lock(&pool->lock);
     b->leases--;
     pool->leases--;
-    pthread_cond_broadcast(&pool->cond);
     last = cuc__buffer_unkept_locked(b);
+    if (last && view_now(b)) {
+        release_view_locked(b, NULL, 0); /* wakes the pool's waiters too */
+        return;
+    }
+    pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->lock);
     if (last)
         release_as(b, NULL, 0);
 }
 
-const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin, lease_end, hold, unhold};
+const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin, lease_end, hold, unhold,
+                                                     lease_begin_many, unhold_many};
 
 /* ---- getters, lease counts ---- */
 

@@ -74,6 +74,9 @@ extern const struct cuc__lease_ops cuc__buffer_lease_ops;
 /* A new buffer object (refs 1) of pool at ptr; takes a pool reference. */
 int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
                     cuc_buffer **out);
+/* Frees a buffer object (kept for this thread's next cuc__buffer_new; a
+ * plain free() of one is fine too). NULL is ignored. */
+void cuc__buffer_obj_free(cuc_buffer *b);
 
 /* ---- the pool's table by export data (pool->lock held) ---- */
 /* Makes b findable by d (recorded as its export data). */
@@ -102,6 +105,9 @@ int cuc__buffer_release(cuc_buffer *b, cuc_stream *stream);
  * imported buffer, when sync, waits for the stream (the exporter may reuse
  * the memory once we release). The first failure is returned. */
 int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync);
+/* cuMemFreeAsync of b's memory on s, whose device is current (no deferred
+ * free's event to wait for). */
+int cuc__buffer_free_on(cuc_buffer *b, cuc_stream *s);
 /* Drops each upstream lease's table without releasing it: after a failed
  * free of an imported buffer, whose memory may still be in use, the lease
  * stays with the exporter until the channel closes. */
@@ -125,6 +131,9 @@ cuc_buffer *cuc__view_find_locked(cuc_buffer *root, size_t off, size_t size);
 /* Makes v findable (pool->lock held); a view of the same part already
  * there stays the one found. */
 void cuc__view_index_locked(cuc_buffer *v);
+/* cuc__view_index_locked() for a view whose part the caller has just
+ * looked for and not found, under the same hold of pool->lock. */
+void cuc__view_insert_locked(cuc_buffer *v);
 
 /* ---- carved views (slab.c) ---- */
 /* The range a sub-allocator carved a view from: a view's release calls

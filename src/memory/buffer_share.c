@@ -167,7 +167,7 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
         rc = cuc__buffer_index_locked(b, d);
         if (rc) {
             b->refs = 0;
-            free(b);
+            cuc__buffer_obj_free(b);
             cuc_pool_unref(pool); /* not the last: the caller holds one */
         }
     }
@@ -221,7 +221,7 @@ static int view_locked(cuc_buffer *root, uint64_t off, uint64_t size,
         rc = cuc__view_new(root, (size_t)off, (size_t)size, &v);
         if (!rc) {
             v->anchor = *up;
-            cuc__view_index_locked(v);
+            cuc__view_insert_locked(v); /* not found just now */
         }
     }
     if (!rc)
@@ -370,18 +370,36 @@ static int add_ipc(cuc_msg *m, cuc_buffer *b)
     return rc;
 }
 
+/* b's export data when it is cached, with the hold a message takes on b,
+ * under one lock: 1, or 0 with nothing taken. */
+static int cached_export_hold(cuc_buffer *b, CUmemPoolPtrExportData *out)
+{
+    const cuc_buffer *root = b->root ? b->root : b;
+    int have;
+
+    pthread_mutex_lock(&b->pool->lock); /* a view's pool is its root's */
+    have = root->have_export;
+    if (have) {
+        *out = root->export_data;
+        b->holds++;
+    }
+    pthread_mutex_unlock(&b->pool->lock);
+    return have;
+}
+
 int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
 {
     cuc_buffer *b = (cuc_buffer *)cb;
     struct cuc_buffer_record rec;
     CUmemPoolPtrExportData d;
-    int rc;
+    int rc, held;
 
     if (!m || !b)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_buffer: NULL argument");
     if ((b->root ? b->root : b)->ipc)
         return add_ipc(m, b);
-    rc = cuc__buffer_export(b, &d);
+    held = cached_export_hold(b, &d);
+    rc = held ? 0 : cuc__buffer_export(b, &d);
     if (rc)
         return rc;
     memcpy(rec.pool_id, b->pool->id, CUC_POOL_ID_LEN);
@@ -392,9 +410,13 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
     memcpy(rec.export_data, d.reserved, sizeof(rec.export_data));
     /* The lease first: a record without its lease would let the memory go
      * while the importer maps it. */
-    rc = cuc__msg_lease_attach(m, rec.lease_id, &cuc__buffer_lease_ops, b);
-    if (rc)
+    rc = held ? cuc__msg_lease_attach_held(m, rec.lease_id, &cuc__buffer_lease_ops, b)
+              : cuc__msg_lease_attach(m, rec.lease_id, &cuc__buffer_lease_ops, b);
+    if (rc) {
+        if (held)
+            cuc__buffer_lease_ops.unref(b);
         return rc;
+    }
     rc = cuc__buffer_rec_put(m, &rec);
     if (rc)
         cuc__msg_lease_pop(m); /* no record: nothing to lease */

@@ -12,29 +12,78 @@
 
 #include <stdlib.h>
 
-/* Takes b into the batch (refs 1 -> 0, FREEING) when its last reference
- * frees it at once with exactly one upstream lease; 0 if it must go
- * through cuc_buffer_unref_async(). */
-static int take_simple(cuc_buffer *b)
+/* 1 if b's last reference frees it at once with exactly one upstream
+ * lease (pool->lock held): it then joins the batch (refs 1 -> 0,
+ * FREEING); 0 if it must go through cuc_buffer_unref_async(). */
+static int take_simple_locked(cuc_buffer *b)
 {
-    cuc_pool *pool = b->pool;
-    int take;
+    int take = b->imported && b->creator == cuc__pid() && b->refs == 1 && !b->holds &&
+               !b->leases && !b->nextra && b->state != CUC__BUF_FREEING;
 
-    pthread_mutex_lock(&pool->lock);
-    take = b->imported && b->creator == cuc__pid() && b->refs == 1 && !b->holds && !b->leases && !b->nextra &&
-           b->state != CUC__BUF_FREEING;
     if (take) {
         b->refs = 0;
         b->state = CUC__BUF_FREEING;
     }
-    pthread_mutex_unlock(&pool->lock);
     return take;
+}
+
+/* Sorts bufs[0..n) into the batch (from the front of out) and the others
+ * (from the back: *nothers of them, in reverse), one lock a run of
+ * buffers of one pool. Returns the batch's size. */
+static size_t take_batch(cuc_buffer *const *bufs, size_t n, cuc_buffer **out,
+                         size_t *nothers)
+{
+    size_t nb = 0, no = 0;
+
+    for (size_t i = 0; i < n;) {
+        cuc_pool *pool;
+        if (!bufs[i]) {
+            i++;
+            continue;
+        }
+        pool = bufs[i]->pool;
+        pthread_mutex_lock(&pool->lock);
+        for (; i < n && bufs[i] && bufs[i]->pool == pool; i++) {
+            if (take_simple_locked(bufs[i]))
+                out[nb++] = bufs[i];
+            else
+                out[n - 1 - no++] = bufs[i];
+        }
+        pthread_mutex_unlock(&pool->lock);
+    }
+    *nothers = no;
+    return nb;
+}
+
+/* The stream the batch's frees go on, resolved and made current once a
+ * run of buffers of one device. */
+struct free_stream {
+    cuc_device *dev;
+    cuc_stream *s;
+    int rc;
+};
+
+/* The driver's free of b (in the batch: no deferred-free event). */
+static int free_one(cuc_buffer *b, cuc_stream *stream, struct free_stream *fs)
+{
+    if (fs->dev != b->pool->dev || !fs->s) {
+        fs->dev = b->pool->dev;
+        fs->rc = cuc__stream_or_legacy(fs->dev, stream, &fs->s);
+        if (!fs->rc)
+            fs->rc = cuc__device_activate(fs->s->dev);
+        if (fs->rc)
+            fs->s = NULL;
+    }
+    if (!fs->s)
+        return cuc__buffer_free_memory(b, stream, 0); /* says what failed */
+    return b->free_after ? cuc__buffer_free_memory(b, stream, 0) : cuc__buffer_free_on(b, fs->s);
 }
 
 /* Waits once for each distinct stream the batch's frees were queued on. */
 static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream)
 {
     CUstream done[8];
+    cuc_device *last = NULL;
     size_t ndone = 0;
     int rc = 0;
 
@@ -43,6 +92,9 @@ static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream)
         size_t k;
         CUresult r;
 
+        if (batch[i]->pool->dev == last)
+            continue; /* the one just waited for, or given up on */
+        last = batch[i]->pool->dev;
         if (cuc__stream_or_legacy(batch[i]->pool->dev, stream, &s))
             continue;
         for (k = 0; k < ndone && done[k] != s->cu; k++)
@@ -100,17 +152,27 @@ static int close_opened(cuc_buffer *b)
     return 0;
 }
 
+/* Out of their pools' tables, one lock a run of one pool; a view's root
+ * reference dropped there too when it is not the last (root then NULL:
+ * the caller drops the others, which may unmap). */
 static void forget_all(cuc_buffer **batch, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n;) {
         cuc_pool *pool = batch[i]->pool;
         pthread_mutex_lock(&pool->lock);
-        cuc__buffer_forget_locked(batch[i]);
-        if (batch[i]->ipc)
-            cuc__ipc_forget_locked(batch[i]);
-        if (batch[i]->in_views)
-            cuc__htab_remove(&pool->views, &batch[i]->node);
-        batch[i]->in_views = 0;
+        for (; i < n && batch[i]->pool == pool; i++) {
+            cuc_buffer *b = batch[i];
+            cuc__buffer_forget_locked(b);
+            if (b->ipc)
+                cuc__ipc_forget_locked(b);
+            if (b->in_views)
+                cuc__htab_remove(&pool->views, &b->node);
+            b->in_views = 0;
+            if (b->root && b->root->refs > 1) {
+                b->root->refs--;
+                b->root = NULL;
+            }
+        }
         pthread_cond_broadcast(&pool->cond);
         pthread_mutex_unlock(&pool->lock);
     }
@@ -121,7 +183,7 @@ static void destroy_all(cuc_buffer **batch, size_t n)
     for (size_t i = 0; i < n; i++) {
         cuc_pool *pool = batch[i]->pool;
         free(batch[i]->ipc);
-        free(batch[i]);
+        cuc__buffer_obj_free(batch[i]);
         cuc_pool_unref(pool);
     }
 }
@@ -129,8 +191,9 @@ static void destroy_all(cuc_buffer **batch, size_t n)
 int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *stream)
 {
     cuc_buffer **batch;
+    struct free_stream fs = {NULL, NULL, 0};
     uint64_t *ids;
-    size_t nb = 0;
+    size_t nb, nothers;
     int rc = 0;
 
     if (!bufs && n)
@@ -139,21 +202,15 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
     if (!batch)
         return cuc__seterr(CUC_E_NOMEM, "out of memory dropping %zu buffers", n);
     ids = (uint64_t *)(batch + n);
-    for (size_t i = 0; i < n; i++) {
-        int rc1 = 0;
-        if (!bufs[i])
-            continue;
-        if (take_simple(bufs[i]))
-            batch[nb++] = bufs[i];
-        else
-            rc1 = cuc_buffer_unref_async(bufs[i], stream);
+    nb = take_batch(bufs, n, batch, &nothers);
+    for (size_t k = 0; k < nothers; k++) {
+        int rc1 = cuc_buffer_unref_async(batch[n - 1 - k], stream);
         if (rc1 && !rc)
             rc = rc1;
     }
     for (size_t i = 0; i < nb; i++) {
         /* an opened legacy-IPC base is closed once the streams are done */
-        int rc1 = batch[i]->root || batch[i]->ipc ? 0 :
-                  cuc__buffer_free_memory(batch[i], stream, 0);
+        int rc1 = batch[i]->root || batch[i]->ipc ? 0 : free_one(batch[i], stream, &fs);
         if (rc1) {
             /* its memory may still be in use: no release for it */
             cuc__upstream_keep(&batch[i]->anchor, 1);
@@ -187,7 +244,8 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
     }
     forget_all(batch, nb);
     for (size_t i = 0; i < nb; i++) {
-        /* before the releases: an allocation's last view unmaps it */
+        /* before the releases: an allocation's last view unmaps it (the
+         * roots not left NULL by forget_all) */
         int rc1 = batch[i]->root ? cuc_buffer_unref_async(batch[i]->root, stream) : 0;
         if (rc1 && !rc)
             rc = rc1;

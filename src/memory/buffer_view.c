@@ -67,6 +67,12 @@ void cuc__view_index_locked(cuc_buffer *v)
     v->in_views = cuc__htab_insert(&v->pool->views, &v->node) == 0;
 }
 
+void cuc__view_insert_locked(cuc_buffer *v)
+{
+    v->node.hash = view_hash(v->root, v->offset, v->size);
+    v->in_views = cuc__htab_insert(&v->pool->views, &v->node) == 0;
+}
+
 int cuc_buffer_view(cuc_buffer *parent, size_t offset, size_t size, cuc_buffer **out)
 {
     cuc_buffer *root, *v;
@@ -79,12 +85,13 @@ int cuc_buffer_view(cuc_buffer *parent, size_t offset, size_t size, cuc_buffer *
                            "not fit in the %zu-byte buffer (a view needs 1 byte or more "
                            "inside its parent)", size, offset, parent->size);
     root = parent->root ? parent->root : parent;
-    rc = cuc__view_new(cuc_buffer_ref(root), parent->offset + offset, size, &v);
-    if (rc) {
-        cuc_buffer_unref_async(root, NULL); /* not the last: parent holds one */
+    /* the root reference is taken with the index, under one lock: parent
+     * keeps root meanwhile */
+    rc = cuc__view_new(root, parent->offset + offset, size, &v);
+    if (rc)
         return rc;
-    }
     pthread_mutex_lock(&root->pool->lock);
+    root->refs++;
     cuc__view_index_locked(v);
     pthread_mutex_unlock(&root->pool->lock);
     *out = v;

@@ -4,16 +4,32 @@
  * buffer owns the node that describes its range, which goes to the
  * pending list at its release (buffer.c calls range_freed through the
  * view's carve hook, from its release, once its references, holds and leases are gone),
- * so a free allocates nothing and cannot fail half-way. */
+ * so a free allocates nothing and cannot fail half-way.
+ *
+ * Events are shared (struct mark): a range freed on the device's legacy
+ * stream (the lease ends' and a NULL stream's) waits unmarked, with no
+ * driver call, until the next carve records one event on that stream for
+ * every such range of the allocator (recorded later on the same stream,
+ * it completes after all they wait for). A range freed on another stream
+ * gets an event of its own at its release, as that stream may be
+ * destroyed before the next carve. So n buffers released together cost
+ * one event, not n, and a reap queries each event once. */
 #include "memory/slab.h"
 
 #include <stdlib.h>
+
+/* An event the pending ranges that point to it wait for. */
+struct mark {
+    CUevent ev;
+    size_t refs; /* ranges pointing to it (s->lock) */
+    int done;    /* seen complete */
+};
 
 struct cuc__slab_range {
     struct cuc__carve carve; /* first: a carved view's release finds us by it */
     struct cuc__slab_chunk *chunk;
     size_t off, size; /* size: rounded up to CUC_SLAB_ALIGN */
-    CUevent ev;       /* pending: the free's event */
+    struct mark *mark; /* pending: the free's event */
     struct cuc__slab_range *next;
 };
 
@@ -23,6 +39,7 @@ struct cuc__slab_chunk {
     size_t live;      /* bytes carved out and not released */
     size_t lost;      /* bytes whose free could not be ordered: never reused */
     struct cuc__slab_range *free, *pend;
+    struct cuc__slab_range *unmarked; /* freed on the legacy stream, no event yet */
     struct cuc__slab_chunk *next;
 };
 
@@ -31,8 +48,18 @@ struct cuc_slab {
     int refs;
     cuc_pool *pool; /* a reference */
     size_t slab_size;
+    size_t unmarked; /* ranges on the chunks' unmarked lists */
     struct cuc__slab_chunk *chunks;
+    struct cuc__slab_range *spare; /* nodes for the next carves (s->lock) */
 };
+
+/* A range node no longer used, kept for the next carve (s->lock held):
+ * freed with the allocator. */
+static void node_put_locked(cuc_slab *s, struct cuc__slab_range *r)
+{
+    r->next = s->spare;
+    s->spare = r;
+}
 
 static size_t round_up(size_t n) { return (n + CUC_SLAB_ALIGN - 1) / CUC_SLAB_ALIGN * CUC_SLAB_ALIGN; }
 
@@ -71,53 +98,12 @@ cuc_slab *cuc_slab_ref(cuc_slab *s)
     return s;
 }
 
-/* Gives c's allocation back to the pool on stream, after the frees of its
- * pending ranges (a failed wait falls back to waiting here). */
-static void chunk_return(struct cuc__slab_chunk *c, cuc_stream *stream)
+static void mark_put(struct mark *k)
 {
-    cuc_stream *st = NULL;
-    struct cuc__slab_range *r, *next;
-
-    if (cuc__stream_or_legacy(c->slab->pool->dev, stream, &st) || cuc__device_activate(st->dev))
-        st = NULL;
-    for (r = c->pend; r; r = next) {
-        next = r->next;
-        if (!st || CUC_DRV->cuStreamWaitEvent(st->cu, r->ev, CU_EVENT_WAIT_DEFAULT) !=
-                       CUDA_SUCCESS)
-            CUC_DRV->cuEventSynchronize(r->ev);
-        CUC_DRV->cuEventDestroy(r->ev);
-        free(r);
+    if (--k->refs == 0) {
+        CUC_DRV->cuEventDestroy(k->ev);
+        free(k);
     }
-    for (r = c->free; r; r = next) {
-        next = r->next;
-        free(r);
-    }
-    cuc_buffer_unref_async(c->root, stream);
-    free(c);
-}
-
-void cuc_slab_unref(cuc_slab *s)
-{
-    struct cuc__slab_chunk *c, *next;
-    int last;
-
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->lock);
-    last = --s->refs == 0;
-    pthread_mutex_unlock(&s->lock);
-    if (!last)
-        return;
-    /* Only slabs with lost ranges are left (the others went with their
-     * last range): the legacy stream orders their free after the work of
-     * every blocking stream of the device. */
-    for (c = s->chunks; c; c = next) {
-        next = c->next;
-        chunk_return(c, NULL);
-    }
-    pthread_mutex_destroy(&s->lock);
-    cuc_pool_unref(s->pool);
-    free(s);
 }
 
 /* Puts r back into c's free list, merging with its neighbours. */
@@ -135,33 +121,178 @@ static void free_insert(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
         struct cuc__slab_range *n = r->next;
         r->size += n->size;
         r->next = n->next;
-        free(n);
+        node_put_locked(c->slab, n);
     }
     if (prev && prev->off + prev->size == r->off) {
         prev->size += r->size;
         prev->next = r->next;
-        free(r);
+        node_put_locked(c->slab, r);
     }
 }
 
+/* One event recorded now on the device's legacy stream (refs 1: the
+ * caller's), or NULL where that failed; *synced then says whether the
+ * stream could be synchronized instead. */
+static struct mark *legacy_mark(cuc_slab *s, int *synced)
+{
+    struct mark *k = calloc(1, sizeof(*k));
+    cuc_stream *st = NULL;
+
+    *synced = 0;
+    if (cuc__stream_or_legacy(s->pool->dev, NULL, &st) || cuc__device_activate(st->dev))
+        st = NULL;
+    if (k && st && CUC_DRV->cuEventCreate(&k->ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (CUC_DRV->cuEventRecord(k->ev, st->cu) == CUDA_SUCCESS) {
+            k->refs = 1;
+            return k;
+        }
+        CUC_DRV->cuEventDestroy(k->ev);
+    }
+    free(k);
+    *synced = st && CUC_DRV->cuStreamSynchronize(st->cu) == CUDA_SUCCESS;
+    return NULL;
+}
+
+/* Moves c's unmarked ranges to its pending list under k; without k, to
+ * its free list when the stream was synchronized, else they are lost
+ * (never reused: the slab goes back with the allocator). s->lock held. */
+static void mark_chunk_locked(struct cuc__slab_chunk *c, struct mark *k, int synced)
+{
+    while (c->unmarked) {
+        struct cuc__slab_range *r = c->unmarked;
+        c->unmarked = r->next;
+        if (k) {
+            k->refs++;
+            r->mark = k;
+            r->next = c->pend;
+            c->pend = r;
+        } else if (synced) {
+            free_insert(c, r);
+        } else {
+            c->lost += r->size;
+            node_put_locked(c->slab, r);
+        }
+    }
+}
+
+/* One event for every unmarked range of s (s->lock held). */
+static void mark_unmarked_locked(cuc_slab *s)
+{
+    struct mark *k;
+    int synced;
+
+    if (!s->unmarked)
+        return;
+    k = legacy_mark(s, &synced);
+    for (struct cuc__slab_chunk *c = s->chunks; c; c = c->next)
+        mark_chunk_locked(c, k, synced);
+    s->unmarked = 0;
+    if (k)
+        mark_put(k);
+}
+
 /* Moves the pending ranges whose event has completed to the free lists
- * (s->lock held). An event that reports anything but done stays pending. */
+ * (s->lock held), each event queried once. An event that reports
+ * anything but done stays pending. */
 static void reap_locked(cuc_slab *s)
 {
+    mark_unmarked_locked(s);
     for (struct cuc__slab_chunk *c = s->chunks; c; c = c->next) {
         struct cuc__slab_range **pp = &c->pend;
+        struct mark *asked = NULL;
         while (*pp) {
             struct cuc__slab_range *r = *pp;
-            if (CUC_DRV->cuEventQuery(r->ev) != CUDA_SUCCESS) {
+            if (!r->mark->done && r->mark != asked) {
+                asked = r->mark;
+                r->mark->done = CUC_DRV->cuEventQuery(r->mark->ev) == CUDA_SUCCESS;
+            }
+            if (!r->mark->done) {
                 pp = &r->next;
                 continue;
             }
             *pp = r->next;
-            CUC_DRV->cuEventDestroy(r->ev);
-            r->ev = NULL;
+            mark_put(r->mark);
+            r->mark = NULL;
             free_insert(c, r);
         }
     }
+}
+
+/* Gives c's allocation back to the pool on stream, after the frees of its
+ * pending ranges (a failed wait falls back to waiting here); c is out of
+ * the slab's list already (s->lock taken here). */
+static void chunk_return(struct cuc__slab_chunk *c, cuc_stream *stream)
+{
+    cuc_slab *s = c->slab;
+    cuc_stream *st = NULL;
+    struct cuc__slab_range *r, *next;
+    struct mark *waited = NULL;
+
+    if (cuc__stream_or_legacy(s->pool->dev, stream, &st) || cuc__device_activate(st->dev))
+        st = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (c->unmarked) { /* its legacy-stream frees get their event now */
+        int synced;
+        struct mark *k = legacy_mark(s, &synced);
+        for (struct cuc__slab_range *u = c->unmarked; u; u = u->next)
+            s->unmarked--;
+        mark_chunk_locked(c, k, synced);
+        if (k)
+            mark_put(k);
+    }
+    for (r = c->pend; r; r = next) {
+        next = r->next;
+        if (r->mark != waited && !r->mark->done &&
+            (!st || CUC_DRV->cuStreamWaitEvent(st->cu, r->mark->ev, CU_EVENT_WAIT_DEFAULT) !=
+                        CUDA_SUCCESS))
+            CUC_DRV->cuEventSynchronize(r->mark->ev);
+        waited = r->mark;
+        mark_put(r->mark);
+        free(r);
+    }
+    pthread_mutex_unlock(&s->lock);
+    for (r = c->free; r; r = next) {
+        next = r->next;
+        free(r);
+    }
+    cuc_buffer_unref_async(c->root, stream);
+    free(c);
+}
+
+static void slab_destroy(cuc_slab *s);
+
+void cuc_slab_unref(cuc_slab *s)
+{
+    int last;
+
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    last = --s->refs == 0;
+    pthread_mutex_unlock(&s->lock);
+    if (last)
+        slab_destroy(s);
+}
+
+static void slab_destroy(cuc_slab *s)
+{
+    struct cuc__slab_chunk *c, *next;
+    struct cuc__slab_range *r, *rnext;
+
+    /* Only slabs with lost ranges are left (the others went with their
+     * last range): the legacy stream orders their free after the work of
+     * every blocking stream of the device. */
+    for (c = s->chunks; c; c = next) {
+        next = c->next;
+        chunk_return(c, NULL);
+    }
+    for (r = s->spare; r; r = rnext) {
+        rnext = r->next;
+        free(r);
+    }
+    pthread_mutex_destroy(&s->lock);
+    cuc_pool_unref(s->pool);
+    free(s);
 }
 
 /* First fit of size bytes in c: the range taken, or 0 with none. */
@@ -176,7 +307,7 @@ static int take_locked(struct cuc__slab_chunk *c, size_t size, size_t *off)
         f->size -= size;
         if (f->size == 0) {
             *pp = f->next;
-            free(f);
+            node_put_locked(c->slab, f);
         }
         c->live += size;
         return 1;
@@ -214,31 +345,47 @@ undo_calloc:
 /* Carves size (rounded) bytes: the chunk and offset, with c->live
  * counting them (s->lock taken here). */
 static int carve(cuc_slab *s, size_t size, cuc_stream *stream,
-                 struct cuc__slab_chunk **chunk, size_t *off)
+                 struct cuc__slab_chunk **chunk, size_t *off, struct cuc__slab_range **node)
 {
     struct cuc__slab_chunk *c, **tail;
+    struct cuc__slab_range *r;
     int rc;
 
     pthread_mutex_lock(&s->lock);
+    if ((r = s->spare) != NULL) {
+        s->spare = r->next;
+    } else { /* none kept yet: one from malloc, unlocked */
+        pthread_mutex_unlock(&s->lock);
+        r = malloc(sizeof(*r));
+        if (!r)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory for a slab range");
+        pthread_mutex_lock(&s->lock);
+    }
     reap_locked(s);
     for (tail = &s->chunks; (c = *tail); tail = &c->next) {
         if (take_locked(c, size, off)) {
+            s->refs++; /* the carved buffer's */
             pthread_mutex_unlock(&s->lock);
             *chunk = c;
+            *node = r;
             return 0;
         }
     }
     pthread_mutex_unlock(&s->lock);
     rc = chunk_new(s, stream, &c);
-    if (rc)
+    if (rc) {
+        free(r);
         return rc;
+    }
     take_locked(c, size, off);
     pthread_mutex_lock(&s->lock);
     for (tail = &s->chunks; *tail; tail = &(*tail)->next)
         ;
     *tail = c;
+    s->refs++;
     pthread_mutex_unlock(&s->lock);
     *chunk = c;
+    *node = r;
     return 0;
 }
 
@@ -248,6 +395,7 @@ static void uncarve(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
 {
     pthread_mutex_lock(&c->slab->lock);
     c->live -= r->size;
+    c->slab->refs--; /* not the last: the caller holds one */
     free_insert(c, r);
     pthread_mutex_unlock(&c->slab->lock);
 }
@@ -256,10 +404,10 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
 
 int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffer **out)
 {
-    struct cuc__slab_chunk *c;
-    struct cuc__slab_range *r;
+    struct cuc__slab_chunk *c = NULL;
+    struct cuc__slab_range *r = NULL;
     cuc_buffer *v;
-    size_t off;
+    size_t off = 0;
     int rc;
 
     if (!s || !out)
@@ -269,44 +417,40 @@ int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffe
                            "least one byte)");
     if (size > s->slab_size)
         return cuc_buffer_alloc_async(s->pool, size, stream, out);
-    r = calloc(1, sizeof(*r));
-    if (!r)
-        return cuc__seterr(CUC_E_NOMEM, "out of memory for a slab range");
-    rc = carve(s, round_up(size), stream, &c, &off);
+    rc = carve(s, round_up(size), stream, &c, &off, &r);
     if (rc)
-        goto undo_range;
+        return rc;
     *r = (struct cuc__slab_range){{range_freed}, c, off, round_up(size), NULL, NULL};
     /* c stays: its live bytes count this range */
-    rc = cuc__view_new(cuc_buffer_ref(c->root), off, size, &v);
+    rc = cuc__view_new(c->root, off, size, &v);
     if (rc) {
-        cuc_buffer_unref_async(c->root, NULL); /* not the last: c holds one */
         uncarve(c, r);
         return rc;
     }
     v->carve = &r->carve;
-    cuc_slab_ref(s);
     pthread_mutex_lock(&s->pool->lock);
+    c->root->refs++; /* with the index, under one lock: c holds root meanwhile */
     cuc__view_index_locked(v);
     pthread_mutex_unlock(&s->pool->lock);
     *out = v;
     return 0;
-undo_range:
-    free(r);
-    return rc;
 }
 
-/* An event on st marking the free of r, or NULL where that failed and st
- * was synchronized instead; *lost when neither worked. */
-static CUevent free_event(cuc_stream *st, int *lost)
+/* An event of its own on st marking the free of a range, or NULL where
+ * that failed and st was synchronized instead; *lost when neither worked. */
+static struct mark *free_event(cuc_stream *st, int *lost)
 {
-    CUevent ev = NULL;
+    struct mark *k = calloc(1, sizeof(*k));
 
     *lost = 0;
-    if (st && CUC_DRV->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
-        if (CUC_DRV->cuEventRecord(ev, st->cu) == CUDA_SUCCESS)
-            return ev;
-        CUC_DRV->cuEventDestroy(ev);
+    if (k && st && CUC_DRV->cuEventCreate(&k->ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        if (CUC_DRV->cuEventRecord(k->ev, st->cu) == CUDA_SUCCESS) {
+            k->refs = 1;
+            return k;
+        }
+        CUC_DRV->cuEventDestroy(k->ev);
     }
+    free(k);
     *lost = !st || CUC_DRV->cuStreamSynchronize(st->cu) != CUDA_SUCCESS;
     return NULL;
 }
@@ -317,23 +461,31 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
     struct cuc__slab_chunk *c = r->chunk;
     cuc_slab *s = c->slab;
     cuc_stream *st = NULL;
-    CUevent ev;
+    struct mark *k = NULL;
     size_t size = r->size;
-    int lost, empty;
+    int lost = 1, later, empty, last;
 
-    if (cuc__stream_or_legacy(s->pool->dev, stream, &st) || cuc__device_activate(st->dev))
+    if (cuc__stream_or_legacy(s->pool->dev, stream, &st))
         st = NULL;
-    ev = NULL;
-    lost = 1;
-    if (ordered)
-        ev = free_event(st, &lost);
+    /* the legacy stream outlives us: its event can wait for the next carve */
+    later = ordered && st && st->kind == CUC_STREAM_LEGACY_DEFAULT && st->dev == s->pool->dev;
+    if (ordered && !later) {
+        if (st && cuc__device_activate(st->dev))
+            st = NULL;
+        k = free_event(st, &lost);
+    }
     pthread_mutex_lock(&s->lock);
     c->live -= r->size;
-    if (lost) {
+    if (later) {
+        lost = 0;
+        r->next = c->unmarked;
+        c->unmarked = r;
+        s->unmarked++;
+    } else if (lost) {
         c->lost += r->size;
-        free(r);
-    } else if (ev) {
-        r->ev = ev;
+        node_put_locked(s, r);
+    } else if (k) {
+        r->mark = k;
         r->next = c->pend;
         c->pend = r;
     } else {
@@ -346,10 +498,12 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
             pp = &(*pp)->next;
         *pp = c->next;
     }
+    last = --s->refs == 0; /* the carved buffer's reference */
     pthread_mutex_unlock(&s->lock);
     if (empty)
         chunk_return(c, stream);
-    cuc_slab_unref(s);
+    if (last)
+        slab_destroy(s);
     /* unordered: the view's release reports why */
     return lost && ordered ? cuc__seterr(CUC_E_DRIVER, "freeing a %zu-byte slab buffer: neither an "
                               "event nor a synchronize of its stream worked, so its range "
@@ -368,6 +522,8 @@ int cuc_slab_stats(cuc_slab *s, size_t *slabs, size_t *bytes_in_use)
         n++;
         used += c->live + c->lost;
         for (struct cuc__slab_range *r = c->pend; r; r = r->next)
+            used += r->size;
+        for (struct cuc__slab_range *r = c->unmarked; r; r = r->next)
             used += r->size;
     }
     pthread_mutex_unlock(&s->lock);

@@ -16,12 +16,20 @@ static void refresh(void)
 
 static void setup(void)
 {
-    refresh();
+    /* the handler first: once cached is set, callers skip the once and
+     * may fork at any time */
     pthread_atfork(NULL, NULL, refresh);
+    refresh();
 }
 
 pid_t cuc__pid(void)
 {
+    pid_t p = atomic_load_explicit(&cached, memory_order_relaxed);
+
+    /* set once (and in a child by the atfork handler, before fork returns):
+     * the once is only for the first call, on every hot path after it */
+    if (p)
+        return p;
     pthread_once(&once, setup);
     return atomic_load_explicit(&cached, memory_order_relaxed);
 }

@@ -138,3 +138,86 @@ int cuc_msg_to_bytes(const cuc_msg *m, void **bytes, size_t *len)
     return 0;
 }
 
+
+/* ---- encoding a window at a time (a frame's part, with no copy of the
+ * whole message) ---- */
+
+int cuc__msg_encode_begin(const cuc_msg *m, size_t *len, const int **fds, size_t *nfds)
+{
+    if (!m || !len || !fds || !nfds)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_encode_begin: NULL argument");
+    if (CUC_UNLIKELY(m->fds_owned != m->nfds))
+        return find_taken(m);
+    *len = m->wire_len;
+    *fds = m->fds;
+    *nfds = m->nfds;
+    return 0;
+}
+
+/* Copies the part of src (n bytes at message offset at; NULL: zeros) that
+ * falls in the window [off, off + len) to out. */
+static void emit(const void *src, size_t at, size_t n, size_t off, size_t len, uint8_t *out)
+{
+    size_t lo = at > off ? at : off, hi = at + n < off + len ? at + n : off + len;
+
+    if (lo >= hi)
+        return;
+    if (src)
+        memcpy(out + (lo - off), (const uint8_t *)src + (lo - at), hi - lo);
+    else
+        memset(out + (lo - off), 0, hi - lo);
+}
+
+void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out,
+                          struct cuc__enc_cursor *cur)
+{
+    uint8_t h[CUC__WIRE_HDR];
+
+    if (off < CUC__WIRE_HDR) {
+        cuc__put32(h, CUC__WIRE_MAGIC);
+        cuc__put16(h + 4, CUC__WIRE_FORMAT);
+        cuc__put16(h + 6, 0);
+        cuc__put32(h + 8, m->nrecs);
+        cuc__put32(h + 12, m->nfds);
+        cuc__put32(h + 16, (uint32_t)m->wire_len);
+        cuc__put32(h + 20, 0);
+        emit(h, 0, CUC__WIRE_HDR, off, len, out);
+        cur->rec = 0;
+        cur->at = CUC__WIRE_HDR;
+    }
+    for (; cur->rec < m->nrecs && cur->at < off + len; cur->rec++) {
+        const struct cuc__wire_rec *r = &m->recs[cur->rec];
+        size_t padded = cuc__pad8(r->len), at = cur->at;
+
+        if (at + CUC__WIRE_REC_HDR + padded <= off) { /* before the window */
+            cur->at += CUC__WIRE_REC_HDR + padded;
+            continue;
+        }
+        if (at >= off && at + CUC__WIRE_REC_HDR + padded <= off + len) {
+            /* the common case: all of it in the window */
+            uint8_t *p = out + (at - off);
+            cuc__put16(p, r->type);
+            cuc__put16(p + 2, r->version);
+            cuc__put32(p + 4, r->len);
+            cuc__put32(p + 8, r->fd_first);
+            cuc__put32(p + 12, r->nfds);
+            p += CUC__WIRE_REC_HDR;
+            if (r->len)
+                memcpy(p, m->data + r->off, r->len);
+            memset(p + r->len, 0, padded - r->len);
+            cur->at += CUC__WIRE_REC_HDR + padded;
+            continue;
+        }
+        cuc__put16(h, r->type);
+        cuc__put16(h + 2, r->version);
+        cuc__put32(h + 4, r->len);
+        cuc__put32(h + 8, r->fd_first);
+        cuc__put32(h + 12, r->nfds);
+        emit(h, at, CUC__WIRE_REC_HDR, off, len, out);
+        emit(m->data + r->off, at + CUC__WIRE_REC_HDR, r->len, off, len, out);
+        emit(NULL, at + CUC__WIRE_REC_HDR + r->len, padded - r->len, off, len, out);
+        if (at + CUC__WIRE_REC_HDR + padded > off + len)
+            break; /* it goes on in the next window: start there again */
+        cur->at += CUC__WIRE_REC_HDR + padded;
+    }
+}

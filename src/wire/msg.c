@@ -142,8 +142,15 @@ static CUC_COLD void destroy_holding(cuc_msg *m)
         free(m->data);
     if (m->fds != m->fd_inline)
         free(m->fds);
-    for (size_t i = 0; i < m->natts; i++)
-        m->atts[i].ops->unref(m->atts[i].obj);
+    for (size_t i = 0, k; i < m->natts; i = k) {
+        const struct cuc__lease_ops *ops = m->atts[i].ops;
+        for (k = i + 1; ops->unref_many && k < m->natts && m->atts[k].ops == ops; k++)
+            ;
+        if (ops->unref_many)
+            ops->unref_many(m->atts + i, k - i);
+        else
+            ops->unref(m->atts[i].obj);
+    }
     if (m->atts)
         free(m->atts);
     if (m->origin)
@@ -538,8 +545,23 @@ int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd)
 
 /* ---- attachments and origin ---- */
 
+static int attach(cuc_msg *m, uint64_t lease_id, const struct cuc__lease_ops *ops,
+                  void *obj, int take_ref);
+
 int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
                           const struct cuc__lease_ops *ops, void *obj)
+{
+    return attach(m, lease_id, ops, obj, 1);
+}
+
+int cuc__msg_lease_attach_held(cuc_msg *m, uint64_t lease_id,
+                               const struct cuc__lease_ops *ops, void *obj)
+{
+    return attach(m, lease_id, ops, obj, 0);
+}
+
+static int attach(cuc_msg *m, uint64_t lease_id, const struct cuc__lease_ops *ops,
+                  void *obj, int take_ref)
 {
     if (!m || !ops || !obj || lease_id == 0)
         return cuc__seterr(CUC_E_INVALID, "cuc__msg_lease_attach: %s",
@@ -554,7 +576,8 @@ int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
         m->att_cap = cap;
         m->holds |= CUC__MSG_HOLDS_ATTS;
     }
-    ops->ref(obj);
+    if (take_ref)
+        ops->ref(obj);
     m->atts[m->natts++] = (struct cuc__lease_att){lease_id, ops, obj};
     return 0;
 }

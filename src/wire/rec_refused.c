@@ -29,6 +29,8 @@ size_t cuc__refused_rec_count(const cuc_msg *m)
     size_t n = cuc_msg_record_count(m), k = 0;
     struct cuc__record r;
 
+    if (!cuc__msg_has_type(m, CUC_RECORD_REFUSED)) /* O(1): most messages */
+        return 0;
     for (size_t i = 0; i < n; i++)
         if (cuc__msg_record(m, i, &r) == 0)
             k += r.type == CUC_RECORD_REFUSED;

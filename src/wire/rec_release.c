@@ -50,6 +50,8 @@ size_t cuc__release_rec_count(const cuc_msg *m)
     size_t n = cuc_msg_record_count(m), nrel = 0;
     struct cuc__record r;
 
+    if (!cuc__msg_has_type(m, CUC_RECORD_RELEASE)) /* O(1): most messages */
+        return 0;
     for (size_t i = 0; i < n; i++)
         if (cuc__msg_record(m, i, &r) == 0)
             nrel += r.type == CUC_RECORD_RELEASE;

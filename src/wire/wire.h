@@ -69,6 +69,21 @@ int cuc__msg_has_type(const cuc_msg *m, unsigned type);
 int cuc__msg_encode(const cuc_msg *m, uint8_t **bytes, size_t *len,
                     const int **fds, size_t *nfds);
 
+/* Encoding a window at a time, for a sender that writes each frame's part
+ * straight into its frame (no copy of the whole message):
+ * cuc__msg_encode_begin checks m as cuc__msg_encode does and gives the
+ * encoded length and the fds; cuc__msg_encode_part writes bytes
+ * [off, off + len) of the encoding to out. Windows go in increasing
+ * order, the first at offset 0, with one cursor (its contents are the
+ * encoder's). */
+struct cuc__enc_cursor {
+    uint32_t rec;
+    size_t at;
+};
+int cuc__msg_encode_begin(const cuc_msg *m, size_t *len, const int **fds, size_t *nfds);
+void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out,
+                          struct cuc__enc_cursor *cur);
+
 /* Parses bytes that arrived with nfds fds. Takes ownership of every fd in
  * fds, on success (into the message) and on failure (closed); either way
  * each fds[i] is set to -1 on return. The header's fd count must equal
@@ -100,20 +115,32 @@ int cuc__msg_decode_adopt(void *buf, size_t len, int *fds, size_t nfds, cuc_msg 
  * each exactly once (end, with why: enum cuc__lease_end in lease/lease.h),
  * on whichever thread notices: the object must lock or use atomics. Plain
  * bytes (cuc_msg_to_bytes) ignore attachments. */
-struct cuc__lease_ops {
-    void (*begin)(void *obj);
-    void (*end)(void *obj, uint64_t lease_id, int why);
-    void (*ref)(void *obj);
-    void (*unref)(void *obj);
-};
+struct cuc__lease_ops;
 struct cuc__lease_att {
     uint64_t id;
     const struct cuc__lease_ops *ops;
     void *obj;
 };
+struct cuc__lease_ops {
+    void (*begin)(void *obj);
+    void (*end)(void *obj, uint64_t lease_id, int why);
+    void (*ref)(void *obj);
+    void (*unref)(void *obj);
+    /* optional: begin, and unref, for each of atts[0..n) (all of these
+     * ops), as one call each would, for a message of many (one lock a
+     * run) */
+    void (*begin_many)(const struct cuc__lease_att *atts, size_t n);
+    void (*unref_many)(const struct cuc__lease_att *atts, size_t n);
+};
+
 /* Attaches obj under lease_id (not 0): ops->ref(obj) now. */
 int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
                           const struct cuc__lease_ops *ops, void *obj);
+/* cuc__msg_lease_attach() for an obj the caller has already taken the
+ * message's reference to (its ops->ref done): on failure that reference
+ * stays the caller's. */
+int cuc__msg_lease_attach_held(cuc_msg *m, uint64_t lease_id,
+                               const struct cuc__lease_ops *ops, void *obj);
 /* Undoes the last attach (ops->unref runs), for an add that fails after
  * attaching. */
 void cuc__msg_lease_pop(cuc_msg *m);
