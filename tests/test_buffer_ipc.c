@@ -25,6 +25,7 @@
 #include "driver/driver.h"
 #include "memory/buffer.h"
 #include "wire/records.h"
+#include "channel_test.h"
 
 #define RECV_MS 30000
 #define BASE 8192
@@ -45,54 +46,6 @@ static long long sim_calls(const char *name)
     CHECK(f != NULL && f(name, &n) == 0);
     dlclose(h);
     return (long long)n;
-}
-
-static cuc_channel *child_channel(void)
-{
-    const char *s = getenv("CUC_TEST_FD");
-    cuc_channel *ch;
-
-    CHECK(s != NULL);
-    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
-    return ch;
-}
-
-static cuc_msg *recv_msg(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_channel_recv(ch, RECV_MS, &m));
-    return m;
-}
-
-static void send_empty(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_channel_send(ch, m));
-    cuc_msg_destroy(m);
-}
-
-static void wait_empty(cuc_channel *ch)
-{
-    cuc_msg *m = recv_msg(ch);
-
-    CHECK(cuc_msg_record_count(m) == 0);
-    cuc_msg_destroy(m);
-}
-
-static cuc_channel *start(const char *role, const char *const *args, const char *env,
-                          pid_t *pid)
-{
-    const char *envs[2] = {env, NULL};
-    cuc_channel *mine, *theirs;
-
-    CHECK_OK(cuc_channel_pair(&mine, &theirs));
-    *pid = spawn_self(role, args, envs, cuc_channel_fd(theirs));
-    CHECK(*pid > 0);
-    cuc_channel_destroy(theirs);
-    return mine;
 }
 
 static size_t leases_of(const cuc_buffer *b)
@@ -306,13 +259,123 @@ static void test_wrap_calls(void)
 
 /* ---- across processes ---- */
 
+/* The simulator's count of every call since *mark, which moves to now. */
+static long long calls_since(long long *mark)
+{
+    long long now = sim_calls("*"), d = now - *mark;
+
+    *mark = now;
+    return d;
+}
+
+#define SHARED 3 /* bases in test_share_calls's message */
+
+/* args: UUID. The importer's driver calls for the first share of SHARED
+ * bases (the simulator's counter): cuc_msg_get_buffer activates the
+ * device (cuCtxGetCurrent: the user may have changed the context between
+ * calls), opens (cuIpcOpenMemHandle) and checks the size the record
+ * claims against what the driver mapped (cuMemGetAddressRange: a forged
+ * size is refused, test_local); cuc_buffer_unref_many_async waits for the
+ * stream once (cuCtxGetCurrent, cuStreamSynchronize) and closes each
+ * (cuIpcCloseMemHandle) with that device current already. Raw: an open and
+ * a close a base. */
+static int child_count(int argc, char **argv)
+{
+    cuc_channel *ch = ct_child_channel();
+    cuc_msg *m = ct_recv(ch);
+    long long mark, opens, ranges, syncs, closes;
+    cuc_buffer *b[SHARED];
+    cuc_device *dev;
+    cuc_uuid u;
+
+    CHECK(argc == 1 && cuc_msg_record_count(m) == SHARED);
+    /* the device current already, as in a program that used it before */
+    CHECK_OK(cuc_uuid_parse(argv[0], &u));
+    CHECK_OK(cuc_device_get_by_uuid(&u, &dev));
+    CHECK_OK(cuc_device_set_current(dev));
+    opens = sim_calls("cuIpcOpenMemHandle");
+    ranges = sim_calls("cuMemGetAddressRange");
+    mark = sim_calls("*");
+    for (int i = 0; i < SHARED; i++)
+        CHECK_OK(cuc_msg_get_buffer(m, (size_t)i, &b[i]));
+    CHECK(calls_since(&mark) == 3 * SHARED);
+    CHECK(sim_calls("cuIpcOpenMemHandle") == opens + SHARED);
+    CHECK(sim_calls("cuMemGetAddressRange") == ranges + SHARED);
+    syncs = sim_calls("cuStreamSynchronize");
+    closes = sim_calls("cuIpcCloseMemHandle");
+    CHECK_OK(cuc_buffer_unref_many_async(b, SHARED, NULL));
+    CHECK(calls_since(&mark) == 2 + SHARED);
+    CHECK(sim_calls("cuStreamSynchronize") == syncs + 1);
+    CHECK(sim_calls("cuIpcCloseMemHandle") == closes + SHARED);
+    cuc_msg_destroy(m);
+    ct_send_empty(ch);
+    cuc_channel_destroy(ch);
+    return test_finish();
+}
+
+/* The exporter's driver calls for the first share of SHARED bases: each
+ * wrap asks the driver what the pointer is (cuCtxGetCurrent to activate,
+ * one cuPointerGetAttributes) and takes the handle (cuIpcGetMemHandle);
+ * adding them to a message and sending it call nothing, nor do the
+ * unrefs (a leased wrapped base's free is deferred on the legacy stream:
+ * no event, no activation) or the lease wait. Raw: a cuIpcGetMemHandle a
+ * base. */
+static void test_share_calls(void)
+{
+    CUdeviceptr base[SHARED];
+    char env[512], uuid[CUC_UUID_STRLEN];
+    const char *args[2] = {uuid, NULL};
+    long long mark = sim_calls("*"), attrs, gets, events;
+    cuc_buffer *b[SHARED];
+    cuc_channel *ch;
+    cuc_pool *legacy;
+    cuc_msg *m;
+    pid_t pid;
+
+    if (mark < 0)
+        return; /* the counts are the simulator's */
+    for (int i = 0; i < SHARED; i++)
+        base[i] = mem_alloc(dev0, BASE);
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(dev0));
+    pt_child_cvd(env, sizeof(env));
+    ch = ct_start("count", args, env, &pid);
+    attrs = sim_calls("cuPointerGetAttributes");
+    gets = sim_calls("cuIpcGetMemHandle");
+    mark = sim_calls("*");
+    CHECK_OK(cuc_msg_create(&m));
+    for (int i = 0; i < SHARED; i++) {
+        CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)base[i], BASE, &b[i]));
+        CHECK_OK(cuc_msg_add_buffer(m, b[i]));
+    }
+    CHECK(calls_since(&mark) == 3 * SHARED);
+    CHECK(sim_calls("cuPointerGetAttributes") == attrs + SHARED);
+    CHECK(sim_calls("cuIpcGetMemHandle") == gets + SHARED);
+    legacy = cuc_pool_ref(cuc_buffer_pool(b[0]));
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    CHECK(calls_since(&mark) == 0);
+    events = sim_calls("cuEventCreate");
+    for (int i = 0; i < SHARED; i++)
+        CHECK_OK(cuc_buffer_unref_async(b[i], NULL));
+    CHECK(calls_since(&mark) == 0);
+    CHECK(sim_calls("cuEventCreate") == events);
+    ct_wait_empty(ch);
+    CHECK_OK(cuc_pool_lease_wait(legacy, ch, 0, RECV_MS));
+    CHECK(calls_since(&mark) == 0);
+    CHECK(wait_child(pid) == 0);
+    cuc_pool_unref(legacy);
+    cuc_channel_destroy(ch);
+    for (int i = 0; i < SHARED; i++)
+        mem_free(base[i]);
+}
+
 /* args: UUID, role. The two parts of one base: one open, the bytes, a
  * write back into the second; then (reversed) frees and reports the
  * close, or (hold) waits to be killed. */
 static int child_get(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
-    cuc_msg *m = recv_msg(ch);
+    cuc_channel *ch = ct_child_channel();
+    cuc_msg *m = ct_recv(ch);
     long long opens = sim_calls("cuIpcOpenMemHandle");
     long long closes = sim_calls("cuIpcCloseMemHandle");
     cuc_buffer *b[2];
@@ -338,12 +401,12 @@ static int child_get(int argc, char **argv)
     CHECK_OK(cuc_memcpy(cuc_buffer_ptr(b[1]), w, PART, NULL));
     CHECK_OK(cuc_stream_synchronize(pt_stream(b[1])));
     cuc_msg_destroy(m);
-    send_empty(ch);
+    ct_send_empty(ch);
     if (!strcmp(argv[1], "hold")) {
-        wait_empty(ch); /* never comes: killed */
+        ct_wait_empty(ch); /* never comes: killed */
         return 3;
     }
-    wait_empty(ch);
+    ct_wait_empty(ch);
     CHECK_OK(cuc_buffer_unref_async(b[0], NULL));
     if (closes >= 0)
         CHECK(sim_calls("cuIpcCloseMemHandle") == closes); /* b[1] keeps the base */
@@ -351,7 +414,7 @@ static int child_get(int argc, char **argv)
     CHECK_OK(cuc_buffer_unref_many_async(last, 2, NULL));
     if (closes >= 0)
         CHECK(sim_calls("cuIpcCloseMemHandle") == closes + 2);
-    send_empty(ch);
+    ct_send_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();
 }
@@ -369,7 +432,7 @@ static void round_trip(const char *role)
 
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(dev0));
     pt_child_cvd(env, sizeof(env));
-    ch = start("get", args, env, &pid);
+    ch = ct_start("get", args, env, &pid);
     CHECK_OK(cuc_msg_create(&m));
     for (int i = 0; i < 2; i++) {
         CHECK_OK(cuc_buffer_wrap(dev0, (void *)(uintptr_t)(base + (size_t)i * PART), PART,
@@ -382,7 +445,7 @@ static void round_trip(const char *role)
     CHECK_OK(cuc_msg_add_buffer(m, whole));
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     CHECK(leases_of(b[0]) == 1 && leases_of(b[1]) == 1 && leases_of(whole) == 1);
     CHECK_OK(cuc_memcpy(got, cuc_buffer_ptr(b[1]), PART, pt_stream(b[1])));
     for (size_t k = 0; k < PART; k++)
@@ -391,8 +454,8 @@ static void round_trip(const char *role)
         CHECK(kill(pid, SIGKILL) == 0);
         CHECK(wait_child(pid) == 128 + SIGKILL);
     } else {
-        send_empty(ch);
-        wait_empty(ch);
+        ct_send_empty(ch);
+        ct_wait_empty(ch);
         CHECK(wait_child(pid) == 0);
     }
     for (int i = 0; i < 2; i++) {
@@ -413,6 +476,8 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         if (!strcmp(argv[2], "get"))
             return child_get(argc - 3, argv + 3);
+        if (!strcmp(argv[2], "count"))
+            return child_count(argc - 3, argv + 3);
         return 2;
     }
     unsetenv("CUDA_VISIBLE_DEVICES");
@@ -423,6 +488,7 @@ int main(int argc, char **argv)
     test_refusals();
     test_local();
     test_wrap_calls();
+    test_share_calls();
     round_trip("free");
     round_trip("hold");
     FD_CHECK_NO_LEAK();

@@ -19,19 +19,10 @@
 #include "pool_test.h"
 #include "wire/records.h"
 #include "wire/wire.h"
+#include "channel_test.h"
 
 #define RECV_MS 30000
 #define TAG 0x7a00u
-
-static cuc_channel *child_channel(void)
-{
-    const char *s = getenv("CUC_TEST_FD");
-    cuc_channel *ch;
-
-    CHECK(s != NULL);
-    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
-    return ch;
-}
 
 static void set_nofile(rlim_t n)
 {
@@ -68,15 +59,6 @@ static void check_fd_msg(cuc_msg *m, size_t nfds)
         CHECK(fd >= 0);
         close(fd);
     }
-}
-
-static void send_empty(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_channel_send(ch, m));
-    cuc_msg_destroy(m);
 }
 
 static void recv_empty(cuc_channel *ch)
@@ -121,7 +103,7 @@ static int fill_fds(int *fds, int cap)
 /* The exec'd receiver: no CUDA, only the channel. */
 static int child_receiver(void)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     int fill[64], nfill;
     cuc_msg *m;
 
@@ -131,22 +113,22 @@ static int child_receiver(void)
     check_limit_msg(280, 300, NULL);
     CHECK(test_fd_count() < 20); /* frame 0's 253 fds were closed */
     recv_empty(ch);              /* frame 1 was skipped, the next came */
-    send_empty(ch);              /* "next" */
+    ct_send_empty(ch);              /* "next" */
 
     set_nofile(32);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_LIMIT);
     check_limit_msg(32, 40, NULL);
     recv_empty(ch);
-    send_empty(ch);
+    ct_send_empty(ch);
 
     /* at the exact limit: no fd free */
     nfill = fill_fds(fill, 64);
-    send_empty(ch); /* full now */
+    ct_send_empty(ch); /* full now */
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_LIMIT);
     check_limit_msg(32, 1, "0 free");
     /* one free: one fd fits */
     close(fill[--nfill]);
-    send_empty(ch);
+    ct_send_empty(ch);
     CHECK_OK(cuc_channel_recv(ch, RECV_MS, &m));
     check_fd_msg(m, 1);
     cuc_msg_destroy(m);
@@ -158,7 +140,7 @@ static int child_receiver(void)
     check_fd_msg(m, 5);
     cuc_msg_destroy(m);
     recv_empty(ch);
-    send_empty(ch); /* done */
+    ct_send_empty(ch); /* done */
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
     cuc_channel_destroy(ch);
     return test_finish();
@@ -199,7 +181,7 @@ static void send_refused(cuc_channel *ch, cuc_pool *p, size_t nfds, uint64_t *re
 
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
-    send_empty(ch);
+    ct_send_empty(ch);
     CHECK(pt_used(p) > 0); /* deferred: leased */
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pt_used(p) == 0); /* the refusal ended the leases: frees ran */
@@ -243,7 +225,7 @@ static void test_fd_limit(void)
     m = fd_msg(5);
     CHECK_OK(cuc_channel_send(mine, m));
     cuc_msg_destroy(m);
-    send_empty(mine);
+    ct_send_empty(mine);
     recv_empty(mine);
     CHECK_OK(cuc_channel_refused_count(mine, &refused));
     CHECK(refused == 3);
@@ -328,7 +310,7 @@ static void test_hostile_refused(void)
     add_refused(m, 12345);
     CHECK_OK(cuc_channel_send(imp, m));
     cuc_msg_destroy(m);
-    send_empty(imp);
+    ct_send_empty(imp);
     recv_empty(exp);
     CHECK_OK(cuc_channel_lease_count(exp, &leases));
     CHECK(leases == 2); /* the two buffers */
@@ -336,7 +318,7 @@ static void test_hostile_refused(void)
     CHECK_OK(cuc_channel_refused_count(exp, &n));
     CHECK(n == 1);
     /* the channel still works both ways; the close ends the leases */
-    send_empty(exp);
+    ct_send_empty(exp);
     recv_empty(imp);
     cuc_channel_destroy(imp);
     CHECK_RC(cuc_channel_recv(exp, RECV_MS, &m), CUC_E_PEER_CLOSED);

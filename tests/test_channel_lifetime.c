@@ -18,19 +18,10 @@
 
 #include "pool_test.h"
 #include "lease/linger.h"
+#include "channel_test.h"
 
 #define RECV_MS 30000
 #define SEED 0x5a
-
-static cuc_channel *child_channel(void)
-{
-    const char *s = getenv("CUC_TEST_FD");
-    cuc_channel *ch;
-
-    CHECK(s != NULL);
-    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
-    return ch;
-}
 
 static cuc_channel *start(const char *role, const char *const *args, pid_t *pid)
 {
@@ -59,7 +50,7 @@ static void wait_file(const char *path)
 
 static int child_late_importer(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     int n = argc >= 2 ? atoi(argv[1]) : 0;
     cuc_buffer *bufs[32];
     cuc_pool *p;
@@ -155,7 +146,7 @@ static void test_empty_datagram(void)
 
 static int child_exporter(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     cuc_buffer *b;
     cuc_pool *p;
     cuc_msg *m;

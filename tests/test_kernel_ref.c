@@ -22,6 +22,7 @@
 #include "base/sha256.h"
 #include "channel/channel.h"
 #include "wire/records.h"
+#include "channel_test.h"
 
 #define RECV_MS 30000
 
@@ -50,15 +51,6 @@ static int type_of(const cuc_msg *m, size_t i)
     return t;
 }
 
-static void send_empty(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_channel_send(ch, m));
-    cuc_msg_destroy(m);
-}
-
 static void test_in_process(void)
 {
     size_t n = strlen(ptx_twice), loads0, hits0, loads, hits;
@@ -83,7 +75,7 @@ static void test_in_process(void)
     cuc_kernel_destroy(got);
     cuc_msg_destroy(r);
     CHECK(cuc__kernel_refs_count(&a->krefs) == 0); /* a has not received yet */
-    send_empty(b);
+    ct_send_empty(b);
     r = recv_msg(a); /* the held message is taken on the way */
     CHECK(cuc_msg_record_count(r) == 0);
     cuc_msg_destroy(r);
@@ -228,16 +220,6 @@ static void test_hostile(void)
 
 /* ---- across processes ---- */
 
-static cuc_channel *child_channel(void)
-{
-    const char *s = getenv("CUC_TEST_FD");
-    cuc_channel *ch;
-
-    CHECK(s != NULL);
-    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
-    return ch;
-}
-
 /* Receives a message, gets the kernel of its record 0 and prints "STEP
  * type=T loads=L hits=H rc=RC [message]" (the parent reads the pipe), then
  * destroys the kernel and answers with an empty message. */
@@ -254,12 +236,12 @@ static void child_report(cuc_channel *ch, const char *step)
     fflush(stdout);
     cuc_kernel_destroy(k);
     cuc_msg_destroy(m);
-    send_empty(ch);
+    ct_send_empty(ch);
 }
 
 static int child_refs(void)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
 
     child_report(ch, "first");  /* loads 1: its kernel destroyed at once */
     child_report(ch, "second"); /* a ref: the channel kept the image */

@@ -24,6 +24,7 @@
 #include "pool_test.h"
 #include "memory/buffer.h"
 #include "wire/records.h"
+#include "channel_test.h"
 
 #define RECV_MS 30000
 #define MAXP 16
@@ -39,55 +40,6 @@ static uint64_t seed_of(int phase, int pool, int buf)
 }
 
 /* ---- helpers shared by both sides ---- */
-
-static cuc_channel *child_channel(void)
-{
-    const char *s = getenv("CUC_TEST_FD");
-    cuc_channel *ch;
-
-    CHECK(s != NULL);
-    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
-    return ch;
-}
-
-static cuc_msg *recv_msg(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_channel_recv(ch, RECV_MS, &m));
-    return m;
-}
-
-static void send_empty(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_channel_send(ch, m));
-    cuc_msg_destroy(m);
-}
-
-static void wait_empty(cuc_channel *ch)
-{
-    cuc_msg *m = recv_msg(ch);
-
-    CHECK(cuc_msg_record_count(m) == 0);
-    cuc_msg_destroy(m);
-}
-
-/* Starts role with its end of a new channel; returns the parent's end. */
-static cuc_channel *start(const char *role, const char *const *args, const char *env,
-                          pid_t *pid)
-{
-    const char *envs[2] = {env, NULL};
-    cuc_channel *mine, *theirs;
-
-    CHECK_OK(cuc_channel_pair(&mine, &theirs));
-    *pid = spawn_self(role, args, envs, cuc_channel_fd(theirs));
-    CHECK(*pid > 0);
-    cuc_channel_destroy(theirs);
-    return mine;
-}
 
 static cuc_pool *new_pool(cuc_device *d, int kind)
 {
@@ -137,7 +89,7 @@ static cuc_pool *get_checked_pool(const cuc_msg *m, size_t i, const char *uuid, 
  * args: kind npools, then per pool: UUID, child ordinal, pool id hex. */
 static int child_reversed(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     int np = atoi(argv[1]), rc;
     cuc_pool *pools[MAXP];
     cuc_buffer *bufs[MAXP][NBUF], *again;
@@ -145,14 +97,14 @@ static int child_reversed(int argc, char **argv)
 
     CHECK(argc == 2 + 3 * np && np <= MAXP);
     /* 1: a buffer before its pool */
-    m = recv_msg(ch);
+    m = ct_recv(ch);
     rc = cuc_msg_get_buffer(m, 0, &again);
     CHECK_RC(rc, CUC_E_POOL_NOT_IMPORTED);
     CHECK(strstr(cuc_errmsg(), argv[4]) != NULL); /* pool 0's id */
     cuc_msg_destroy(m);
-    send_empty(ch);
+    ct_send_empty(ch);
     /* 2: the pools, each followed by its buffers */
-    m = recv_msg(ch);
+    m = ct_recv(ch);
     CHECK(cuc_msg_record_count(m) == (size_t)np * (1 + NBUF));
     CHECK_OK(cuc_msg_create(&ack));
     for (int i = 0; i < np; i++) {
@@ -175,14 +127,14 @@ static int child_reversed(int argc, char **argv)
     CHECK_OK(cuc_channel_send(ch, ack));
     cuc_msg_destroy(ack);
     /* 3: free everything, say so, wait for the end */
-    wait_empty(ch);
+    ct_wait_empty(ch);
     for (int i = 0; i < np; i++) {
         for (int j = 0; j < NBUF; j++)
             CHECK_OK(cuc_buffer_unref_async(bufs[i][j], NULL));
         cuc_pool_unref(pools[i]);
     }
-    send_empty(ch);
-    wait_empty(ch); /* the parent is done; its close would not come first:
+    ct_send_empty(ch);
+    ct_wait_empty(ch); /* the parent is done; its close would not come first:
                      * a lease of ours it holds keeps its end open */
     cuc_channel_destroy(ch);
     return 0;
@@ -219,13 +171,13 @@ static void test_reversed(int kind)
         }
     }
     args[na] = NULL;
-    ch = start("reversed", args, env, &pid);
+    ch = ct_start("reversed", args, env, &pid);
     /* 1: buffer 0 of pool 0 alone */
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_buffer(m, bufs[0][0]));
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     /* 2: everything, pools first */
     CHECK_OK(cuc_msg_create(&m));
     for (int i = 0; i < np; i++) {
@@ -235,7 +187,7 @@ static void test_reversed(int kind)
     }
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
-    m = recv_msg(ch);
+    m = ct_recv(ch);
     CHECK(cuc_msg_record_count(m) == (size_t)np);
     for (int i = 0; i < np; i++) {
         cuc_device *d;
@@ -254,13 +206,13 @@ static void test_reversed(int kind)
             CHECK_OK(cuc_buffer_unref_async(bufs[i][j], NULL)); /* deferred */
         CHECK(pt_used(pools[i]) == used);
     }
-    send_empty(ch);
-    wait_empty(ch);
+    ct_send_empty(ch);
+    ct_wait_empty(ch);
     for (int i = 0; i < np; i++) {
         CHECK_OK(cuc_pool_lease_wait(pools[i], ch, i == 0 ? 1 : 0, RECV_MS));
         CHECK(pt_used(pools[i]) == (i == 0 ? sizes[0] : 0));
     }
-    send_empty(ch);
+    ct_send_empty(ch);
     cuc_channel_destroy(ch); /* the link lingers: a lease is held */
     CHECK(pool_leases(pools[0]) == 1);
     CHECK(wait_child(pid) == 0);
@@ -275,7 +227,7 @@ static void test_reversed(int kind)
 /* args: UUID of the pool's device, the CUDA_VISIBLE_DEVICES for C. */
 static int child_relay(int argc, char **argv)
 {
-    cuc_channel *up = child_channel(), *down;
+    cuc_channel *up = ct_child_channel(), *down;
     const char *cargs[2] = {argv[0], NULL};
     cuc_pool *p;
     cuc_buffer *b;
@@ -283,22 +235,22 @@ static int child_relay(int argc, char **argv)
     pid_t pid;
 
     CHECK(argc == 2);
-    m = recv_msg(up);
+    m = ct_recv(up);
     p = get_checked_pool(m, 0, argv[0], -1);
     CHECK_OK(cuc_msg_get_buffer(m, 1, &b));
     CHECK(pt_holds(b, seed_of(1, 0, 0)));
     cuc_msg_destroy(m);
-    down = start("leaf", cargs, argv[1], &pid);
+    down = ct_start("leaf", cargs, argv[1], &pid);
     CHECK_OK(cuc_msg_create(&fwd));
     CHECK_OK(cuc_msg_add_pool(fwd, p)); /* an imported pool, sent on */
     CHECK_OK(cuc_msg_add_buffer(fwd, b));
     CHECK_OK(cuc_channel_send(down, fwd));
     cuc_msg_destroy(fwd);
     CHECK_OK(cuc_buffer_unref_async(b, NULL)); /* deferred: C holds a lease */
-    wait_empty(down);                   /* C has read and written it */
-    send_empty(up);
-    wait_empty(up); /* A: go */
-    send_empty(down);
+    ct_wait_empty(down);                   /* C has read and written it */
+    ct_send_empty(up);
+    ct_wait_empty(up); /* A: go */
+    ct_send_empty(down);
     CHECK_OK(cuc_pool_lease_wait(p, down, 0, RECV_MS)); /* C's release, then ours */
     cuc_pool_unref(p);
     cuc_channel_destroy(down); /* C waits for it */
@@ -311,20 +263,20 @@ static int child_relay(int argc, char **argv)
 /* args: UUID of the pool's device. */
 static int child_leaf(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     cuc_pool *p;
     cuc_buffer *b;
     cuc_msg *m;
 
     CHECK(argc == 1);
-    m = recv_msg(ch);
+    m = ct_recv(ch);
     p = get_checked_pool(m, 0, argv[0], -1);
     CHECK_OK(cuc_msg_get_buffer(m, 1, &b));
     cuc_msg_destroy(m);
     CHECK(pt_holds(b, seed_of(1, 0, 0)));
     pt_fill(b, seed_of(3, 0, 0));
-    send_empty(ch);
-    wait_empty(ch);
+    ct_send_empty(ch);
+    ct_wait_empty(ch);
     CHECK_OK(cuc_buffer_unref_async(b, NULL));
     cuc_pool_unref(p);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
@@ -363,20 +315,20 @@ static void test_chain(void)
     rotated_cvd(cenv, sizeof(cenv));
     CHECK_OK(cuc_buffer_alloc_async(p, sizes[0], NULL, &b));
     pt_fill(b, seed_of(1, 0, 0));
-    ch = start("relay", args, env, &pid);
+    ch = ct_start("relay", args, env, &pid);
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_pool(m, p));
     CHECK_OK(cuc_msg_add_buffer(m, b));
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
-    wait_empty(ch); /* B forwarded, freed its reference; C wrote */
+    ct_wait_empty(ch); /* B forwarded, freed its reference; C wrote */
     CHECK(pt_holds(b, seed_of(3, 0, 0))); /* C's bytes, in A's allocation */
     /* B's lease stays while C maps the memory */
     CHECK_RC(cuc_pool_lease_wait(p, ch, 0, 300), CUC_E_TIMEOUT);
     CHECK(pool_leases(p) == 1);
     CHECK_OK(cuc_buffer_unref_async(b, NULL));
     CHECK(pt_used(p) == sizes[0]);
-    send_empty(ch);
+    ct_send_empty(ch);
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pt_used(p) == 0);
     cuc_channel_destroy(ch);
@@ -390,15 +342,15 @@ static void test_chain(void)
  * message 2: the same buffer, added to a message of its own. */
 static int child_twice(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     struct cuc__record r1, r2;
     cuc_buffer *b1, *b2;
     cuc_msg *m1, *m2;
     cuc_pool *p;
 
     CHECK(argc == 1);
-    m1 = recv_msg(ch);
-    m2 = recv_msg(ch);
+    m1 = ct_recv(ch);
+    m2 = ct_recv(ch);
     p = get_checked_pool(m1, 0, argv[0], -1);
     CHECK_OK(cuc__msg_record(m1, 1, &r1));
     CHECK_OK(cuc__msg_record(m2, 0, &r2));
@@ -414,7 +366,7 @@ static int child_twice(int argc, char **argv)
     CHECK(pt_holds(b2, seed_of(5, 0, 0))); /* still mapped */
     CHECK_OK(cuc_buffer_unref_async(b2, NULL));
     cuc_pool_unref(p);
-    send_empty(ch);
+    ct_send_empty(ch);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m1), CUC_E_PEER_CLOSED);
     cuc_channel_destroy(ch);
     return 0;
@@ -437,7 +389,7 @@ static void test_two_messages(void)
     pt_child_cvd(env, sizeof(env));
     CHECK_OK(cuc_buffer_alloc_async(p, sizes[1], NULL, &b));
     pt_fill(b, seed_of(5, 0, 0));
-    ch = start("twice", args, env, &pid);
+    ch = ct_start("twice", args, env, &pid);
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_pool(m, p));
     CHECK_OK(cuc_msg_add_buffer(m, b));
@@ -456,7 +408,7 @@ static void test_two_messages(void)
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
     CHECK(pool_leases(p) == 2);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pool_leases(p) == 0);
     cuc_channel_destroy(ch);
@@ -471,14 +423,14 @@ static void test_two_messages(void)
 /* args: UUID, number of buffers. Imports all, checks, frees, acks. */
 static int child_reader(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     int n = atoi(argv[1]);
     cuc_buffer *b;
     cuc_pool *p;
     cuc_msg *m;
 
     CHECK(argc == 2);
-    m = recv_msg(ch);
+    m = ct_recv(ch);
     CHECK(cuc_msg_record_count(m) == (size_t)n + 1);
     p = get_checked_pool(m, 0, argv[0], -1);
     for (int j = 0; j < n; j++) {
@@ -488,7 +440,7 @@ static int child_reader(int argc, char **argv)
     }
     cuc_msg_destroy(m);
     cuc_pool_unref(p);
-    send_empty(ch);
+    ct_send_empty(ch);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
     cuc_channel_destroy(ch);
     return 0;
@@ -499,14 +451,14 @@ static int child_reader(int argc, char **argv)
  * second reference, readable, until its own cuc_buffer_unref_async. */
 static int child_batch(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     int n = atoi(argv[1]);
     cuc_buffer *b[THREAD_BUFS + 1], *again;
     cuc_pool *p;
     cuc_msg *m;
 
     CHECK(argc == 2 && n <= THREAD_BUFS);
-    m = recv_msg(ch);
+    m = ct_recv(ch);
     p = get_checked_pool(m, 0, argv[0], -1);
     for (int j = 0; j < n; j++) {
         CHECK_OK(cuc_msg_get_buffer(m, (size_t)j + 1, &b[j]));
@@ -522,7 +474,7 @@ static int child_batch(int argc, char **argv)
     CHECK_OK(cuc_buffer_unref_many_async(NULL, 0, NULL));
     cuc_msg_destroy(m);
     cuc_pool_unref(p);
-    send_empty(ch);
+    ct_send_empty(ch);
     CHECK_RC(cuc_channel_recv(ch, RECV_MS, &m), CUC_E_PEER_CLOSED);
     cuc_channel_destroy(ch);
     return 0;
@@ -567,14 +519,14 @@ static void test_two_children(void)
     pt_child_cvd(env, sizeof(env));
     m = pool_msg(d, THREAD_BUFS, 4, &p, bufs);
     for (int k = 0; k < 2; k++)
-        ch[k] = start("reader", args, env, &pid[k]);
+        ch[k] = ct_start("reader", args, env, &pid[k]);
     for (int k = 0; k < 2; k++)
         CHECK_OK(cuc_channel_send(ch[k], m)); /* one lease per buffer and child */
     cuc_msg_destroy(m);
     CHECK(pool_leases(p) == 2 * THREAD_BUFS);
     free_all(bufs, THREAD_BUFS); /* deferred until both have released */
     for (int k = 0; k < 2; k++)
-        wait_empty(ch[k]);
+        ct_wait_empty(ch[k]);
     for (int k = 0; k < 2; k++)
         CHECK_OK(cuc_pool_lease_wait(p, ch[k], (size_t)(1 - k) * THREAD_BUFS, RECV_MS));
     CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
@@ -601,12 +553,12 @@ static void test_batch_free(void)
     snprintf(nb, sizeof(nb), "%d", THREAD_BUFS);
     pt_child_cvd(env, sizeof(env));
     m = pool_msg(devs[0], THREAD_BUFS, 5, &p, bufs);
-    ch = start("batch", args, env, &pid);
+    ch = ct_start("batch", args, env, &pid);
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
     free_all(bufs, THREAD_BUFS); /* deferred until the child releases */
     CHECK(pool_leases(p) == THREAD_BUFS);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
     cuc_channel_destroy(ch);
@@ -664,7 +616,7 @@ static void threads_round(cuc_channel *ch, const char *uuid)
 {
     struct thread_res res[NTHREADS];
     pthread_t t[NTHREADS];
-    cuc_msg *m = recv_msg(ch);
+    cuc_msg *m = ct_recv(ch);
 
     CHECK(cuc_msg_record_count(m) == THREAD_BUFS + 1);
     for (int k = 0; k < NTHREADS; k++) {
@@ -688,14 +640,14 @@ static void threads_round(cuc_channel *ch, const char *uuid)
         CHECK(pthread_create(&t[k], NULL, free_thread, &res[k]) == 0);
     for (int k = 0; k < NTHREADS; k++)
         CHECK(pthread_join(t[k], NULL) == 0);
-    send_empty(ch);
+    ct_send_empty(ch);
 }
 
 /* args: UUID. Two rounds; the second must leave no fd and no mapping of a
  * file (the threads' stacks and malloc arenas, anonymous, come and go). */
 static int child_threads(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     int fds, maps;
     cuc_msg *m;
 
@@ -728,13 +680,13 @@ static void test_four_threads(void)
 
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
     pt_child_cvd(env, sizeof(env));
-    ch = start("threads", args, env, &pid);
+    ch = ct_start("threads", args, env, &pid);
     for (int round = 0; round < 2; round++) {
         m = pool_msg(d, THREAD_BUFS, 5, &p, bufs);
         CHECK_OK(cuc_channel_send(ch, m));
         cuc_msg_destroy(m);
         free_all(bufs, THREAD_BUFS);
-        wait_empty(ch);
+        ct_wait_empty(ch);
         /* one release per buffer, however many threads imported it */
         CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
         CHECK(pt_used(p) == 0);
@@ -749,21 +701,21 @@ static void test_four_threads(void)
 /* args: UUID, number of buffers. Imports, acks, waits to be killed. */
 static int child_hold(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     int n = atoi(argv[1]);
     cuc_buffer *b;
     cuc_pool *p;
     cuc_msg *m;
 
     CHECK(argc == 2);
-    m = recv_msg(ch);
+    m = ct_recv(ch);
     p = get_checked_pool(m, 0, argv[0], -1);
     for (int j = 0; j < n; j++) {
         CHECK_OK(cuc_msg_get_buffer(m, (size_t)j + 1, &b));
         CHECK(pt_holds(b, seed_of(6, 0, j)));
     }
     (void)p;
-    send_empty(ch);
+    ct_send_empty(ch);
     for (;;)
         pause();
 }
@@ -782,11 +734,11 @@ static void sigkill_round(void)
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
     snprintf(nb, sizeof(nb), "%d", 4);
     pt_child_cvd(env, sizeof(env));
-    ch = start("hold", args, env, &pid);
+    ch = ct_start("hold", args, env, &pid);
     m = pool_msg(d, 4, 6, &p, bufs);
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     free_all(bufs, 4);
     CHECK(pt_used(p) > 0); /* deferred: the child holds four leases */
     CHECK(pool_leases(p) == 4);

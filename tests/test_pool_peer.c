@@ -15,6 +15,7 @@
 #include <fcntl.h>
 
 #include "pool_test.h"
+#include "channel_test.h"
 
 #define RECV_MS 30000
 #define NBYTES 4099
@@ -99,21 +100,11 @@ static void test_local(void)
 
 /* ---- children ---- */
 
-static cuc_channel *child_channel(void)
-{
-    const char *s = getenv("CUC_TEST_FD");
-    cuc_channel *ch;
-
-    CHECK(s != NULL);
-    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
-    return ch;
-}
-
 /* argv: owner UUID, peer UUID. */
 static int child_import(char **argv)
 {
     cuc_device *owner = by_uuid(argv[0]), *peer = by_uuid(argv[1]);
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     cuc_pool *p;
     cuc_buffer *b;
     cuc_msg *m, *ok;

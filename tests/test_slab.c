@@ -26,6 +26,7 @@
 #include "memory/buffer.h"
 #include "cucore/slab.h"
 #include "../sim/cucore_sim.h"
+#include "channel_test.h"
 
 #define RECV_MS 30000
 #define NB 1000
@@ -252,25 +253,6 @@ static void test_event_fault(cuc_device *d)
 
 /* ---- across processes ---- */
 
-static cuc_channel *child_channel(void)
-{
-    const char *s = getenv("CUC_TEST_FD");
-    cuc_channel *ch;
-
-    CHECK(s != NULL);
-    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
-    return ch;
-}
-
-static void send_empty(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_channel_send(ch, m));
-    cuc_msg_destroy(m);
-}
-
 static void wait_empty(cuc_channel *ch)
 {
     cuc_msg *m;
@@ -285,7 +267,7 @@ static void wait_empty(cuc_channel *ch)
  * acks, or waits to be killed. */
 static int child_recv(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     unsigned long long imports0;
     cuc_buffer **b = calloc(NB, sizeof(*b));
     cuc_pool *p;
@@ -307,7 +289,7 @@ static int child_recv(int argc, char **argv)
         CHECK(sim_calls("cuMemPoolImportPointer") - imports0 ==
               strtoull(argv[1], NULL, 10));
     cuc_msg_destroy(m);
-    send_empty(ch);
+    ct_send_empty(ch);
     if (!strcmp(argv[2], "hold"))
         for (;;)
             pause();
@@ -315,7 +297,7 @@ static int child_recv(int argc, char **argv)
     CHECK_OK(cuc_buffer_unref_many_async(b, NB, NULL));
     free(b);
     cuc_pool_unref(p);
-    send_empty(ch);
+    ct_send_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();
 }
@@ -374,7 +356,7 @@ static void multiproc_round(cuc_device *d, int kill_it)
         CHECK(kill(pid, SIGKILL) == 0);
         CHECK(wait_child(pid) == 128 + SIGKILL);
     } else {
-        send_empty(mine);
+        ct_send_empty(mine);
     }
     CHECK_OK(cuc_pool_lease_wait(p, mine, 0, RECV_MS));
     CHECK(slabs_of(s, NULL) == 2); /* the old slabs went back but the extras' two */

@@ -19,58 +19,11 @@
 #include "pool_test.h"
 #include "memory/buffer.h"
 #include "wire/records.h"
+#include "channel_test.h"
 
 #define RECV_MS 30000
 #define NV 16
 #define VSZ 256
-
-static cuc_channel *child_channel(void)
-{
-    const char *s = getenv("CUC_TEST_FD");
-    cuc_channel *ch;
-
-    CHECK(s != NULL);
-    CHECK_OK(cuc_channel_from_fd(atoi(s), &ch));
-    return ch;
-}
-
-static cuc_msg *recv_msg(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_channel_recv(ch, RECV_MS, &m));
-    return m;
-}
-
-static void send_empty(cuc_channel *ch)
-{
-    cuc_msg *m;
-
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_channel_send(ch, m));
-    cuc_msg_destroy(m);
-}
-
-static void wait_empty(cuc_channel *ch)
-{
-    cuc_msg *m = recv_msg(ch);
-
-    CHECK(cuc_msg_record_count(m) == 0);
-    cuc_msg_destroy(m);
-}
-
-static cuc_channel *start(const char *role, const char *const *args, const char *env,
-                          pid_t *pid)
-{
-    const char *envs[2] = {env, NULL};
-    cuc_channel *mine, *theirs;
-
-    CHECK_OK(cuc_channel_pair(&mine, &theirs));
-    *pid = spawn_self(role, args, envs, cuc_channel_fd(theirs));
-    CHECK(*pid > 0);
-    cuc_channel_destroy(theirs);
-    return mine;
-}
 
 static size_t pool_leases(const cuc_pool *p)
 {
@@ -139,9 +92,9 @@ static void unref_all(cuc_buffer **v, size_t n)
 /* args: UUID. Checks, writes view 3, acks, frees. */
 static int child_reversed(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     cuc_buffer *v[NV], *again;
-    cuc_msg *m = recv_msg(ch);
+    cuc_msg *m = ct_recv(ch);
     cuc_pool *p;
     uint8_t w[VSZ];
 
@@ -153,11 +106,11 @@ static int child_reversed(int argc, char **argv)
     memset(w, 0xa7, sizeof(w));
     CHECK_OK(cuc_memcpy(cuc_buffer_ptr(v[3]), w, VSZ, NULL));
     cuc_msg_destroy(m);
-    send_empty(ch);
-    wait_empty(ch); /* the parent has checked the bytes */
+    ct_send_empty(ch);
+    ct_wait_empty(ch); /* the parent has checked the bytes */
     CHECK_OK(cuc_buffer_unref_many_async(v, NV, NULL));
     cuc_pool_unref(p);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();
 }
@@ -194,12 +147,12 @@ static void test_reversed(void)
 
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
     pt_child_cvd(env, sizeof(env));
-    ch = start("reversed", args, env, &pid);
+    ch = ct_start("reversed", args, env, &pid);
     views_of_new(p, &b, v);
     m = views_msg(p, v);
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     memset(w, 0xa7, sizeof(w));
     CHECK_OK(cuc_memcpy(w, cuc_buffer_ptr(v[3]), VSZ, NULL));
     for (size_t i = 0; i < VSZ; i++)
@@ -209,10 +162,10 @@ static void test_reversed(void)
     unref_all(v, NV);
     CHECK_OK(cuc_buffer_unref_async(b, NULL));
     CHECK(pool_leases(p) == NV && pt_used(p) == NV * VSZ);
-    send_empty(ch);
+    ct_send_empty(ch);
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pt_used(p) == 0);
-    send_empty(ch);
+    ct_send_empty(ch);
     CHECK(wait_child(pid) == 0);
     cuc_channel_destroy(ch);
     cuc_pool_unref(p);
@@ -224,10 +177,10 @@ static void test_reversed(void)
  * references at once (its views stay mapped for C), waits for C. */
 static int child_relay(int argc, char **argv)
 {
-    cuc_channel *up = child_channel(), *down;
+    cuc_channel *up = ct_child_channel(), *down;
     const char *cargs[2] = {argv[0], NULL};
     cuc_buffer *v[NV];
-    cuc_msg *m = recv_msg(up), *fw;
+    cuc_msg *m = ct_recv(up), *fw;
     cuc_pool *p;
     pid_t pid;
     size_t n;
@@ -235,7 +188,7 @@ static int child_relay(int argc, char **argv)
     CHECK(argc == 2);
     p = get_views(m, argv[0], v);
     cuc_msg_destroy(m);
-    down = start("leaf", cargs, argv[1], &pid);
+    down = ct_start("leaf", cargs, argv[1], &pid);
     fw = views_msg(p, v);
     CHECK_OK(cuc_channel_send(down, fw));
     cuc_msg_destroy(fw);
@@ -243,11 +196,11 @@ static int child_relay(int argc, char **argv)
     CHECK(n == 1);
     unref_all(v, NV); /* deferred: C holds them */
     cuc_pool_unref(p);
-    send_empty(up);
-    wait_empty(down);
+    ct_send_empty(up);
+    ct_wait_empty(down);
     CHECK(wait_child(pid) == 0);
     cuc_channel_destroy(down);
-    wait_empty(up);
+    ct_wait_empty(up);
     cuc_channel_destroy(up);
     return test_finish();
 }
@@ -255,9 +208,9 @@ static int child_relay(int argc, char **argv)
 /* args: UUID. Imports what B forwards, checks, frees, says done. */
 static int child_leaf(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     cuc_buffer *v[NV];
-    cuc_msg *m = recv_msg(ch);
+    cuc_msg *m = ct_recv(ch);
     cuc_pool *p;
 
     CHECK(argc == 1);
@@ -265,7 +218,7 @@ static int child_leaf(int argc, char **argv)
     cuc_msg_destroy(m);
     unref_all(v, NV);
     cuc_pool_unref(p);
-    send_empty(ch);
+    ct_send_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();
 }
@@ -283,17 +236,17 @@ static void test_chain(void)
 
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
     pt_child_cvd(env, sizeof(env));
-    ch = start("relay", args, env, &pid);
+    ch = ct_start("relay", args, env, &pid);
     views_of_new(p, &b, v);
     m = views_msg(p, v);
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
     unref_all(v, NV);
     CHECK_OK(cuc_buffer_unref_async(b, NULL));
-    wait_empty(ch); /* B has dropped its references; C may still map */
+    ct_wait_empty(ch); /* B has dropped its references; C may still map */
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pt_used(p) == 0);
-    send_empty(ch);
+    ct_send_empty(ch);
     CHECK(wait_child(pid) == 0);
     cuc_channel_destroy(ch);
     cuc_pool_unref(p);
@@ -303,13 +256,13 @@ static void test_chain(void)
 
 static int child_hold(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
+    cuc_channel *ch = ct_child_channel();
     cuc_buffer *v[NV];
-    cuc_msg *m = recv_msg(ch);
+    cuc_msg *m = ct_recv(ch);
 
     CHECK(argc == 1);
     (void)get_views(m, argv[0], v);
-    send_empty(ch);
+    ct_send_empty(ch);
     for (;;)
         pause();
 }
@@ -327,12 +280,12 @@ static void sigkill_round(void)
 
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
     pt_child_cvd(env, sizeof(env));
-    ch = start("hold", args, env, &pid);
+    ch = ct_start("hold", args, env, &pid);
     views_of_new(p, &b, v);
     m = views_msg(p, v);
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
-    wait_empty(ch);
+    ct_wait_empty(ch);
     unref_all(v, NV);
     CHECK_OK(cuc_buffer_unref_async(b, NULL));
     CHECK(pool_leases(p) == NV && pt_used(p) == NV * VSZ);
@@ -363,8 +316,8 @@ static void test_sigkill(void)
 
 static int child_forged(int argc, char **argv)
 {
-    cuc_channel *ch = child_channel();
-    cuc_msg *m = recv_msg(ch);
+    cuc_channel *ch = ct_child_channel();
+    cuc_msg *m = ct_recv(ch);
     cuc_buffer *b = (cuc_buffer *)0x1;
     cuc_pool *p;
 
@@ -381,7 +334,7 @@ static int child_forged(int argc, char **argv)
     cuc_msg_destroy(m);
     CHECK_OK(cuc_buffer_unref_async(b, NULL));
     cuc_pool_unref(p);
-    send_empty(ch);
+    ct_send_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();
 }
@@ -401,7 +354,7 @@ static void test_forged(void)
 
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(d));
     pt_child_cvd(env, sizeof(env));
-    ch = start("forged", args, env, &pid);
+    ch = ct_start("forged", args, env, &pid);
     CHECK_OK(cuc_buffer_alloc_async(p, 64, NULL, &b));
     pt_fill(b, 5);
     CHECK_OK(cuc_msg_create(&tmp));
@@ -417,7 +370,7 @@ static void test_forged(void)
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
     CHECK_OK(cuc_buffer_unref_async(b, NULL));
-    wait_empty(ch);
+    ct_wait_empty(ch);
     CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
     CHECK(pt_used(p) == 0);
     CHECK(wait_child(pid) == 0);

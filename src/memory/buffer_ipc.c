@@ -120,26 +120,19 @@ static cuc_buffer *wrapped_at_locked(cuc_pool *pool, CUdeviceptr base)
 
 /* ---- wrap ---- */
 
-/* What the driver says ptr is, and the allocation it is in (one call for
- * all of it: cuMemGetAddressRange's answer is two of the attributes);
- * CUC_E_INVALID naming what to use instead when legacy IPC cannot share
- * it. */
-static int classify(cuc_device *dev, CUdeviceptr ptr, CUdeviceptr *base, size_t *bsize)
+/* Why the driver's answer refuses ptr (it is not legacy-IPC capable):
+ * CUC_E_INVALID naming what to use instead. Asked only on a refusal, so
+ * that a wrap pays for the attributes it needs (each costs: bench_legacy
+ * times them). */
+static int refusal(CUdeviceptr ptr)
 {
-    CUpointer_attribute at[7] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    CUpointer_attribute at[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                 CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-                                 CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-    unsigned type = 0, managed = 0, ipc = 0;
-    int ord = -1;
+                                 CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
+    unsigned type = 0, managed = 0;
     void *pool = NULL;
-    CUdeviceptr start = 0;
-    size_t size = 0;
-    void *data[7] = {&type, &managed, &pool, &ipc, &ord, &start, &size};
-    CUresult r = CUC_DRV->cuPointerGetAttributes(7, at, data, ptr);
+    void *data[3] = {&type, &managed, &pool};
+    CUresult r = CUC_DRV->cuPointerGetAttributes(3, at, data, ptr);
 
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuPointerGetAttributes", "cuc_buffer_wrap of %#llx",
@@ -162,12 +155,37 @@ static int classify(cuc_device *dev, CUdeviceptr ptr, CUdeviceptr *base, size_t 
                            "pool (cuMemAllocAsync): allocate from a CUC_POOL_IPC pool "
                            "(cuc_buffer_alloc_async) and send that cuc_buffer",
                            (unsigned long long)ptr);
+    return cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: %#llx is not legacy-IPC capable "
+                       "(VMM memory, or memory opened from another process): share VMM "
+                       "memory with cuc_vmm, and send on the cuc_buffer an opened "
+                       "allocation arrived as", (unsigned long long)ptr);
+}
+
+/* What the driver says ptr is, and the allocation it is in (one call for
+ * all of it: cuMemGetAddressRange's answer is two of the attributes);
+ * CUC_E_INVALID naming what to use instead when legacy IPC cannot share
+ * it. The driver calls memory legacy-IPC capable only when it is
+ * cuMemAlloc device memory (not managed, pool, host or VMM memory: the
+ * H200's answers, sim/sim_pointer.c), so that attribute alone decides;
+ * the others are asked only to say why not. */
+static int classify(cuc_device *dev, CUdeviceptr ptr, CUdeviceptr *base, size_t *bsize)
+{
+    CUpointer_attribute at[4] = {CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    unsigned ipc = 0;
+    int ord = -1;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    void *data[4] = {&ipc, &ord, &start, &size};
+    CUresult r = CUC_DRV->cuPointerGetAttributes(4, at, data, ptr);
+
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuPointerGetAttributes", "cuc_buffer_wrap of %#llx",
+                             (unsigned long long)ptr);
     if (!ipc)
-        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: %#llx is not legacy-IPC "
-                           "capable (VMM memory, or memory opened from another "
-                           "process): share VMM memory with cuc_vmm, and send on the "
-                           "cuc_buffer an opened allocation arrived as",
-                           (unsigned long long)ptr);
+        return refusal(ptr);
     if (ord != dev->ordinal)
         return cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: %#llx is memory of device "
                            "%d, not of device %d (%s): wrap it with its own device",

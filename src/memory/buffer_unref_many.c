@@ -79,8 +79,10 @@ static int free_one(cuc_buffer *b, cuc_stream *stream, struct free_stream *fs)
     return b->free_after ? cuc__buffer_free_memory(b, stream, 0) : cuc__buffer_free_on(b, fs->s);
 }
 
-/* Waits once for each distinct stream the batch's frees were queued on. */
-static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream)
+/* Waits once for each distinct stream the batch's frees were queued on;
+ * *cur: the device it made current last (NULL: none). */
+static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream,
+                        const cuc_device **cur)
 {
     CUstream done[8];
     cuc_device *last = NULL;
@@ -101,7 +103,9 @@ static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream)
             ;
         if (k < ndone)
             continue;
+        *cur = NULL;
         if (cuc__device_activate(s->dev) == 0) {
+            *cur = s->dev;
             r = CUC_DRV->cuStreamSynchronize(s->cu);
             if (r != CUDA_SUCCESS && !rc)
                 rc = cuc__cuda_err(r, "cuStreamSynchronize", "after freeing %zu "
@@ -137,12 +141,15 @@ static void release_grouped(cuc_buffer **batch, size_t n, uint64_t *ids)
 }
 
 /* An imported legacy-IPC base of the batch, after its stream was waited
- * for. */
-static int close_opened(cuc_buffer *b)
+ * for. *cur: the device this call made current last (NULL: none); within
+ * the one call nothing else changes the thread's context, so a base of
+ * that device needs no cuc__device_activate (its cuCtxGetCurrent a base). */
+static int close_opened(cuc_buffer *b, const cuc_device **cur)
 {
     CUresult r;
-    int rc = cuc__device_activate(b->pool->dev);
+    int rc = *cur == b->pool->dev ? 0 : cuc__device_activate(b->pool->dev);
 
+    *cur = rc ? NULL : b->pool->dev;
     if (rc)
         return rc;
     r = CUC_DRV->cuIpcCloseMemHandle(b->ptr);
@@ -220,8 +227,9 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
             }
         }
     }
+    const cuc_device *cur = NULL; /* made current last by what follows */
     if (nb) {
-        int rc1 = sync_streams(batch, nb, stream);
+        int rc1 = sync_streams(batch, nb, stream, &cur);
         if (rc1) {
             /* which frees are done is unknown: none is released */
             for (size_t i = 0; i < nb; i++)
@@ -233,7 +241,7 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
         }
     }
     for (size_t i = 0; i < nb; i++) {
-        int rc1 = batch[i]->ipc ? close_opened(batch[i]) : 0;
+        int rc1 = batch[i]->ipc ? close_opened(batch[i], &cur) : 0;
         if (rc1) {
             cuc__upstream_keep(&batch[i]->anchor, 1); /* as a failed free */
             if (!rc) {
