@@ -37,24 +37,11 @@
 #define MAX_N 4096
 #define PER_PART 1024
 
-#include "bench_view_importer.h"
+#include "bench_view_pair.h"
 
 /* ---- the exporter ---- */
 
-struct exporter {
-    cuc_pool *pool;
-    cuc_slab *warm, *cold;
-    cuc_channel *ch;
-    int sock;
-};
-
-static void send_msg(cuc_channel *ch, cuc_msg *m)
-{
-    bench_ok(cuc_channel_send(ch, m), "cuc_channel_send");
-    cuc_msg_destroy(m);
-}
-
-static double slab_round(struct exporter *e, cuc_slab *slab, size_t n)
+static double slab_round(struct bv_pair *e, cuc_slab *slab, size_t n)
 {
     cuc_buffer *v[MAX_N];
     cuc_msg *m;
@@ -65,61 +52,23 @@ static double slab_round(struct exporter *e, cuc_slab *slab, size_t n)
         bench_ok(cuc_slab_alloc_async(slab, VIEW_BYTES, NULL, &v[i]), "cuc_slab_alloc_async");
         bench_ok(cuc_msg_add_buffer(m, v[i]), "cuc_msg_add_buffer");
     }
-    send_msg(e->ch, m);
+    bv_send(e->ch, m);
     for (size_t i = 0; i < n; i++)
         bench_ok(cuc_buffer_unref_async(v[i], NULL), "cuc_buffer_unref_async");
     bench_ok(cuc_pool_lease_wait(e->pool, e->ch, 1, BENCH_TIMEOUT_MS), "lease wait");
     return bench_now_ns() - t0;
 }
 
-static double raw_round(struct exporter *e, size_t n, CUstream s)
-{
-    static CUmemPoolPtrExportData d[PER_PART];
-    CUdeviceptr p[MAX_N];
-    cuc_msg *m;
-    double t0;
-
-    for (size_t i = 0; i < n; i++)
-        bench_cu(CUC_DRV->cuMemAllocFromPoolAsync(&p[i], VIEW_BYTES,
-                                                  (CUmemoryPool)cuc_pool_handle(e->pool), s),
-                 "cuMemAllocFromPoolAsync");
-    bench_cu(CUC_DRV->cuStreamSynchronize(s), "cuStreamSynchronize");
-    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
-    send_msg(e->ch, m); /* "a raw round follows" */
-    t0 = bench_now_ns();
-    for (size_t done = 0; done < n;) {
-        struct raw_hdr h = {(uint32_t)n, (uint32_t)(done / PER_PART)};
-        size_t k = n - done < PER_PART ? n - done : PER_PART;
-        memset(d, 0, k * sizeof(*d));
-        for (size_t i = 0; i < k; i++)
-            bench_cu(CUC_DRV->cuMemPoolExportPointer(&d[i], p[done + i]),
-                     "cuMemPoolExportPointer");
-        bench_raw_send(e->sock, &h, sizeof(h), d, k * sizeof(*d), NULL, 0);
-        done += k;
-    }
-    bench_ack_recv(e->sock);
-    t0 = bench_now_ns() - t0;
-    for (size_t i = 0; i < n; i++)
-        bench_cu(CUC_DRV->cuMemFreeAsync(p[i], s), "cuMemFreeAsync");
-    return t0;
-}
-
 int main(int argc, char **argv)
 {
     static const size_t ns[] = {1, 4, 16, 64, 256, 1024, 4096};
     struct cuc_pool_props pr;
-    char self[4096], cvd[4096];
-    const char *args[5];
-    char a1[16], a2[16];
-    struct exporter e;
-    cuc_channel *theirs;
+    struct bv_pair e;
+    cuc_slab *warm, *cold;
     cuc_device *dev;
     cuc_stream *s;
     cuc_buffer *keep;
-    cuc_msg *m;
     size_t budget = argc > 1 ? strtoul(argv[1], NULL, 10) : 16384;
-    int sv[2];
-    pid_t pid;
 
     if (argc == 4 && !strcmp(argv[1], "--import"))
         return importer(atoi(argv[2]), atoi(argv[3]));
@@ -130,37 +79,21 @@ int main(int argc, char **argv)
     pr.flags = CUC_POOL_IPC;
     bench_ok(cuc_pool_create(dev, &pr, &e.pool), "cuc_pool_create");
     bench_ok(cuc_stream_legacy(dev, &s), "cuc_stream_legacy");
-    bench_ok(cuc_slab_create(e.pool, SLAB_BYTES, &e.warm), "cuc_slab_create");
-    bench_ok(cuc_slab_create(e.pool, SLAB_BYTES, &e.cold), "cuc_slab_create");
-    bench_ok(cuc_channel_pair(&e.ch, &theirs), "cuc_channel_pair");
-    bench_socketpair(sv);
-    e.sock = sv[0];
-    bench_self(self, sizeof(self));
-    bench_child_cvd(cvd, sizeof(cvd));
-    snprintf(a1, sizeof(a1), "%d", cuc_channel_fd(theirs));
-    snprintf(a2, sizeof(a2), "%d", sv[1]);
-    args[0] = "--import", args[1] = a1, args[2] = a2, args[3] = NULL;
-    pid = bench_spawn(self, args, cvd, cuc_channel_fd(theirs), sv[1]);
-    cuc_channel_destroy(theirs);
-    close(sv[1]);
-    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
-    bench_ok(cuc_msg_add_pool(m, e.pool), "cuc_msg_add_pool");
-    send_msg(e.ch, m);
+    bench_ok(cuc_slab_create(e.pool, SLAB_BYTES, &warm), "cuc_slab_create");
+    bench_ok(cuc_slab_create(e.pool, SLAB_BYTES, &cold), "cuc_slab_create");
     /* the importer keeps one buffer: the warm slab stays imported there */
-    bench_ok(cuc_slab_alloc_async(e.warm, 1, NULL, &keep), "cuc_slab_alloc_async");
-    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
-    bench_ok(cuc_msg_add_buffer(m, keep), "cuc_msg_add_buffer");
-    send_msg(e.ch, m);
+    bench_ok(cuc_slab_alloc_async(warm, 1, NULL, &keep), "cuc_slab_alloc_async");
+    bv_start(&e, keep);
     for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
         size_t n = ns[k], rounds = budget / n < 3 ? 3 : budget / n;
         double tw = 0, tc = 0, tr = 0;
         char fig[64];
-        slab_round(&e, e.warm, n); /* warm */
-        raw_round(&e, n, (CUstream)cuc_stream_handle(s));
+        slab_round(&e, warm, n); /* warm */
+        bv_raw_round(&e, n, (CUstream)cuc_stream_handle(s));
         for (size_t r = 0; r < rounds; r++) {
-            tw += slab_round(&e, e.warm, n);
-            tc += slab_round(&e, e.cold, n);
-            tr += raw_round(&e, n, (CUstream)cuc_stream_handle(s));
+            tw += slab_round(&e, warm, n);
+            tc += slab_round(&e, cold, n);
+            tr += bv_raw_round(&e, n, (CUstream)cuc_stream_handle(s));
         }
         snprintf(fig, sizeof(fig), "slab, imported, n=%zu", n);
         bench_line(fig, tr / (double)(rounds * n), tw / (double)(rounds * n),
@@ -169,14 +102,10 @@ int main(int argc, char **argv)
         bench_line(fig, tr / (double)(rounds * n), tc / (double)(rounds * n),
                    "per buffer, one slab export+import a round; raw as above");
     }
-    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
-    send_msg(e.ch, m); /* a raw round... */
-    close(e.sock);     /* ...that never comes: the importer ends */
-    cuc_channel_destroy(e.ch);
-    bench_wait(pid, "importer");
+    bv_end(&e);
     cuc_buffer_unref_async(keep, NULL);
-    cuc_slab_unref(e.cold);
-    cuc_slab_unref(e.warm);
+    cuc_slab_unref(cold);
+    cuc_slab_unref(warm);
     cuc_pool_unref(e.pool);
     return 0;
 }

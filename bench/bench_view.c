@@ -31,24 +31,12 @@
 #define MAX_N 4096
 #define PER_PART 1024
 
-#include "bench_view_importer.h"
+#include "bench_view_pair.h"
 
 /* ---- the exporter ---- */
 
-struct exporter {
-    cuc_pool *pool;
-    cuc_buffer *slab;
-    cuc_channel *ch;
-    int sock;
-};
-
-static void send_msg(cuc_channel *ch, cuc_msg *m)
-{
-    bench_ok(cuc_channel_send(ch, m), "cuc_channel_send");
-    cuc_msg_destroy(m);
-}
-
-static double views_round(struct exporter *e, size_t n)
+/* n views of parent (the allocation the importer holds a part of). */
+static double views_round(struct bv_pair *e, cuc_buffer *parent, size_t n)
 {
     cuc_buffer *v[MAX_N];
     cuc_msg *m;
@@ -56,64 +44,25 @@ static double views_round(struct exporter *e, size_t n)
 
     bench_ok(cuc_msg_create(&m), "cuc_msg_create");
     for (size_t i = 0; i < n; i++) {
-        bench_ok(cuc_buffer_view(e->slab, i * VIEW_BYTES, VIEW_BYTES, &v[i]), "cuc_buffer_view");
+        bench_ok(cuc_buffer_view(parent, i * VIEW_BYTES, VIEW_BYTES, &v[i]), "cuc_buffer_view");
         bench_ok(cuc_msg_add_buffer(m, v[i]), "cuc_msg_add_buffer");
     }
-    send_msg(e->ch, m);
+    bv_send(e->ch, m);
     for (size_t i = 0; i < n; i++)
         bench_ok(cuc_buffer_unref_async(v[i], NULL), "cuc_buffer_unref_async");
     bench_ok(cuc_pool_lease_wait(e->pool, e->ch, 1, BENCH_TIMEOUT_MS), "lease wait");
     return bench_now_ns() - t0;
 }
 
-static double raw_round(struct exporter *e, size_t n, CUstream s)
-{
-    static CUmemPoolPtrExportData d[PER_PART];
-    CUdeviceptr p[MAX_N];
-    cuc_msg *m;
-    double t0;
-
-    for (size_t i = 0; i < n; i++)
-        bench_cu(CUC_DRV->cuMemAllocFromPoolAsync(&p[i], VIEW_BYTES,
-                                                  (CUmemoryPool)cuc_pool_handle(e->pool), s),
-                 "cuMemAllocFromPoolAsync");
-    bench_cu(CUC_DRV->cuStreamSynchronize(s), "cuStreamSynchronize");
-    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
-    send_msg(e->ch, m); /* "a raw round follows" */
-    t0 = bench_now_ns();
-    for (size_t done = 0; done < n;) {
-        struct raw_hdr h = {(uint32_t)n, (uint32_t)(done / PER_PART)};
-        size_t k = n - done < PER_PART ? n - done : PER_PART;
-        memset(d, 0, k * sizeof(*d));
-        for (size_t i = 0; i < k; i++)
-            bench_cu(CUC_DRV->cuMemPoolExportPointer(&d[i], p[done + i]),
-                     "cuMemPoolExportPointer");
-        bench_raw_send(e->sock, &h, sizeof(h), d, k * sizeof(*d), NULL, 0);
-        done += k;
-    }
-    bench_ack_recv(e->sock);
-    t0 = bench_now_ns() - t0;
-    for (size_t i = 0; i < n; i++)
-        bench_cu(CUC_DRV->cuMemFreeAsync(p[i], s), "cuMemFreeAsync");
-    return t0;
-}
-
 int main(int argc, char **argv)
 {
     static const size_t ns[] = {1, 4, 16, 64, 256, 1024, 4096};
     struct cuc_pool_props pr;
-    char self[4096], cvd[4096];
-    const char *args[5];
-    char a1[16], a2[16];
-    struct exporter e;
-    cuc_channel *theirs;
+    struct bv_pair e;
     cuc_device *dev;
     cuc_stream *s;
-    cuc_buffer *keep;
-    cuc_msg *m;
+    cuc_buffer *parent, *keep;
     size_t budget = argc > 1 ? strtoul(argv[1], NULL, 10) : 16384;
-    int sv[2];
-    pid_t pid;
 
     if (argc == 4 && !strcmp(argv[1], "--import"))
         return importer(atoi(argv[2]), atoi(argv[3]));
@@ -124,48 +73,28 @@ int main(int argc, char **argv)
     pr.flags = CUC_POOL_IPC;
     bench_ok(cuc_pool_create(dev, &pr, &e.pool), "cuc_pool_create");
     bench_ok(cuc_stream_legacy(dev, &s), "cuc_stream_legacy");
-    bench_ok(cuc_buffer_alloc_async(e.pool, MAX_N * VIEW_BYTES, s, &e.slab), "alloc");
+    bench_ok(cuc_buffer_alloc_async(e.pool, MAX_N * VIEW_BYTES, s, &parent), "alloc");
     bench_ok(cuc_stream_synchronize(s), "synchronize");
-    bench_ok(cuc_channel_pair(&e.ch, &theirs), "cuc_channel_pair");
-    bench_socketpair(sv);
-    e.sock = sv[0];
-    bench_self(self, sizeof(self));
-    bench_child_cvd(cvd, sizeof(cvd));
-    snprintf(a1, sizeof(a1), "%d", cuc_channel_fd(theirs));
-    snprintf(a2, sizeof(a2), "%d", sv[1]);
-    args[0] = "--import", args[1] = a1, args[2] = a2, args[3] = NULL;
-    pid = bench_spawn(self, args, cvd, cuc_channel_fd(theirs), sv[1]);
-    cuc_channel_destroy(theirs);
-    close(sv[1]);
-    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
-    bench_ok(cuc_msg_add_pool(m, e.pool), "cuc_msg_add_pool");
-    send_msg(e.ch, m);
     /* the importer keeps one view: the allocation stays imported there */
-    bench_ok(cuc_buffer_view(e.slab, 0, 1, &keep), "cuc_buffer_view");
-    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
-    bench_ok(cuc_msg_add_buffer(m, keep), "cuc_msg_add_buffer");
-    send_msg(e.ch, m);
+    bench_ok(cuc_buffer_view(parent, 0, 1, &keep), "cuc_buffer_view");
+    bv_start(&e, keep);
     for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
         size_t n = ns[k], rounds = budget / n < 3 ? 3 : budget / n;
         double tv = 0, tr = 0;
         char fig[64];
-        views_round(&e, n); /* warm */
-        raw_round(&e, n, (CUstream)cuc_stream_handle(s));
+        views_round(&e, parent, n); /* warm */
+        bv_raw_round(&e, n, (CUstream)cuc_stream_handle(s));
         for (size_t r = 0; r < rounds; r++) {
-            tv += views_round(&e, n);
-            tr += raw_round(&e, n, (CUstream)cuc_stream_handle(s));
+            tv += views_round(&e, parent, n);
+            tr += bv_raw_round(&e, n, (CUstream)cuc_stream_handle(s));
         }
         snprintf(fig, sizeof(fig), "views, allocation imported, n=%zu", n);
         bench_line(fig, tr / (double)(rounds * n), tv / (double)(rounds * n),
                    "per buffer; raw: per-pointer export+import, %zu rounds", rounds);
     }
-    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
-    send_msg(e.ch, m); /* a raw round... */
-    close(e.sock);     /* ...that never comes: the importer ends */
-    cuc_channel_destroy(e.ch);
-    bench_wait(pid, "importer");
+    bv_end(&e);
     cuc_buffer_unref_async(keep, NULL);
-    cuc_buffer_unref_async(e.slab, NULL);
+    cuc_buffer_unref_async(parent, NULL);
     cuc_pool_unref(e.pool);
     return 0;
 }
