@@ -5,7 +5,9 @@
  * of /dev/null, so that every close really happens); the rest = the
  * message. A message that decodes must re-encode to the very same bytes
  * (the format is canonical), every record is then resolved or taken, and
- * after destroy every fd handed in must be closed. */
+ * after destroy every fd handed in must be closed. The decoder's quick
+ * path and its checked path (cuc__msg_decode_checked) must give the same
+ * status and, on success, the same message. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -60,6 +62,42 @@ static void check_canonical(const cuc_msg *m, const uint8_t *bytes, size_t len, 
     free(enc);
 }
 
+/* The status of the checked decode of the same input (with fds of its
+ * own); on success its encoding must be the quick decode's. */
+static int decode_checked_same(const uint8_t *bytes, size_t len, size_t nfds,
+                               const cuc_msg *quick)
+{
+    int fds[16];
+    const int *efds;
+    size_t elen, enfds, i;
+    uint8_t *enc;
+    cuc_msg *m;
+    int rc;
+
+    for (i = 0; i < nfds; i++) {
+        fds[i] = fcntl(null_fd, F_DUPFD_CLOEXEC, 0);
+        if (fds[i] < 0)
+            abort();
+    }
+    rc = cuc__msg_decode_checked(bytes, len, fds, nfds, &m);
+    for (i = 0; i < nfds; i++)
+        if (fds[i] != -1)
+            abort();
+    if (rc == 0) {
+        if (!quick)
+            abort(); /* the quick path refused what the checks accept */
+        check_canonical(m, bytes, len, nfds);
+        if (cuc__msg_encode(quick, &enc, &elen, &efds, &enfds) != 0)
+            abort();
+        if (elen != len || memcmp(enc, bytes, len) != 0 ||
+            cuc_msg_record_count(m) != cuc_msg_record_count(quick))
+            abort();
+        free(enc);
+        cuc_msg_destroy(m);
+    }
+    return rc;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     int fds[16], given[16];
@@ -84,6 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (i = 0; i < nfds; i++)
         if (fds[i] != -1)
             abort();
+    if (decode_checked_same(data + 1, size - 1, nfds, rc == 0 ? m : NULL) != rc)
+        abort(); /* the quick path and the checks disagree */
     if (rc == 0) {
         if (cuc_msg_fd_count(m) != nfds)
             abort();

@@ -9,7 +9,11 @@
 #define CUC_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define CUC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define CUC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* A function off the hot path (errors, growth, the rare case): kept out of
+ * line, so that the hot function that calls it needs no stack frame. */
+#define CUC_COLD __attribute__((noinline, cold))
 #else
+#define CUC_COLD
 #define CUC_PRINTF(a, b)
 #define CUC_LIKELY(x) (x)
 #define CUC_UNLIKELY(x) (x)

@@ -49,20 +49,26 @@ static int same_uuid(const struct cuc__hnode *n, const void *key)
  * hash and a bucket (the usual machine has 1 to 8). */
 #define SCAN_MAX 8
 
+/* The device of UUID u in a table of at most SCAN_MAX, or NULL. */
+static inline const cuc_device *uuid_scan(const cuc_uuid *u)
+{
+    uint64_t w[2], d[2];
+
+    uuid_words(u, w);
+    for (int i = 0; i < n_devices; i++) {
+        uuid_words(&devices[i].uuid, d);
+        if (((w[0] ^ d[0]) | (w[1] ^ d[1])) == 0)
+            return &devices[i];
+    }
+    return NULL;
+}
+
 static const cuc_device *uuid_table_find(const cuc_uuid *u)
 {
     struct cuc__hnode *n;
-    uint64_t w[2], d[2];
 
-    if (n_devices <= SCAN_MAX) {
-        uuid_words(u, w);
-        for (int i = 0; i < n_devices; i++) {
-            uuid_words(&devices[i].uuid, d);
-            if (((w[0] ^ d[0]) | (w[1] ^ d[1])) == 0)
-                return &devices[i];
-        }
-        return NULL;
-    }
+    if (n_devices <= SCAN_MAX)
+        return uuid_scan(u);
     n = cuc__htab_find(&by_uuid, uuid_hash(u), same_uuid, u);
     return n ? CUC_CONTAINER_OF(n, cuc_device, by_uuid) : NULL;
 }
@@ -271,7 +277,10 @@ int cuc__device_not_visible(const cuc_uuid *uuid)
     return CUC_E_NOT_VISIBLE;
 }
 
-int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev)
+/* cuc_device_get_by_uuid for what the scan below does not answer: a NULL
+ * argument, a table not built yet or larger than a scan, a UUID not
+ * visible. */
+static CUC_COLD int get_by_uuid_checked(const cuc_uuid *uuid, cuc_device **dev)
 {
     const cuc_device *d;
 
@@ -284,6 +293,22 @@ int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev)
         return cuc__device_not_visible(uuid);
     *dev = (cuc_device *)d;
     return 0;
+}
+
+int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev)
+{
+    /* Every device record received ends here: the built table of a usual
+     * machine is scanned with no frame and no call. */
+    if (CUC_LIKELY(uuid && dev && __atomic_load_n(&enum_done, __ATOMIC_ACQUIRE) &&
+                   n_devices <= SCAN_MAX)) {
+        const cuc_device *d = uuid_scan(uuid);
+
+        if (CUC_LIKELY(d != NULL)) {
+            *dev = (cuc_device *)d;
+            return 0;
+        }
+    }
+    return get_by_uuid_checked(uuid, dev);
 }
 
 static int retain_primary(cuc_device *d, CUcontext *ctx)

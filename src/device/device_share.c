@@ -12,13 +12,13 @@ int cuc_msg_add_device(cuc_msg *m, const cuc_device *dev)
 
 int cuc_msg_get_device(const cuc_msg *m, size_t index, cuc_device **dev)
 {
-    cuc_uuid u;
+    const cuc_uuid *u;
     int rc;
 
     if (!m || !dev)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_device: NULL argument");
-    rc = cuc_msg_read_device(m, index, &u);
+    rc = cuc__device_rec_uuid(m, index, &u);
     if (rc)
         return rc;
-    return cuc_device_get_by_uuid(&u, dev);
+    return cuc_device_get_by_uuid(u, dev);
 }

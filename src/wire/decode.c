@@ -63,6 +63,32 @@ static int check_header(const uint8_t *b, size_t len, size_t nfds, struct hdr *h
     return 0;
 }
 
+/* 1 when the header is the newest format's (flags 0), whole and
+ * consistent with len and nfds, as check_header wants it; 0 for anything
+ * else, which check_header then names. Three 64-bit words compared, no
+ * call: the common case of every decode. */
+static inline int header_ok(const uint8_t *b, size_t len, size_t nfds, struct hdr *h)
+{
+    uint64_t counts;
+    uint32_t nrecs, hnfds;
+
+    if (CUC_UNLIKELY(len < CUC__WIRE_HDR || len > CUC_MSG_MAX_BYTES))
+        return 0;
+    counts = cuc__get64(b + 8);
+    nrecs = (uint32_t)counts;
+    hnfds = (uint32_t)(counts >> 32);
+    /* bytes 16..23 are the total length and a reserved 0: one word equal
+     * to len, as len < 2^32 here */
+    if (CUC_UNLIKELY(cuc__get64(b) != (CUC__WIRE_MAGIC | (uint64_t)CUC__WIRE_FORMAT << 32) ||
+                     cuc__get64(b + 16) != len || nrecs > CUC_MSG_MAX_RECORDS ||
+                     (uint64_t)nrecs * CUC__WIRE_REC_HDR > len - CUC__WIRE_HDR ||
+                     hnfds > CUC_MSG_MAX_FDS || hnfds != nfds))
+        return 0;
+    h->nrecs = nrecs;
+    h->nfds = hnfds;
+    return 1;
+}
+
 static int check_shape(const struct cuc__rec_shape *s, uint32_t i, size_t off,
                        const uint8_t *b, uint32_t len, uint32_t nfds)
 {
@@ -176,6 +202,117 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
     return 0;
 }
 
+/* records_ok from record r (at p in b) on, for a message with a record
+ * that is not of a fixed shape (one with fds, of a variable length or an
+ * older version): each record's shape, fd range and padding checked as
+ * walk_records does. m->types has the bits of the records before r. Out
+ * of line: the loop of records_ok stays small. */
+static __attribute__((noinline)) int
+records_rest_ok(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h,
+                struct cuc__wire_rec *r, const uint8_t *p)
+{
+    struct cuc__wire_rec *rend = m->recs + h->nrecs;
+    const uint8_t *end = b + len;
+    uint32_t next_fd = 0, nrelease = 0, types = 0;
+
+    for (; r < rend; r++) {
+        const struct cuc__rec_shape *s;
+        const uint8_t *pl = p + CUC__WIRE_REC_HDR;
+        uint32_t type, version, rlen, first, nfds;
+        size_t padded;
+
+        if ((size_t)(end - p) < CUC__WIRE_REC_HDR)
+            return 0;
+        type = cuc__get16(p);
+        version = cuc__get16(p + 2);
+        rlen = cuc__get32(p + 4);
+        first = cuc__get32(p + 8);
+        nfds = cuc__get32(p + 12);
+        padded = cuc__pad8(rlen);
+        s = cuc__rec_shape_of(type);
+        if (padded > (size_t)(end - p) - CUC__WIRE_REC_HDR || !s || version == 0 ||
+            version > s->version || rlen < s->min_len || rlen > s->max_len ||
+            (rlen & (s->multiple - 1)) || nfds < s->min_fds || nfds > s->max_fds)
+            return 0;
+        if (nfds ? first != next_fd || (uint64_t)first + nfds > h->nfds : first != 0)
+            return 0;
+        next_fd += nfds;
+        if (!cuc__all_zero(pl + s->rsv_off, s->rsv_len) ||
+            !cuc__all_zero(pl + rlen, padded - rlen))
+            return 0;
+        if (type == CUC_RECORD_RELEASE && ++nrelease > CUC__RELEASE_MAX_RECORDS)
+            return 0;
+        r->type = (uint16_t)type;
+        r->version = (uint16_t)version;
+        r->len = rlen;
+        r->fd_first = first;
+        r->nfds = nfds;
+        r->off = (uint32_t)(pl - (b + CUC__WIRE_HDR));
+        types |= type < 32 ? 1u << type : 0;
+        p = pl + padded;
+    }
+    if (p != end || next_fd != h->nfds)
+        return 0;
+    m->types |= types;
+    m->nrelease = nrelease;
+    return 1;
+}
+
+/* walk_records without a word of error text: 1 when every record is
+ * whole and within its shape, with m->recs, m->types and m->nrelease
+ * filled; 0 at the first thing wrong, which walk_records then finds and
+ * names. It accepts no message walk_records refuses (the same checks, in
+ * one pass; test_wire_quick and the fuzzer hold the two to one answer). Records
+ * of a fixed shape (a device record, most records) are checked here, with
+ * two compares of their header words and their reserved field; from the
+ * first other record on, records_rest_ok checks each field. */
+static inline __attribute__((always_inline)) int
+records_ok(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h)
+{
+    struct cuc__wire_rec *r = m->recs, *rend = r + h->nrecs;
+    const uint8_t *p = b + CUC__WIRE_HDR, *end = b + len; /* p: the next record */
+    uint32_t types = 0;
+
+    for (; r < rend; r++) {
+        const struct cuc__rec_shape *s;
+        uint64_t w0;
+        unsigned type;
+
+        if (CUC_UNLIKELY((size_t)(end - p) < CUC__WIRE_REC_HDR))
+            return 0;
+        w0 = cuc__get64(p);
+        type = (uint16_t)w0;
+        s = cuc__rec_shape_of(type);
+        /* a fixed shape's length is a multiple of 8: no padding */
+        if (!s || w0 != s->fixed_hdr || cuc__get64(p + 8) != 0) {
+            m->types |= types;
+            return records_rest_ok(m, b, len, h, r, p);
+        }
+        if (CUC_UNLIKELY((size_t)(end - p) - CUC__WIRE_REC_HDR < (w0 >> 32)))
+            return 0;
+        if (s->rsv_len && !cuc__all_zero(p + CUC__WIRE_REC_HDR + s->rsv_off, s->rsv_len))
+            return 0;
+#if CUC__WIRE_REC_AS_BYTES
+        memcpy(r, p, CUC__WIRE_REC_HDR);
+#else
+        r->type = (uint16_t)type;
+        r->version = (uint16_t)(w0 >> 16);
+        r->len = (uint32_t)(w0 >> 32);
+        r->fd_first = 0;
+        r->nfds = 0;
+#endif
+        r->off = (uint32_t)(p + CUC__WIRE_REC_HDR - (b + CUC__WIRE_HDR));
+        types |= type < 32 ? 1u << type : 0;
+        p += CUC__WIRE_REC_HDR + (w0 >> 32);
+    }
+    /* no fds: every record so far has none */
+    if (CUC_UNLIKELY(p != end || h->nfds != 0))
+        return 0;
+    m->types |= types;
+    m->nrelease = 0;
+    return 1;
+}
+
 /* A message sized for h, with nothing in it yet. */
 static int msg_alloc_for(const struct hdr *h, size_t data_len, cuc_msg **out)
 {
@@ -190,10 +327,33 @@ static int msg_alloc_for(const struct hdr *h, size_t data_len, cuc_msg **out)
                        "%zu bytes", h->nrecs, data_len);
 }
 
-/* cuc__msg_decode, or with adopt (a malloc'ed block holding bytes) the
- * message's data is the block's record area instead of a copy of it. */
-static int decode(const void *bytes, size_t len, int *fds, size_t nfds, void *adopt,
-                  cuc_msg **out)
+/* What a decode keeps of bytes that passed every check: the record area
+ * (copied, or with adopt the block's own), the fds (each fds[i] then -1). */
+static inline void take_bytes(cuc_msg *m, const uint8_t *b, size_t len, int *fds,
+                              size_t nfds, const struct hdr *h, void *adopt)
+{
+    m->nrecs = h->nrecs;
+    if (adopt) {
+        m->data = (uint8_t *)adopt + CUC__WIRE_HDR;
+        m->data_block = adopt;
+        m->holds |= CUC__MSG_HOLDS_BLOCK;
+        m->data_cap = len - CUC__WIRE_HDR;
+    } else {
+        memcpy(m->data, b + CUC__WIRE_HDR, len - CUC__WIRE_HDR);
+    }
+    m->data_len = len - CUC__WIRE_HDR;
+    if (nfds)
+        memcpy(m->fds, fds, nfds * sizeof(int));
+    m->nfds = m->fds_owned = h->nfds;
+    m->wire_len = len;
+    for (size_t i = 0; i < nfds; i++)
+        fds[i] = -1;
+}
+
+/* decode for bytes the quick checks refused (or out of memory there): every
+ * check again, each naming what is wrong. */
+static CUC_COLD int decode_checked(const void *bytes, size_t len, int *fds, size_t nfds,
+                                   void *adopt, cuc_msg **out)
 {
     const uint8_t *b = bytes;
     struct hdr h = {0, 0};
@@ -213,21 +373,7 @@ static int decode(const void *bytes, size_t len, int *fds, size_t nfds, void *ad
     rc = walk_records(m, b, len, &h);
     if (rc)
         goto free_msg;
-    m->nrecs = h.nrecs;
-    if (adopt) {
-        m->data = (uint8_t *)adopt + CUC__WIRE_HDR;
-        m->data_block = adopt;
-        m->data_cap = len - CUC__WIRE_HDR;
-    } else {
-        memcpy(m->data, b + CUC__WIRE_HDR, len - CUC__WIRE_HDR);
-    }
-    m->data_len = len - CUC__WIRE_HDR;
-    if (nfds)
-        memcpy(m->fds, fds, nfds * sizeof(int));
-    m->nfds = m->fds_owned = h.nfds;
-    m->wire_len = len;
-    for (size_t i = 0; i < nfds; i++)
-        fds[i] = -1;
+    take_bytes(m, b, len, fds, nfds, &h, adopt);
     *out = m;
     return 0;
 free_msg:
@@ -238,10 +384,42 @@ close_given:
     return rc;
 }
 
+/* cuc__msg_decode, or with adopt (a malloc'ed block holding bytes) the
+ * message's data is the block's record area instead of a copy of it. The
+ * usual message passes the quick checks (header_ok, records_ok: nothing
+ * named, no call); anything they refuse is decoded again by
+ * decode_checked, which finds what is wrong and says so. */
+static inline int decode(const void *bytes, size_t len, int *fds, size_t nfds, void *adopt,
+                         cuc_msg **out)
+{
+    const uint8_t *b = bytes;
+    struct hdr h;
+    cuc_msg *m;
+
+    if (CUC_LIKELY(b && out && (fds || !nfds) && header_ok(b, len, nfds, &h))) {
+        m = cuc__msg_new();
+        if (CUC_LIKELY(m && cuc__msg_reserve(m, h.nrecs, h.nfds,
+                                             adopt ? 0 : len - CUC__WIRE_HDR) == 0 &&
+                       records_ok(m, b, len, &h))) {
+            take_bytes(m, b, len, fds, nfds, &h, adopt);
+            *out = m;
+            return 0;
+        }
+        cuc_msg_destroy(m);
+    }
+    return decode_checked(bytes, len, fds, nfds, adopt, out);
+}
+
 int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
                     cuc_msg **out)
 {
     return decode(bytes, len, fds, nfds, NULL, out);
+}
+
+int cuc__msg_decode_checked(const void *bytes, size_t len, int *fds, size_t nfds,
+                            cuc_msg **out)
+{
+    return decode_checked(bytes, len, fds, nfds, NULL, out);
 }
 
 int cuc__msg_decode_adopt(void *buf, size_t len, int *fds, size_t nfds, cuc_msg **out,

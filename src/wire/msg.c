@@ -19,12 +19,21 @@
 CUC__RECORD_SHAPES(MULTIPLE_OK_)
 #undef MULTIPLE_OK_
 
-/* Indexed by type: record types are small, dense integers. */
-#define SHAPE_(name, ver, lo, hi, mul, flo, fhi, roff, rlen) \
-    [CUC_RECORD_##name] = {CUC_RECORD_##name, ver, lo, hi, mul, flo, fhi, roff, rlen},
+#define FIXED_HDR_(name, ver, lo, hi, mul, flo, fhi)                                 \
+    ((lo) == (hi) && (lo) % 8 == 0 && (lo) % (mul) == 0 && (flo) == 0 && (fhi) == 0 && \
+             CUC_RECORD_##name != CUC_RECORD_RELEASE                                   \
+         ? CUC_RECORD_##name | (uint64_t)(ver) << 16 | (uint64_t)(lo) << 32            \
+         : ~(uint64_t)0)
+#define SHAPE_(name, ver, lo, hi, mul, flo, fhi, roff, rlen)                  \
+    [CUC_RECORD_##name] = {CUC_RECORD_##name, ver, lo, hi, mul, flo, fhi, roff, rlen, \
+                           FIXED_HDR_(name, ver, lo, hi, mul, flo, fhi)},
+/* Indexed by type: record types are small, dense integers (a length other
+ * than CUC__REC_NSHAPES conflicts with msg_impl.h's declaration). */
 const struct cuc__rec_shape cuc__rec_shapes[] = {CUC__RECORD_SHAPES(SHAPE_)};
 #undef SHAPE_
-const unsigned cuc__rec_nshapes = CUC_ARRAY_LEN(cuc__rec_shapes);
+#undef FIXED_HDR_
+_Static_assert(offsetof(struct cuc__wire_rec, off) == CUC__WIRE_REC_HDR,
+               "a record's header fields come first, in their wire order");
 
 /* Indexed by type, as the shapes. */
 #define NAME_(name, value, text) [value] = text,
@@ -46,9 +55,9 @@ static const char *article(const char *name)
 
 /* One freed message struct kept per thread: the common create (or decode),
  * use, destroy cycle then costs no malloc for the struct. A thread's spare
- * is freed when the thread exits (the key's destructor). */
-static _Thread_local cuc_msg *spare;
-static _Thread_local int spare_registered;
+ * is freed when the thread exits (the key's destructor); a thread whose key
+ * is not set (registered 0) keeps none. */
+_Thread_local struct cuc__msg_cache cuc__msg_cache;
 static pthread_key_t spare_key;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
 static int spare_key_ok;
@@ -56,8 +65,8 @@ static int spare_key_ok;
 static void spare_free(void *unused)
 {
     (void)unused;
-    free(spare);
-    spare = NULL;
+    free(cuc__msg_cache.spare);
+    cuc__msg_cache.spare = NULL;
 }
 
 static void spare_init(void)
@@ -65,45 +74,43 @@ static void spare_init(void)
     spare_key_ok = pthread_key_create(&spare_key, spare_free) == 0;
 }
 
+/* The storage of a fresh message: the inline arrays, nothing held. */
+static void storage_init(cuc_msg *m)
+{
+    m->recs = m->rec_inline;
+    m->data = m->data_inline;
+    m->fds = m->fd_inline;
+    m->rec_cap = CUC__MSG_INLINE_RECS;
+    m->fd_cap = CUC__MSG_INLINE_FDS;
+    m->data_cap = CUC__MSG_INLINE_DATA;
+    m->data_block = NULL;
+    m->atts = NULL;
+    m->natts = m->att_cap = 0;
+    m->origin = NULL;
+}
+
+/* m, its storage fresh, becomes the thread's spare when there is room. */
 static void msg_release(cuc_msg *m)
 {
-    if (!spare && !spare_registered) {
+    struct cuc__msg_cache *c = &cuc__msg_cache;
+
+    if (!c->spare && !c->registered) {
         pthread_once(&spare_once, spare_init);
-        spare_registered = spare_key_ok && pthread_setspecific(spare_key, &spare) == 0;
+        c->registered = spare_key_ok && pthread_setspecific(spare_key, c) == 0;
     }
-    if (!spare && spare_registered) {
-        spare = m;
+    if (!c->spare && c->registered) {
+        c->spare = m;
         return;
     }
     free(m);
 }
 
-cuc_msg *cuc__msg_new(void)
+cuc_msg *cuc__msg_alloc(void)
 {
-    cuc_msg *m = spare;
+    cuc_msg *m = malloc(sizeof(*m));
 
     if (m)
-        spare = NULL;
-    else if (!(m = malloc(sizeof(*m))))
-        return NULL;
-    m->recs = m->rec_inline;
-    m->data = m->data_inline;
-    m->fds = m->fd_inline;
-    m->nrecs = 0;
-    m->rec_cap = CUC__MSG_INLINE_RECS;
-    m->nfds = 0;
-    m->fd_cap = CUC__MSG_INLINE_FDS;
-    m->fds_owned = 0;
-    m->nrelease = 0;
-    m->types = 0;
-    m->data_len = 0;
-    m->data_cap = CUC__MSG_INLINE_DATA;
-    m->data_block = NULL;
-    m->wire_len = CUC__WIRE_HDR;
-    m->atts = NULL;
-    m->natts = m->att_cap = 0;
-    m->origin = NULL;
-    m->origin_ops = NULL;
+        storage_init(m);
     return m;
 }
 
@@ -120,7 +127,8 @@ int cuc_msg_create(cuc_msg **msg)
     return 0;
 }
 
-void cuc_msg_destroy(cuc_msg *m)
+/* Everything a message may hold, freed; the struct cached or freed. */
+static CUC_COLD void destroy_holding(cuc_msg *m)
 {
     if (!m)
         return;
@@ -147,7 +155,21 @@ void cuc_msg_destroy(cuc_msg *m)
         free(m->atts);
     if (m->origin)
         cuc__ref_put(m->origin);
+    storage_init(m);
     msg_release(m);
+}
+
+void cuc_msg_destroy(cuc_msg *m)
+{
+    struct cuc__msg_cache *c = &cuc__msg_cache;
+
+    /* The usual message, small and holding nothing, goes back to the
+     * thread's cache as it is: its storage is a fresh one's. */
+    if (CUC_LIKELY(m && !(m->holds | m->nfds) && !c->spare && c->registered)) {
+        c->spare = m;
+        return;
+    }
+    destroy_holding(m);
 }
 
 /* ---- growing ---- */
@@ -156,6 +178,8 @@ int cuc__msg_grow(cuc_msg *m, size_t nrecs, size_t nfds, size_t data_len)
 {
     size_t rcap = m->rec_cap, fcap = m->fd_cap;
     int rc = 0;
+
+    m->holds |= CUC__MSG_HOLDS_HEAP; /* whatever moves below, the destroy frees */
 
     rc = cuc__array_reserve((void **)&m->recs, &rcap, nrecs, sizeof(*m->recs), 0,
                             m->rec_inline);
@@ -550,6 +574,7 @@ static int attach(cuc_msg *m, uint64_t lease_id, const struct cuc__lease_ops *op
                                "to a message", m->natts + 1);
         m->atts = p;
         m->att_cap = cap;
+        m->holds |= CUC__MSG_HOLDS_ATTS;
     }
     if (take_ref)
         ops->ref(obj);
@@ -573,8 +598,10 @@ size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts)
 
 void cuc__msg_set_origin(cuc_msg *m, struct cuc__ref *origin)
 {
-    if (origin)
+    if (origin) {
         cuc__ref_get(origin);
+        m->holds |= CUC__MSG_HOLDS_ORIGIN;
+    }
     if (m->origin)
         cuc__ref_put(m->origin);
     m->origin = origin;

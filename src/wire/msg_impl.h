@@ -13,32 +13,57 @@
 #define CUC__MSG_INLINE_FDS 4
 #define CUC__MSG_INLINE_DATA 128
 
+/* A record as the message keeps it: its header's fields in their wire
+ * order (on a little-endian host the first 16 bytes are the header's
+ * bytes, copied as they are by the encoder and the decoder), then where
+ * its payload lies. */
 struct cuc__wire_rec {
     uint16_t type;
     uint16_t version;
     uint32_t len;
-    uint32_t off;      /* payload offset in the data arena */
     uint32_t fd_first; /* index into the fd table */
     uint32_t nfds;
+    uint32_t off; /* payload offset in the data arena */
 };
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define CUC__WIRE_REC_AS_BYTES 1
+#else
+#define CUC__WIRE_REC_AS_BYTES 0
+#endif
+
+/* What a message holds beyond its inline storage (cuc_msg.holds): a
+ * message with none of these and no fds is destroyed by handing it back
+ * to the thread's cache, with no test of each resource. A bit is set when
+ * the thing is taken and never cleared before the destroy, which frees
+ * whatever is there. */
+#define CUC__MSG_HOLDS_HEAP 1u   /* an array may have moved to the heap */
+#define CUC__MSG_HOLDS_BLOCK 2u  /* data lies in an adopted block */
+#define CUC__MSG_HOLDS_ATTS 4u   /* an attachment array */
+#define CUC__MSG_HOLDS_ORIGIN 8u /* a reference to a lease table */
 
 /* Arrays start in the inline storage, so that a small message costs one
- * malloc; they move to the heap when they outgrow it. */
+ * malloc; they move to the heap when they outgrow it. The storage fields
+ * (the arrays, their capacities, atts, origin) of a message in the
+ * thread's cache are those of a fresh one: cuc__msg_new sets only the
+ * counts. */
 struct cuc_msg {
     struct cuc__wire_rec *recs;
     uint8_t *data;
     int *fds;
-    uint32_t nrecs, rec_cap;
-    uint32_t nfds, fd_cap;
-    uint32_t fds_owned; /* entries of fds that are not -1 */
-    uint32_t nrelease;  /* release records, at most CUC__RELEASE_MAX_RECORDS */
-    uint32_t types;     /* bit t set: a record of type t (< 32) is in it */
-    size_t data_len, data_cap;
+    uint32_t rec_cap, fd_cap;
+    size_t data_cap;
     void *data_block; /* the buffer data lies in when a decode adopted it, else NULL */
-    size_t wire_len; /* encoded size */
     struct cuc__lease_att *atts; /* objects kept, leases to begin when sent */
     size_t natts, att_cap;
     struct cuc__ref *origin; /* the lease table it arrived from (a reference) */
+    /* the counts, reset by cuc__msg_new */
+    uint32_t nrecs, nfds;
+    uint32_t fds_owned; /* entries of fds that are not -1 */
+    uint32_t nrelease;  /* release records, at most CUC__RELEASE_MAX_RECORDS */
+    uint32_t types;     /* bit t set: a record of type t (< 32) is in it */
+    uint32_t holds;     /* CUC__MSG_HOLDS_* */
+    size_t data_len;
+    size_t wire_len; /* encoded size */
     const struct cuc__origin_ops *origin_ops; /* what origin offers, or NULL */
     struct cuc__wire_rec rec_inline[CUC__MSG_INLINE_RECS];
     int fd_inline[CUC__MSG_INLINE_FDS];
@@ -52,8 +77,36 @@ static inline size_t cuc__pad8(size_t n)
     return (n + 7u) & ~(size_t)7u;
 }
 
-/* A fresh, empty message (the thread's spare struct when it has one). */
-cuc_msg *cuc__msg_new(void);
+/* The thread's spare message (msg.c): storage fresh, counts not. */
+struct cuc__msg_cache {
+    cuc_msg *spare;  /* or NULL */
+    int registered; /* the thread's key is set: a spare is freed at its exit */
+};
+extern _Thread_local struct cuc__msg_cache cuc__msg_cache;
+/* A fresh message from malloc, its counts not set; NULL when out of memory. */
+cuc_msg *cuc__msg_alloc(void);
+
+/* A fresh, empty message (the thread's spare struct when it has one);
+ * inline: every create and decode starts here. */
+static inline cuc_msg *cuc__msg_new(void)
+{
+    cuc_msg *m = cuc__msg_cache.spare;
+
+    if (CUC_LIKELY(m != NULL))
+        cuc__msg_cache.spare = NULL;
+    else if (!(m = cuc__msg_alloc()))
+        return NULL;
+    m->nrecs = 0;
+    m->nfds = 0;
+    m->fds_owned = 0;
+    m->nrelease = 0;
+    m->types = 0;
+    m->holds = 0;
+    m->data_len = 0;
+    m->wire_len = CUC__WIRE_HDR;
+    m->origin_ops = NULL;
+    return m;
+}
 /* Makes room for need records, fds, data bytes (the arrays grown by
  * cuc__msg_grow when they must; inline, as a message that fits is the
  * rule). */
@@ -69,12 +122,18 @@ struct cuc__rec_shape {
     uint16_t type, version;
     uint32_t min_len, max_len, multiple, min_fds, max_fds;
     uint32_t rsv_off, rsv_len; /* a reserved field that must be zero */
+    /* For a type of one payload length (a multiple of 8) and no fds, the
+     * first 8 bytes of its record header at the newest version (type,
+     * version, length; the fd words are 0): a record that starts so is
+     * within the shape but for its reserved field. ~0 for other types. */
+    uint64_t fixed_hdr;
 };
-extern const struct cuc__rec_shape cuc__rec_shapes[];
-extern const unsigned cuc__rec_nshapes;
+/* The highest record type + 1: the shape table's length. */
+#define CUC__REC_NSHAPES 16u
+extern const struct cuc__rec_shape cuc__rec_shapes[CUC__REC_NSHAPES];
 static inline const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type)
 {
-    if (type >= cuc__rec_nshapes || cuc__rec_shapes[type].version == 0)
+    if (type >= CUC__REC_NSHAPES || cuc__rec_shapes[type].version == 0)
         return NULL;
     return &cuc__rec_shapes[type];
 }

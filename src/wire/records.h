@@ -35,6 +35,10 @@
     (CUC__VMM_FIXED + 16u * CUC_VMM_MAX_PEERS + 8u * CUC_VMM_MAX_CHUNKS)
 
 int cuc__device_rec_put(cuc_msg *m, const cuc_uuid *uuid);
+/* The UUID of device record index, where it lies in m (valid while m is
+ * and is not added to); m is not NULL. cuc_msg_read_device without the
+ * copy. */
+int cuc__device_rec_uuid(const cuc_msg *m, size_t index, const cuc_uuid **uuid);
 int cuc__stream_rec_put(cuc_msg *m, const struct cuc_stream_record *r);
 int cuc__event_rec_put(cuc_msg *m, const struct cuc_event_record *r);
 /* The configuration's 16 words, as they are (the rules are launch.c's). */

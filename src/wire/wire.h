@@ -91,6 +91,11 @@ void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out
  * time and memory, no system call but close() on failure. */
 int cuc__msg_decode(const void *bytes, size_t len, int *fds, size_t nfds,
                     cuc_msg **out);
+/* cuc__msg_decode without its quick path (decode.c): the field-by-field
+ * checks that name what they refuse, which the quick path falls back to.
+ * Tests and the fuzzer hold the two to one answer for every input. */
+int cuc__msg_decode_checked(const void *bytes, size_t len, int *fds, size_t nfds,
+                            cuc_msg **out);
 
 /* cuc__msg_decode of the len bytes at buf, a malloc'ed block: when it
  * succeeds with *adopted 1 the message took buf (its records are read in
