@@ -63,7 +63,12 @@ static struct drop {
 static size_t ndrops, drops_cap;
 static size_t nstale; /* entries marked stale: buffer uses look only then */
 
-#define BATCH_NAP_US 100 /* a lone op waits this long for company */
+/* A list being unpickled (or closed) makes its ops a few us apart: the
+ * thread naps in steps while they keep coming, so that they go as one
+ * message, and a lone op waits one step, not the whole bound. */
+#define BATCH_STEP_US 20
+#define BATCH_MAX_US 200
+#define BATCH_ENOUGH 32
 
 static void claim_release(struct imp *e);
 
@@ -157,6 +162,24 @@ static void drop_all_locked(void)
     pthread_mutex_lock(&mu);
 }
 
+/* Lets the ops of a burst gather: naps while the queue still grows, up to
+ * BATCH_MAX_US, unless enough are there already. */
+static void gather_locked(void)
+{
+    size_t before;
+    long waited = 0;
+
+    while (queued < BATCH_ENOUGH && waited < BATCH_MAX_US) {
+        before = queued;
+        pthread_mutex_unlock(&mu);
+        nap_us(BATCH_STEP_US);
+        pthread_mutex_lock(&mu);
+        waited += BATCH_STEP_US;
+        if (queued == before)
+            break;
+    }
+}
+
 static void *flush_main(void *arg)
 {
     (void)arg;
@@ -170,11 +193,7 @@ static void *flush_main(void *arg)
             asleep = 0;
         }
         flushing = 1;
-        if (queued < 32) { /* a list being unpickled: let its ops gather */
-            pthread_mutex_unlock(&mu);
-            nap_us(BATCH_NAP_US);
-            pthread_mutex_lock(&mu);
-        }
+        gather_locked();
         drop_all_locked();
         for (q = queues; q; q = q->next) {
             uint64_t *ops = q->ops;
