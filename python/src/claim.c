@@ -32,8 +32,8 @@ struct claim {
 };
 
 struct imp {
-    struct imp *chain;
-    const cuc_buffer *b; /* the key (never dereferenced: its users may outlive it) */
+    struct keynode node; /* keyed by the buffer's address (never dereferenced:
+                          * its users may outlive it) */
     size_t users;        /* references that map it, not yet dropped */
     size_t n, cap;
     struct claim *claims;
@@ -50,8 +50,7 @@ struct queue {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER, idle = PTHREAD_COND_INITIALIZER;
-static struct imp **table;
-static size_t nbuckets, nimps;
+static struct keytab table;
 static struct queue *queues;
 static size_t queued; /* ops and drops waiting, over all queues */
 static int flushing, started, asleep, closing;
@@ -72,49 +71,14 @@ static size_t nstale; /* entries marked stale: buffer uses look only then */
 
 static void claim_release(struct imp *e);
 
-static size_t bucket(const void *p)
+static uint64_t key_of(const cuc_buffer *b)
 {
-    return (size_t)(((uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 32) & (nbuckets - 1);
-}
-
-static int grow_locked(void)
-{
-    size_t n = nbuckets ? nbuckets * 2 : 1024, old = nbuckets, i;
-    struct imp **t = calloc(n, sizeof(*t)), **was = table, *e, *next;
-
-    if (!t)
-        return -1;
-    table = t;
-    nbuckets = n;
-    for (i = 0; i < old; i++)
-        for (e = was[i]; e; e = next) {
-            next = e->chain;
-            e->chain = table[bucket(e->b)];
-            table[bucket(e->b)] = e;
-        }
-    free(was);
-    return 0;
+    return (uint64_t)(uintptr_t)b;
 }
 
 static struct imp *find_locked(const cuc_buffer *b)
 {
-    struct imp *e = nbuckets ? table[bucket(b)] : NULL;
-
-    while (e && e->b != b)
-        e = e->chain;
-    return e;
-}
-
-static void remove_locked(struct imp *e)
-{
-    struct imp **p = &table[bucket(e->b)];
-
-    while (*p != e)
-        p = &(*p)->chain;
-    *p = e->chain;
-    nimps--;
-    if (e->stale)
-        __atomic_sub_fetch(&nstale, 1, __ATOMIC_RELAXED);
+    return (struct imp *)keytab_first(&table, key_of(b));
 }
 
 /* ---- the queue and its thread ---- */
@@ -333,11 +297,12 @@ int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post, int
 
     pthread_mutex_lock(&mu);
     e = find_locked(b);
-    if (!e && (nimps < nbuckets || grow_locked() == 0) && (e = calloc(1, sizeof(*e)))) {
-        e->b = b;
-        e->chain = table[bucket(b)];
-        table[bucket(b)] = e;
-        nimps++;
+    if (!e && (e = calloc(1, sizeof(*e)))) {
+        e->node.key = key_of(b);
+        if (keytab_insert(&table, &e->node)) {
+            free(e);
+            e = NULL;
+        }
     }
     for (i = 0; e && i < e->n; i++)
         if (e->claims[i].c == c && e->claims[i].token == token)
@@ -388,7 +353,7 @@ static struct imp *unuse_locked(const cuc_buffer *k)
 
     if (!e || !e->users || --e->users)
         return NULL;
-    remove_locked(e);
+    keytab_remove(&table, &e->node);
     return e;
 }
 
@@ -437,22 +402,34 @@ int claim_finish(cuc_buffer *b, struct uses u, cuc_stream *s)
 
 /* The exporter (pid) of connection c found nothing for these claims: the
  * buffers imported under them may map freed memory. */
+struct stale_notice {
+    struct conn *c;
+    long pid;
+    const uint64_t *tokens;
+    size_t n;
+};
+
+static void mark_stale(struct keynode *node, void *arg)
+{
+    const struct stale_notice *sn = arg;
+    struct imp *e = (struct imp *)node;
+
+    for (size_t k = 0; k < e->n && !e->stale; k++)
+        for (size_t t = 0; t < sn->n; t++)
+            if (e->claims[k].c == sn->c && e->claims[k].token == sn->tokens[t]) {
+                e->stale = sn->tokens[t];
+                e->stale_pid = sn->pid;
+                __atomic_add_fetch(&nstale, 1, __ATOMIC_RELAXED);
+                break;
+            }
+}
+
 void claim_mark_stale(struct conn *c, long pid, const uint64_t *tokens, size_t n)
 {
-    struct imp *e;
-    size_t i, k, t;
+    struct stale_notice sn = {c, pid, tokens, n};
 
     pthread_mutex_lock(&mu);
-    for (i = 0; i < nbuckets; i++)
-        for (e = table[i]; e; e = e->chain)
-            for (k = 0; k < e->n && !e->stale; k++)
-                for (t = 0; t < n; t++)
-                    if (e->claims[k].c == c && e->claims[k].token == tokens[t]) {
-                        e->stale = tokens[t];
-                        e->stale_pid = pid;
-                        __atomic_add_fetch(&nstale, 1, __ATOMIC_RELAXED);
-                        break;
-                    }
+    keytab_each(&table, mark_stale, &sn);
     pthread_mutex_unlock(&mu);
 }
 
@@ -503,8 +480,7 @@ void claim_after_fork(void)
     pthread_mutex_init(&mu, NULL);
     pthread_cond_init(&wake, NULL);
     pthread_cond_init(&idle, NULL);
-    table = NULL;
-    nbuckets = nimps = 0;
+    table = (struct keytab){0}; /* the parent's entries are not ours to free */
     queues = NULL;
     queued = 0;
     flushing = started = asleep = closing = 0;

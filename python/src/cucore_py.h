@@ -55,6 +55,31 @@ typedef struct {
     pid_t pid;
 } PyPool;
 
+/* keytab.c: a chained hash table of entries embedding a keynode, keyed by
+ * a 64-bit integer (a token, an address), for the extension's own
+ * registries (hold.c, claim.c): libcucore does not export its table.
+ * Entries with equal keys may coexist. Not thread-safe: its owner locks. */
+struct keynode {
+    struct keynode *chain;
+    uint64_t key;
+};
+
+struct keytab {
+    struct keynode **buckets; /* NULL until the first insert */
+    size_t nbuckets;          /* a power of two */
+    size_t count;
+};
+
+/* The first entry with key, or the next one after n with n's key; NULL. */
+struct keynode *keytab_first(const struct keytab *t, uint64_t key);
+struct keynode *keytab_next(const struct keynode *n);
+/* Inserts n (n->key set); -1 if the table had to grow and could not. */
+int keytab_insert(struct keytab *t, struct keynode *n);
+/* Removes n, which is in t. */
+void keytab_remove(struct keytab *t, struct keynode *n);
+/* Calls fn on every entry; fn must not change the table. */
+void keytab_each(const struct keytab *t, void (*fn)(struct keynode *, void *), void *arg);
+
 /* The imports (claim.c) a reference to imported memory is a user of. */
 struct uses {
     const cuc_buffer *own, *up; /* their keys, or NULL */

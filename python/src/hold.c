@@ -43,9 +43,9 @@
 #define DEFAULT_HOLD_MS 60000
 
 struct hold {
-    struct hold *chain;       /* the token hash's chain */
-    struct hold *prev, *next; /* the unclaimed FIFO, or its lessee's list */
-    uint64_t token;
+    struct keynode node;      /* keyed by the token */
+    struct hold *prev, *next; /* the unclaimed FIFO, or its lessee's list;
+                               * once out of the table, the ended list */
     cuc_buffer *b;            /* a reference */
     struct uses u;            /* the imports it is a user of (claim.c: A -> B -> C) */
     struct lessee *owner;     /* NULL while unclaimed */
@@ -59,10 +59,9 @@ struct lessee {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
-static struct hold **table;
-static size_t nbuckets, nholds;
-static struct hold unclaimed = {NULL, &unclaimed, &unclaimed, 0, NULL, {NULL, NULL}, NULL, 0};
-static struct lessee lessees = {{0}, &lessees, &lessees};
+static struct keytab table;
+static struct hold unclaimed = {{NULL, 0}, &unclaimed, &unclaimed, NULL, {NULL, NULL}, NULL, 0};
+static struct lessee lessees = {.prev = &lessees, .next = &lessees};
 static uint64_t seq;
 static int64_t hold_ms = -1;
 
@@ -90,39 +89,15 @@ static int64_t hold_time(void)
     return hold_ms;
 }
 
-static size_t bucket(uint64_t token)
-{
-    return (size_t)((token * 0x9E3779B97F4A7C15ull) >> 32) & (nbuckets - 1);
-}
-
-static int grow_locked(void)
-{
-    size_t n = nbuckets ? nbuckets * 2 : 1024, old = nbuckets, i;
-    struct hold **t = calloc(n, sizeof(*t)), **was = table, *h, *next;
-
-    if (!t)
-        return -1;
-    table = t;
-    nbuckets = n;
-    for (i = 0; i < old; i++)
-        for (h = was[i]; h; h = next) {
-            next = h->chain;
-            h->chain = table[bucket(h->token)];
-            table[bucket(h->token)] = h;
-        }
-    free(was);
-    return 0;
-}
-
 /* The node of token leased to owner (NULL: the unclaimed hold); with
  * any, the first node of token whoever holds it. */
 static struct hold *find_locked(uint64_t token, const struct lessee *owner, int any)
 {
-    struct hold *h = nbuckets ? table[bucket(token)] : NULL;
+    struct keynode *n = keytab_first(&table, token);
 
-    while (h && (h->token != token || (!any && h->owner != owner)))
-        h = h->chain;
-    return h;
+    while (n && !any && ((struct hold *)n)->owner != owner)
+        n = keytab_next(n);
+    return (struct hold *)n;
 }
 
 static void unlink_list(struct hold *h)
@@ -142,13 +117,8 @@ static void link_tail(struct hold *head, struct hold *h)
 /* Out of the table and its list; the caller drops h->b unlocked (end()). */
 static void remove_locked(struct hold *h)
 {
-    struct hold **p = &table[bucket(h->token)];
-
-    while (*p != h)
-        p = &(*p)->chain;
-    *p = h->chain;
+    keytab_remove(&table, &h->node);
     unlink_list(h);
-    nholds--;
     pthread_cond_broadcast(&changed);
 }
 
@@ -158,20 +128,20 @@ static void end_all(struct hold *list)
     struct hold *h, *next;
 
     for (h = list; h; h = next) {
-        next = h->chain;
+        next = h->next;
         claim_finish(h->b, h->u, NULL); /* our claims on A after our mapping went */
         free(h);
     }
 }
 
-/* Unclaimed holds past their time, onto *ended (chained). */
+/* Unclaimed holds past their time, onto the list *ended. */
 static void expire_locked(int64_t now, struct hold **ended)
 {
     while (unclaimed.next != &unclaimed && unclaimed.next->expires_ms <= now) {
         struct hold *h = unclaimed.next;
 
         remove_locked(h);
-        h->chain = *ended;
+        h->next = *ended;
         *ended = h;
     }
 }
@@ -195,26 +165,23 @@ int hold_new(cuc_buffer *b, struct uses u, uint64_t *token)
         return CUC_E_NOMEM;
     pthread_mutex_lock(&mu);
     expire_locked(now, &ended);
-    if (nholds >= nbuckets && grow_locked()) {
+    h->node.key = ((uint64_t)(now + t / 2) << TOKEN_SEQ_BITS) |
+                  (++seq & ((1u << TOKEN_SEQ_BITS) - 1));
+    if (keytab_insert(&table, &h->node)) {
         pthread_mutex_unlock(&mu);
         free(h);
         end_all(ended);
         return CUC_E_NOMEM;
     }
-    h->token = ((uint64_t)(now + t / 2) << TOKEN_SEQ_BITS) |
-               (++seq & ((1u << TOKEN_SEQ_BITS) - 1));
     h->b = cuc_buffer_ref(b);
     h->u = u;
     h->owner = NULL;
     h->expires_ms = now + t;
-    h->chain = table[bucket(h->token)];
-    table[bucket(h->token)] = h;
     link_tail(&unclaimed, h);
-    nholds++;
+    *token = h->node.key;
     pthread_mutex_unlock(&mu);
     claim_use(u); /* the caller's object, a user too, keeps the imports meanwhile */
     end_all(ended);
-    *token = h->token;
     return 0;
 }
 
@@ -244,7 +211,7 @@ void hold_lessee_end(struct lessee *l)
         struct hold *h = l->head.next;
 
         remove_locked(h);
-        h->chain = ended;
+        h->next = ended;
         ended = h;
     }
     l->prev->next = l->next;
@@ -262,20 +229,19 @@ static struct hold *add_lease_locked(struct lessee *l, struct hold *other)
 {
     struct hold *h;
 
-    if (nholds >= nbuckets && grow_locked())
-        return NULL;
     h = malloc(sizeof(*h));
     if (!h)
         return NULL;
-    h->token = other->token;
+    h->node.key = other->node.key;
+    if (keytab_insert(&table, &h->node)) {
+        free(h);
+        return NULL;
+    }
     h->b = cuc_buffer_ref(other->b);
     h->u = other->u;
     h->owner = l;
     h->expires_ms = other->expires_ms;
-    h->chain = table[bucket(h->token)];
-    table[bucket(h->token)] = h;
     link_tail(&l->head, h);
-    nholds++;
     claim_use(h->u);
     return h;
 }
@@ -310,7 +276,7 @@ int hold_apply(struct lessee *l, uint64_t token, int claim)
         }
     } else if (!claim && h) {
         remove_locked(h);
-        h->chain = ended;
+        h->next = ended;
         ended = h;
     } else {
         rc = CUC_E_NOT_FOUND;
@@ -359,7 +325,7 @@ void hold_stats(size_t *nunclaimed, size_t *leased)
     for (h = unclaimed.next; h != &unclaimed; h = h->next)
         n++;
     *nunclaimed = n;
-    *leased = nholds - n;
+    *leased = table.count - n;
     pthread_mutex_unlock(&mu);
 }
 
@@ -392,8 +358,7 @@ void hold_after_fork(void)
 {
     pthread_mutex_init(&mu, NULL);
     pthread_cond_init(&changed, NULL);
-    table = NULL;
-    nbuckets = nholds = 0;
+    table = (struct keytab){0};
     unclaimed.prev = unclaimed.next = &unclaimed;
     lessees.prev = lessees.next = &lessees;
 }
