@@ -130,17 +130,14 @@ static void free_insert(struct cuc__slab_chunk *c, struct cuc__slab_range *r)
     }
 }
 
-/* One event recorded now on the device's legacy stream (refs 1: the
- * caller's), or NULL where that failed; *synced then says whether the
- * stream could be synchronized instead. */
-static struct mark *legacy_mark(cuc_slab *s, int *synced)
+/* One event recorded now on st (NULL: none usable; refs 1: the caller's),
+ * or NULL where that failed; *synced then says whether st could be
+ * synchronized instead. */
+static struct mark *mark_on(cuc_stream *st, int *synced)
 {
     struct mark *k = calloc(1, sizeof(*k));
-    cuc_stream *st = NULL;
 
     *synced = 0;
-    if (cuc__stream_or_legacy(s->pool->dev, NULL, &st) || cuc__device_activate(st->dev))
-        st = NULL;
     if (k && st && CUC_DRV->cuEventCreate(&k->ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
         if (CUC_DRV->cuEventRecord(k->ev, st->cu) == CUDA_SUCCESS) {
             k->refs = 1;
@@ -151,6 +148,16 @@ static struct mark *legacy_mark(cuc_slab *s, int *synced)
     free(k);
     *synced = st && CUC_DRV->cuStreamSynchronize(st->cu) == CUDA_SUCCESS;
     return NULL;
+}
+
+/* mark_on the device's legacy stream, made current. */
+static struct mark *legacy_mark(cuc_slab *s, int *synced)
+{
+    cuc_stream *st = NULL;
+
+    if (cuc__stream_or_legacy(s->pool->dev, NULL, &st) || cuc__device_activate(st->dev))
+        st = NULL;
+    return mark_on(st, synced);
 }
 
 /* Moves c's unmarked ranges to its pending list under k; without k, to
@@ -436,25 +443,6 @@ int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffe
     return 0;
 }
 
-/* An event of its own on st marking the free of a range, or NULL where
- * that failed and st was synchronized instead; *lost when neither worked. */
-static struct mark *free_event(cuc_stream *st, int *lost)
-{
-    struct mark *k = calloc(1, sizeof(*k));
-
-    *lost = 0;
-    if (k && st && CUC_DRV->cuEventCreate(&k->ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
-        if (CUC_DRV->cuEventRecord(k->ev, st->cu) == CUDA_SUCCESS) {
-            k->refs = 1;
-            return k;
-        }
-        CUC_DRV->cuEventDestroy(k->ev);
-    }
-    free(k);
-    *lost = !st || CUC_DRV->cuStreamSynchronize(st->cu) != CUDA_SUCCESS;
-    return NULL;
-}
-
 static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered)
 {
     struct cuc__slab_range *r = (struct cuc__slab_range *)carve;
@@ -470,9 +458,12 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
     /* the legacy stream outlives us: its event can wait for the next carve */
     later = ordered && st && st->kind == CUC_STREAM_LEGACY_DEFAULT && st->dev == s->pool->dev;
     if (ordered && !later) {
+        int synced;
+
         if (st && cuc__device_activate(st->dev))
             st = NULL;
-        k = free_event(st, &lost);
+        k = mark_on(st, &synced); /* an event of its own marks the range's free */
+        lost = !k && !synced;
     }
     pthread_mutex_lock(&s->lock);
     c->live -= r->size;
