@@ -429,9 +429,20 @@ int cuc_msg_record_type(const cuc_msg *m, size_t index, int *type)
     return 0;
 }
 
+/* The record w of m as a reader sees it: its bytes and fds in place. */
+static inline void view_of(const cuc_msg *m, const struct cuc__wire_rec *w,
+                           struct cuc__record *rec)
+{
+    rec->type = w->type;
+    rec->version = w->version;
+    rec->len = w->len;
+    rec->payload = m->data + w->off;
+    rec->nfds = w->nfds;
+    rec->fds = m->fds + w->fd_first;
+}
+
 int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec)
 {
-    const struct cuc__wire_rec *r;
     int rc;
 
     if (!m || !rec)
@@ -439,13 +450,7 @@ int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec)
     rc = check_index(m, index);
     if (rc)
         return rc;
-    r = &m->recs[index];
-    rec->type = r->type;
-    rec->version = r->version;
-    rec->len = r->len;
-    rec->payload = m->data + r->off;
-    rec->nfds = r->nfds;
-    rec->fds = m->fds + r->fd_first;
+    view_of(m, &m->recs[index], rec);
     return 0;
 }
 
@@ -498,12 +503,7 @@ int cuc__msg_record_fixed(const cuc_msg *m, size_t index, unsigned type, uint32_
     if (CUC_LIKELY(m && rec && index < m->nrecs)) {
         const struct cuc__wire_rec *w = &m->recs[index];
         if (CUC_LIKELY(w->type == type && w->len == len && w->nfds == nfds)) {
-            rec->type = w->type;
-            rec->version = w->version;
-            rec->len = w->len;
-            rec->payload = m->data + w->off;
-            rec->nfds = w->nfds;
-            rec->fds = m->fds + w->fd_first;
+            view_of(m, w, rec);
             return 0;
         }
     }
