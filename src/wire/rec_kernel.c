@@ -13,6 +13,18 @@
  * and its NUL, an image of at least one byte */
 _Static_assert(CUC__KERNEL_FIXED + 2u + 1u == 51u, "update the kernel shape in record_types.h");
 
+/* The part a kernel record and a kernel ref share: the fixed fields and
+ * the name with its NUL (name_len bytes, checked by the caller). */
+static void put_head(uint8_t *p, const struct cuc_kernel_record *r, size_t name_len)
+{
+    cuc__put32(p, (uint32_t)r->kind);
+    cuc__put32(p + 4, (uint32_t)name_len);
+    cuc__put32(p + 8, (uint32_t)r->image_len);
+    cuc__put32(p + 12, 0);
+    memcpy(p + 16, r->hash, CUC_KERNEL_HASH_LEN);
+    memcpy(p + CUC__KERNEL_FIXED, r->name, name_len);
+}
+
 int cuc__kernel_rec_put(cuc_msg *m, const struct cuc_kernel_record *r)
 {
     size_t name_len = strlen(r->name) + 1, total;
@@ -26,12 +38,7 @@ int cuc__kernel_rec_put(cuc_msg *m, const struct cuc_kernel_record *r)
     if (name_len < 2 || name_len > CUC_KERNEL_NAME_MAX + 1)
         return cuc__seterr(CUC_E_INVALID, "kernel record: a name of %zu bytes",
                            name_len - 1);
-    cuc__put32(head, (uint32_t)r->kind);
-    cuc__put32(head + 4, (uint32_t)name_len);
-    cuc__put32(head + 8, (uint32_t)r->image_len);
-    cuc__put32(head + 12, 0);
-    memcpy(head + 16, r->hash, CUC_KERNEL_HASH_LEN);
-    memcpy(head + CUC__KERNEL_FIXED, r->name, name_len);
+    put_head(head, r, name_len);
     /* the image straight from the caller's bytes: one copy, not two */
     return cuc__msg_add_record_tail(m, CUC_RECORD_KERNEL, CUC_RECORD_KERNEL_VERSION, head,
                                     (uint32_t)(CUC__KERNEL_FIXED + name_len), r->image,
@@ -150,12 +157,7 @@ int cuc__kernel_ref_rec_put(cuc_msg *m, const struct cuc_kernel_record *r)
 
     if (name_len < 2 || name_len > CUC_KERNEL_NAME_MAX + 1)
         return cuc__seterr(CUC_E_INVALID, "kernel ref: a name of %zu bytes", name_len - 1);
-    cuc__put32(p, (uint32_t)r->kind);
-    cuc__put32(p + 4, (uint32_t)name_len);
-    cuc__put32(p + 8, (uint32_t)r->image_len);
-    cuc__put32(p + 12, 0);
-    memcpy(p + 16, r->hash, CUC_KERNEL_HASH_LEN);
-    memcpy(p + CUC__KERNEL_FIXED, r->name, name_len);
+    put_head(p, r, name_len);
     return cuc__msg_add_record(m, CUC_RECORD_KERNEL_REF, CUC_RECORD_KERNEL_REF_VERSION, p,
                                (uint32_t)(CUC__KERNEL_FIXED + name_len), NULL, 0);
 }
