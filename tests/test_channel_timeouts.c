@@ -26,7 +26,7 @@ static int64_t now_ms(void)
 
 static void nop_begin(void *o) { (void)o; }
 static void nop_end(void *o, uint64_t id, int why) { (void)o; (void)id; (void)why; }
-static const struct cuc__lease_ops ops = {nop_begin, nop_end, nop_begin, nop_begin, NULL, NULL};
+static const struct cuc__lease_ops ops = {nop_begin, nop_end, nop_begin, nop_begin, NULL, NULL, NULL};
 
 struct job {
     int kind; /* 0 recv(0), 1 recv(100), 2 pump(100), 3 lease wait(100) */

@@ -33,7 +33,7 @@ static void no_op(void *obj)
 }
 
 /* Leases of no object: only their ends are counted. */
-static const struct cuc__lease_ops end_ops = {no_op, on_end, no_op, no_op, NULL, NULL};
+static const struct cuc__lease_ops end_ops = {no_op, on_end, no_op, no_op, NULL, NULL, NULL};
 
 static void reset_ends(void)
 {

@@ -28,7 +28,7 @@ static void o_end(void *p, uint64_t id, int why)
     o->last_why = why;
 }
 
-static const struct cuc__lease_ops ops = {o_begin, o_end, o_ref, o_unref, NULL, NULL};
+static const struct cuc__lease_ops ops = {o_begin, o_end, o_ref, o_unref, NULL, NULL, NULL};
 
 /* A message of one device record with obj attached under a fresh id. */
 static cuc_msg *leased_msg(struct obj *o, uint64_t *id)

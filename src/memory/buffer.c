@@ -10,6 +10,7 @@
  * for that event on the device's legacy stream. */
 #include "memory/buffer.h"
 #include "os/proc.h"
+#include "wire/records.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -792,8 +793,33 @@ static void lease_end(void *obj, uint64_t id, int why)
         release_as(b, NULL, 0);
 }
 
-const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin, lease_end, hold, unhold,
-                                                     lease_begin_many, unhold_many};
+/* The record of b, as it is while a message holds it (its export data
+ * cached, nothing of it changing), under lease_id. */
+static void fill_record(const cuc_buffer *b, uint64_t lease_id, struct cuc_buffer_record *rec)
+{
+    const cuc_buffer *root = b->root ? b->root : b;
+
+    memcpy(rec->pool_id, b->pool->id, CUC_POOL_ID_LEN);
+    rec->size = b->size;
+    rec->offset = b->offset;
+    rec->alloc_size = root->size;
+    rec->lease_id = lease_id;
+    memcpy(rec->export_data, root->export_data.reserved, sizeof(rec->export_data));
+}
+
+/* The lease ops' put (wire.h): a message's record of the buffer. */
+static void put_record(const void *obj, uint16_t type, uint64_t lease_id, uint8_t *p)
+{
+    struct cuc_buffer_record rec;
+
+    (void)type; /* the buffer's shape chose it at the add */
+    fill_record(obj, lease_id, &rec);
+    cuc__buffer_rec_write(&rec, p);
+}
+
+const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin,      lease_end, hold, unhold,
+                                                     lease_begin_many, unhold_many,
+                                                     put_record};
 
 /* ---- getters, lease counts ---- */
 

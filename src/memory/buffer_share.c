@@ -390,9 +390,8 @@ static int cached_export_hold(cuc_buffer *b, CUmemPoolPtrExportData *out)
 int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
 {
     cuc_buffer *b = (cuc_buffer *)cb;
-    struct cuc_buffer_record rec;
     CUmemPoolPtrExportData d;
-    int rc, held;
+    int rc, held, view;
 
     if (!m || !b)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_buffer: NULL argument");
@@ -402,24 +401,13 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
     rc = held ? 0 : cuc__buffer_export(b, &d);
     if (rc)
         return rc;
-    memcpy(rec.pool_id, b->pool->id, CUC_POOL_ID_LEN);
-    rec.size = b->size;
-    rec.offset = b->offset;
-    rec.alloc_size = b->root ? b->root->size : b->size;
-    rec.lease_id = cuc__lease_id_next();
-    memcpy(rec.export_data, d.reserved, sizeof(rec.export_data));
-    /* The lease first: a record without its lease would let the memory go
-     * while the importer maps it. */
-    rc = held ? cuc__msg_lease_attach_held(m, rec.lease_id, &cuc__buffer_lease_ops, b)
-              : cuc__msg_lease_attach(m, rec.lease_id, &cuc__buffer_lease_ops, b);
-    if (rc) {
-        if (held)
-            cuc__buffer_lease_ops.unref(b);
-        return rc;
-    }
-    rc = cuc__buffer_rec_put(m, &rec);
-    if (rc)
-        cuc__msg_lease_pop(m); /* no record: nothing to lease */
+    /* The record and its lease in one: the message keeps b, and b's record
+     * is written from b when the message is encoded. */
+    view = b->offset != 0 || (b->root && b->size != b->root->size);
+    rc = cuc__buffer_rec_add_leased(m, view, cuc__lease_id_next(), &cuc__buffer_lease_ops,
+                                    b, held);
+    if (rc && held)
+        cuc__buffer_lease_ops.unref(b);
     return rc;
 }
 

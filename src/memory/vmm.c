@@ -498,7 +498,7 @@ static void op_end(void *obj, uint64_t id, int why)
         teardown(v);
 }
 
-const struct cuc__lease_ops cuc__vmm_lease_ops = {op_begin, op_end, op_ref, op_unref, NULL, NULL};
+const struct cuc__lease_ops cuc__vmm_lease_ops = {op_begin, op_end, op_ref, op_unref, NULL, NULL, NULL};
 
 int cuc_vmm_lease_count(const cuc_vmm *v, size_t *n)
 {

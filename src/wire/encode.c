@@ -68,7 +68,10 @@ static inline __attribute__((always_inline)) void encode_to(const cuc_msg *m, ui
         cuc__put64(p, r->type | (uint64_t)r->version << 16 | (uint64_t)r->len << 32);
         cuc__put64(p + 8, r->fd_first | (uint64_t)r->nfds << 32);
 #endif
-        put_payload(m, r, p + CUC__WIRE_REC_HDR);
+        if (CUC_UNLIKELY(r->off & CUC__REC_DEFERRED))
+            cuc__msg_put_deferred(m, r, p + CUC__WIRE_REC_HDR);
+        else
+            put_payload(m, r, p + CUC__WIRE_REC_HDR);
         p += CUC__WIRE_REC_HDR + cuc__pad8(r->len);
     }
 }
@@ -168,10 +171,20 @@ static void emit(const void *src, size_t at, size_t n, size_t off, size_t len, u
         memset(out + (lo - off), 0, hi - lo);
 }
 
+/* r's payload where it lies, or a deferred record's written to tmp. */
+static const uint8_t *payload_of(const cuc_msg *m, const struct cuc__wire_rec *r,
+                                 uint8_t tmp[CUC__DEFERRED_MAX])
+{
+    if (!(r->off & CUC__REC_DEFERRED))
+        return m->data + r->off;
+    cuc__msg_put_deferred(m, r, tmp);
+    return tmp;
+}
+
 void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out,
                           struct cuc__enc_cursor *cur)
 {
-    uint8_t h[CUC__WIRE_HDR];
+    uint8_t h[CUC__WIRE_HDR], tmp[CUC__DEFERRED_MAX];
 
     if (off < CUC__WIRE_HDR) {
         cuc__put32(h, CUC__WIRE_MAGIC);
@@ -202,9 +215,13 @@ void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out
             cuc__put32(p + 8, r->fd_first);
             cuc__put32(p + 12, r->nfds);
             p += CUC__WIRE_REC_HDR;
-            if (r->len)
-                memcpy(p, m->data + r->off, r->len);
-            memset(p + r->len, 0, padded - r->len);
+            if (r->off & CUC__REC_DEFERRED) {
+                cuc__msg_put_deferred(m, r, p);
+            } else {
+                if (r->len)
+                    memcpy(p, m->data + r->off, r->len);
+                memset(p + r->len, 0, padded - r->len);
+            }
             cur->at += CUC__WIRE_REC_HDR + padded;
             continue;
         }
@@ -214,7 +231,7 @@ void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out
         cuc__put32(h + 8, r->fd_first);
         cuc__put32(h + 12, r->nfds);
         emit(h, at, CUC__WIRE_REC_HDR, off, len, out);
-        emit(m->data + r->off, at + CUC__WIRE_REC_HDR, r->len, off, len, out);
+        emit(payload_of(m, r, tmp), at + CUC__WIRE_REC_HDR, r->len, off, len, out);
         emit(NULL, at + CUC__WIRE_REC_HDR + r->len, padded - r->len, off, len, out);
         if (at + CUC__WIRE_REC_HDR + padded > off + len)
             break; /* it goes on in the next window: start there again */

@@ -87,6 +87,7 @@ static void storage_init(cuc_msg *m)
     m->atts = NULL;
     m->natts = m->att_cap = 0;
     m->origin = NULL;
+    m->side = NULL;
 }
 
 /* m, its storage fresh, becomes the thread's spare when there is room. */
@@ -153,6 +154,7 @@ static CUC_COLD void destroy_holding(cuc_msg *m)
     }
     if (m->atts)
         free(m->atts);
+    free(m->side);
     if (m->origin)
         cuc__ref_put(m->origin);
     storage_init(m);
@@ -398,6 +400,47 @@ int cuc__msg_add_record(cuc_msg *m, uint16_t type, uint16_t version,
 
 /* ---- viewing ---- */
 
+/* Creating a side arena is rare (a reader of a message being sent) and
+ * must happen once even with several readers: one lock for all. */
+static pthread_mutex_t side_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Every deferred record of m written into a new side arena, or NULL. */
+static uint8_t *side_write(const cuc_msg *m)
+{
+    uint8_t *side = malloc(m->natts * (size_t)CUC__DEFERRED_MAX);
+
+    if (!side)
+        return NULL;
+    for (uint32_t i = 0; i < m->nrecs; i++) {
+        const struct cuc__wire_rec *r = &m->recs[i];
+        if (r->off & CUC__REC_DEFERRED)
+            cuc__msg_put_deferred(m, r, side + (size_t)(r->off & ~CUC__REC_DEFERRED) *
+                                                   CUC__DEFERRED_MAX);
+    }
+    return side;
+}
+
+int cuc__msg_deferred_payload(const cuc_msg *m, const struct cuc__wire_rec *w,
+                              const uint8_t **payload)
+{
+    cuc_msg *own = (cuc_msg *)m; /* the side arena is all a reader writes */
+    uint8_t *side = __atomic_load_n(&own->side, __ATOMIC_ACQUIRE);
+
+    if (!side) {
+        pthread_mutex_lock(&side_lock);
+        side = own->side;
+        if (!side && (side = side_write(m)) != NULL)
+            __atomic_store_n(&own->side, side, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&side_lock);
+        if (!side)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory writing the %zu buffer "
+                               "records of a message for a reader", m->natts);
+    }
+    *payload = side + (size_t)(w->off & ~CUC__REC_DEFERRED) * CUC__DEFERRED_MAX;
+    return 0;
+}
+
+
 size_t cuc_msg_record_count(const cuc_msg *m)
 {
     return m ? m->nrecs : 0;
@@ -429,16 +472,26 @@ int cuc_msg_record_type(const cuc_msg *m, size_t index, int *type)
     return 0;
 }
 
-/* The record w of m as a reader sees it: its bytes and fds in place. */
-static inline void view_of(const cuc_msg *m, const struct cuc__wire_rec *w,
-                           struct cuc__record *rec)
+/* The record w of m as a reader sees it: its bytes and fds in place (a
+ * deferred record's bytes written for it once: CUC_E_NOMEM if they cannot
+ * be). */
+static inline int view_of(const cuc_msg *m, const struct cuc__wire_rec *w,
+                          struct cuc__record *rec)
 {
+    const uint8_t *payload = m->data + w->off;
+
+    if (CUC_UNLIKELY(w->off & CUC__REC_DEFERRED)) {
+        int rc = cuc__msg_deferred_payload(m, w, &payload);
+        if (rc)
+            return rc;
+    }
     rec->type = w->type;
     rec->version = w->version;
     rec->len = w->len;
-    rec->payload = m->data + w->off;
+    rec->payload = payload;
     rec->nfds = w->nfds;
     rec->fds = m->fds + w->fd_first;
+    return 0;
 }
 
 int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec)
@@ -450,8 +503,7 @@ int cuc__msg_record(const cuc_msg *m, size_t index, struct cuc__record *rec)
     rc = check_index(m, index);
     if (rc)
         return rc;
-    view_of(m, &m->recs[index], rec);
-    return 0;
+    return view_of(m, &m->recs[index], rec);
 }
 
 int cuc_msg_record(const cuc_msg *m, size_t index, struct cuc_record_view *view)
@@ -502,10 +554,8 @@ int cuc__msg_record_fixed(const cuc_msg *m, size_t index, unsigned type, uint32_
      * else takes the checked path below for its message. */
     if (CUC_LIKELY(m && rec && index < m->nrecs)) {
         const struct cuc__wire_rec *w = &m->recs[index];
-        if (CUC_LIKELY(w->type == type && w->len == len && w->nfds == nfds)) {
-            view_of(m, w, rec);
-            return 0;
-        }
+        if (CUC_LIKELY(w->type == type && w->len == len && w->nfds == nfds))
+            return view_of(m, w, rec);
     }
     rc = cuc__msg_record_of(m, index, type, &r);
 
@@ -579,6 +629,91 @@ static int attach(cuc_msg *m, uint64_t lease_id, const struct cuc__lease_ops *op
     if (take_ref)
         ops->ref(obj);
     m->atts[m->natts++] = (struct cuc__lease_att){lease_id, ops, obj};
+    return 0;
+}
+
+/* ---- deferred records: the payload written by the attachment, when
+ * the message is encoded (encode.c) or first read (above). A buffer in a
+ * message of thousands then costs its record header and attachment. ---- */
+
+/* Why type cannot be a deferred record of version and len, or 0. */
+static int check_shape(uint16_t type, uint16_t version, uint32_t len)
+{
+    const struct cuc__rec_shape *s = cuc__rec_shape_of(type);
+
+    if (s && version && version <= s->version && len >= s->min_len && len <= s->max_len &&
+        !(len & (s->multiple - 1)) && s->min_fds == 0 && len <= CUC__DEFERRED_MAX &&
+        type != CUC_RECORD_RELEASE)
+        return 0;
+    return cuc__seterr(CUC_E_INVALID, "cuc__msg_add_leased: %s record version %u of %u "
+                       "bytes cannot be deferred", cuc_record_type_name(type), version, len);
+}
+
+static int check_room(const cuc_msg *m, uint32_t len)
+{
+    if (m->nrecs >= CUC_MSG_MAX_RECORDS)
+        return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of %u records",
+                           CUC_MSG_MAX_RECORDS);
+    if (m->wire_len + CUC__WIRE_REC_HDR + cuc__pad8(len) > CUC_MSG_MAX_BYTES)
+        return cuc__seterr(CUC_E_LIMIT, "message would be more than the maximum of %u "
+                           "bytes", CUC_MSG_MAX_BYTES);
+    if (m->natts >= CUC__REC_DEFERRED)
+        return cuc__seterr(CUC_E_LIMIT, "message already holds %zu attachments", m->natts);
+    return 0;
+}
+
+/* The record with its payload in the arena: a message a reader has
+ * written the side arena of gets no new deferred record (its slots would
+ * not cover it). */
+static int add_written(cuc_msg *m, uint16_t type, uint16_t version, uint32_t len,
+                       uint64_t lease_id, const struct cuc__lease_ops *ops, void *obj,
+                       int held)
+{
+    uint8_t p[CUC__DEFERRED_MAX];
+    int rc = cuc__msg_reserve(m, (size_t)m->nrecs + 1, m->nfds,
+                              cuc__pad8(m->data_len) + len);
+
+    if (rc)
+        return rc;
+    ops->put(obj, type, lease_id, p);
+    rc = attach(m, lease_id, ops, obj, !held);
+    if (rc)
+        return rc;
+    rc = cuc__msg_add_record(m, type, version, p, len, NULL, 0);
+    if (rc) {
+        m->natts--; /* the attach, undone */
+        if (!held)
+            ops->unref(obj);
+    }
+    return rc;
+}
+
+int cuc__msg_add_leased(cuc_msg *m, uint16_t type, uint16_t version, uint32_t len,
+                        uint64_t lease_id, const struct cuc__lease_ops *ops, void *obj,
+                        int held)
+{
+    struct cuc__wire_rec *r;
+    int rc;
+
+    if (!m || !ops || !ops->put || !obj)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_add_leased: NULL argument");
+    rc = check_shape(type, version, len);
+    if (!rc)
+        rc = check_room(m, len);
+    if (rc)
+        return rc;
+    if (__atomic_load_n(&m->side, __ATOMIC_RELAXED))
+        return add_written(m, type, version, len, lease_id, ops, obj, held);
+    rc = cuc__msg_reserve(m, (size_t)m->nrecs + 1, m->nfds, m->data_len);
+    if (!rc)
+        rc = attach(m, lease_id, ops, obj, !held);
+    if (rc)
+        return rc;
+    r = &m->recs[m->nrecs++];
+    *r = (struct cuc__wire_rec){type, version, len, 0, 0,
+                                CUC__REC_DEFERRED | (uint32_t)(m->natts - 1)};
+    m->types |= type < 32 ? 1u << type : 0;
+    m->wire_len += CUC__WIRE_REC_HDR + cuc__pad8(len);
     return 0;
 }
 

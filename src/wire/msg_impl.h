@@ -23,12 +23,36 @@ struct cuc__wire_rec {
     uint32_t len;
     uint32_t fd_first; /* index into the fd table */
     uint32_t nfds;
-    uint32_t off; /* payload offset in the data arena */
+    uint32_t off; /* payload offset in the data arena, or a deferred
+                     record's attachment (CUC__REC_DEFERRED) */
 };
+/* off of a record whose payload is not kept: its attachment (the index in
+ * the low bits) writes it when the message is encoded or first read
+ * (cuc__msg_add_leased). Arena offsets stay below 2^31: a message is at
+ * most CUC_MSG_MAX_BYTES. */
+#define CUC__REC_DEFERRED 0x80000000u
+/* The longest payload a deferred record may have. */
+#define CUC__DEFERRED_MAX 112u
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define CUC__WIRE_REC_AS_BYTES 1
 #else
 #define CUC__WIRE_REC_AS_BYTES 0
+/* The payload of deferred record r to p (its padded length; the writer
+ * fills len bytes, the pad is zeroed here). */
+static inline void cuc__msg_put_deferred(const cuc_msg *m, const struct cuc__wire_rec *r,
+                                         uint8_t *p)
+{
+    const struct cuc__lease_att *a = &m->atts[r->off & ~CUC__REC_DEFERRED];
+
+    a->ops->put(a->obj, r->type, a->id, p);
+    if (r->len & 7u)
+        memset(p + r->len, 0, 8u - (r->len & 7u));
+}
+/* The payload of deferred record w, for a reader: CUC_E_NOMEM when the
+ * side arena cannot be had. */
+int cuc__msg_deferred_payload(const cuc_msg *m, const struct cuc__wire_rec *w,
+                              const uint8_t **payload);
+
 #endif
 
 /* What a message holds beyond its inline storage (cuc_msg.holds): a
@@ -65,6 +89,11 @@ struct cuc_msg {
     size_t data_len;
     size_t wire_len; /* encoded size */
     const struct cuc__origin_ops *origin_ops; /* what origin offers, or NULL */
+    /* the payloads of the deferred records, written by the first reader
+     * of one (a slot of CUC__DEFERRED_MAX bytes per attachment then), or
+     * NULL; freed by the destroy. Set once, atomically: readers may share
+     * a message. */
+    uint8_t *side;
     struct cuc__wire_rec rec_inline[CUC__MSG_INLINE_RECS];
     int fd_inline[CUC__MSG_INLINE_FDS];
     _Alignas(8) uint8_t data_inline[CUC__MSG_INLINE_DATA];
@@ -177,9 +206,26 @@ static inline const uint8_t *cuc__msg_fixed_payload(const cuc_msg *m, size_t ind
     if (CUC_UNLIKELY(index >= m->nrecs))
         return NULL;
     r = &m->recs[index];
-    if (CUC_UNLIKELY(r->type != type || r->len != len || r->nfds != 0))
+    if (CUC_UNLIKELY(r->type != type || r->len != len || r->nfds != 0 ||
+                     (r->off & CUC__REC_DEFERRED)))
         return NULL;
     return m->data + r->off;
 }
+
+/* The payload of deferred record r to p (its padded length; the writer
+ * fills len bytes, the pad is zeroed here). */
+static inline void cuc__msg_put_deferred(const cuc_msg *m, const struct cuc__wire_rec *r,
+                                         uint8_t *p)
+{
+    const struct cuc__lease_att *a = &m->atts[r->off & ~CUC__REC_DEFERRED];
+
+    a->ops->put(a->obj, r->type, a->id, p);
+    if (r->len & 7u)
+        memset(p + r->len, 0, 8u - (r->len & 7u));
+}
+/* The payload of deferred record w, for a reader: CUC_E_NOMEM when the
+ * side arena cannot be had. */
+int cuc__msg_deferred_payload(const cuc_msg *m, const struct cuc__wire_rec *w,
+                              const uint8_t **payload);
 
 #endif

@@ -15,25 +15,46 @@ _Static_assert(CUC__BUFFER_PAYLOAD == 104u, "update the buffer shape in record_t
 _Static_assert(CUC__BUFFER_VIEW_PAYLOAD == 112u,
                "update the buffer view shape in record_types.h");
 
-int cuc__buffer_rec_put(cuc_msg *m, const struct cuc_buffer_record *r)
+/* A view record for a part of its allocation, else a plain one. */
+static int is_view(const struct cuc_buffer_record *r)
 {
-    uint8_t p[CUC__BUFFER_VIEW_PAYLOAD];
-    int view = r->offset != 0 || r->size != r->alloc_size;
+    return r->offset != 0 || r->size != r->alloc_size;
+}
 
-    if (cuc_msg_record_count(m) >= CUC_MSG_MAX_RECORDS)
-        return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of %u "
-                           "records", CUC_MSG_MAX_RECORDS);
+void cuc__buffer_rec_write(const struct cuc_buffer_record *r, uint8_t *p)
+{
     memcpy(p, r->pool_id, CUC_POOL_ID_LEN);
     cuc__put64(p + 16, r->size);
     cuc__put64(p + 24, r->offset);
     cuc__put64(p + 32, r->lease_id);
     memcpy(p + 40, r->export_data, CUC_BUFFER_EXPORT_LEN);
-    cuc__put64(p + 104, r->alloc_size);
-    if (view)
+    if (is_view(r))
+        cuc__put64(p + 104, r->alloc_size);
+}
+
+int cuc__buffer_rec_put(cuc_msg *m, const struct cuc_buffer_record *r)
+{
+    uint8_t p[CUC__BUFFER_VIEW_PAYLOAD];
+
+    if (cuc_msg_record_count(m) >= CUC_MSG_MAX_RECORDS)
+        return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of %u "
+                           "records", CUC_MSG_MAX_RECORDS);
+    cuc__buffer_rec_write(r, p);
+    if (is_view(r))
         return cuc__msg_add_record(m, CUC_RECORD_BUFFER_VIEW, CUC_RECORD_BUFFER_VIEW_VERSION,
                                    p, CUC__BUFFER_VIEW_PAYLOAD, NULL, 0);
     return cuc__msg_add_record(m, CUC_RECORD_BUFFER, CUC_RECORD_BUFFER_VERSION, p,
                                CUC__BUFFER_PAYLOAD, NULL, 0);
+}
+
+int cuc__buffer_rec_add_leased(cuc_msg *m, int view, uint64_t lease_id,
+                               const struct cuc__lease_ops *ops, void *obj, int held)
+{
+    if (view)
+        return cuc__msg_add_leased(m, CUC_RECORD_BUFFER_VIEW, CUC_RECORD_BUFFER_VIEW_VERSION,
+                                   CUC__BUFFER_VIEW_PAYLOAD, lease_id, ops, obj, held);
+    return cuc__msg_add_leased(m, CUC_RECORD_BUFFER, CUC_RECORD_BUFFER_VERSION,
+                               CUC__BUFFER_PAYLOAD, lease_id, ops, obj, held);
 }
 
 /* The part [off, off + size) of an allocation of alloc bytes, checked

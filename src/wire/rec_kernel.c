@@ -198,10 +198,10 @@ int cuc__kernel_held_rec_read(const cuc_msg *m, size_t index, struct cuc__kernel
 size_t cuc__msg_count_type(const cuc_msg *m, unsigned type)
 {
     size_t n = cuc_msg_record_count(m), k = 0;
-    struct cuc__record r;
+    int t = 0;
 
     for (size_t i = 0; i < n; i++)
-        k += cuc__msg_record(m, i, &r) == 0 && r.type == type;
+        k += cuc_msg_record_type(m, i, &t) == 0 && (unsigned)t == type;
     return k;
 }
 

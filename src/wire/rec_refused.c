@@ -27,13 +27,12 @@ int cuc__refused_msg_build(uint32_t seq, cuc_msg **out)
 size_t cuc__refused_rec_count(const cuc_msg *m)
 {
     size_t n = cuc_msg_record_count(m), k = 0;
-    struct cuc__record r;
+    int type = 0;
 
     if (!cuc__msg_has_type(m, CUC_RECORD_REFUSED)) /* O(1): most messages */
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (cuc__msg_record(m, i, &r) == 0)
-            k += r.type == CUC_RECORD_REFUSED;
+        k += cuc_msg_record_type(m, i, &type) == 0 && type == CUC_RECORD_REFUSED;
     return k;
 }
 

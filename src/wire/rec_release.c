@@ -48,13 +48,12 @@ int cuc__release_msg_build(const uint64_t *ids, size_t n, size_t *done, cuc_msg 
 size_t cuc__release_rec_count(const cuc_msg *m)
 {
     size_t n = cuc_msg_record_count(m), nrel = 0;
-    struct cuc__record r;
+    int type = 0;
 
     if (!cuc__msg_has_type(m, CUC_RECORD_RELEASE)) /* O(1): most messages */
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (cuc__msg_record(m, i, &r) == 0)
-            nrel += r.type == CUC_RECORD_RELEASE;
+        nrel += cuc_msg_record_type(m, i, &type) == 0 && type == CUC_RECORD_RELEASE;
     return nrel;
 }
 

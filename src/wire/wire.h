@@ -131,6 +131,11 @@ struct cuc__lease_ops {
      * run) */
     void (*begin_many)(const struct cuc__lease_att *atts, size_t n);
     void (*unref_many)(const struct cuc__lease_att *atts, size_t n);
+    /* optional: the payload of obj's deferred record of type under
+     * lease_id (cuc__msg_add_leased), its length's bytes to payload; only
+     * what stays as it is while the message holds obj may go in, since it
+     * runs at every encode and on the first read, on any thread */
+    void (*put)(const void *obj, uint16_t type, uint64_t lease_id, uint8_t *payload);
 };
 
 /* Attaches obj under lease_id (not 0): ops->ref(obj) now. */
@@ -141,6 +146,17 @@ int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
  * stays the caller's. */
 int cuc__msg_lease_attach_held(cuc_msg *m, uint64_t lease_id,
                                const struct cuc__lease_ops *ops, void *obj);
+/* Attaches obj under lease_id (ops->ref(obj) unless held: then the
+ * caller's reference is the message's, and stays the caller's on
+ * failure) and appends a record of type, version and len bytes (no fds,
+ * at most CUC__DEFERRED_MAX: msg_impl.h) whose payload the message does
+ * not keep: ops->put writes it each time the message is encoded, and once
+ * for the first reader of a record. A message of many buffers then keeps
+ * 44 bytes a buffer, not 148. ops->put must write a payload inside the
+ * type's shape (its reserved field 0): it is not checked. */
+int cuc__msg_add_leased(cuc_msg *m, uint16_t type, uint16_t version, uint32_t len,
+                        uint64_t lease_id, const struct cuc__lease_ops *ops, void *obj,
+                        int held);
 /* Undoes the last attach (ops->unref runs), for an add that fails after
  * attaching. */
 void cuc__msg_lease_pop(cuc_msg *m);
