@@ -96,12 +96,14 @@ static void round_with(int timeout)
 
 int main(void)
 {
+    uint64_t id = cuc__lease_id_next();
+
     FD_BASELINE();
     CHECK_OK(cuc_channel_pair(&a, &b));
-    CHECK_OK(cuc__leases_add(a->leases, 77, &ops, NULL));
+    CHECK_OK(cuc__leases_add(a->leases, id, &ops, NULL));
     round_with(2000);
     round_with(-1);
-    CHECK_OK(cuc__leases_drop(a->leases, 77));
+    CHECK_OK(cuc__leases_drop(a->leases, id));
     cuc_channel_destroy(a);
     cuc_channel_destroy(b);
     FD_CHECK_NO_LEAK();

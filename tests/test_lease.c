@@ -14,6 +14,8 @@
 #include "wire/records.h"
 
 #define MAXID 20000
+/* The lease id of slot k: a block's first id (lease.h, wire.h). */
+#define LID(k) ((uint64_t)(k) << CUC__LEASE_INDEX_BITS)
 
 static int ends[MAXID];
 static int why_of[MAXID];
@@ -22,9 +24,9 @@ static int tag_arg;
 static void on_end(void *arg, uint64_t id, int why)
 {
     CHECK(arg == &tag_arg);
-    CHECK(id < MAXID);
-    ends[id]++;
-    why_of[id] = why;
+    CHECK(id % LID(1) == 0 && id / LID(1) < MAXID);
+    ends[id / LID(1)]++;
+    why_of[id / LID(1)] = why;
 }
 
 static void no_op(void *obj)
@@ -49,9 +51,9 @@ static size_t count(cuc_channel *ch)
     return n;
 }
 
-static void add(cuc_channel *ch, uint64_t id)
+static void add(cuc_channel *ch, uint64_t slot)
 {
-    CHECK_OK(cuc__leases_add(ch->leases, id, &end_ops, &tag_arg));
+    CHECK_OK(cuc__leases_add(ch->leases, LID(slot), &end_ops, &tag_arg));
 }
 
 static int ndev;
@@ -117,7 +119,8 @@ static int child_main(const char *role)
 
 static void test_release(void)
 {
-    uint64_t two = 2, some[3] = {99, 2, 0};
+    /* some: unknown, twice, 0, and an index past the grant of slot 1 */
+    uint64_t two = LID(2), some[4] = {LID(99), LID(2), 0, LID(1) | 5};
     cuc_channel *a, *b;
     cuc_msg *m;
 
@@ -127,8 +130,9 @@ static void test_release(void)
     add(a, 2);
     add(a, 3);
     CHECK(count(a) == 3);
-    CHECK_RC(cuc__leases_add(a->leases, 2, &end_ops, &tag_arg), CUC_E_INVALID);
+    CHECK_RC(cuc__leases_add(a->leases, LID(2), &end_ops, &tag_arg), CUC_E_INVALID);
     CHECK_RC(cuc__leases_add(a->leases, 0, &end_ops, &tag_arg), CUC_E_INVALID);
+    CHECK_RC(cuc__leases_add(a->leases, LID(4) | 1, &end_ops, &tag_arg), CUC_E_INVALID);
     CHECK_RC(cuc_channel_release(b, &two, 0), CUC_E_INVALID);
 
     CHECK_OK(cuc_channel_release(b, &two, 1));
@@ -138,13 +142,13 @@ static void test_release(void)
     CHECK(ends[1] == 0 && ends[3] == 0 && count(a) == 2);
 
     /* twice, unknown, 0: ignored; exactly once */
-    CHECK_OK(cuc_channel_release(b, some, 3));
+    CHECK_OK(cuc_channel_release(b, some, 4));
     CHECK_RC(cuc_channel_pump(a, 100), 0);
-    CHECK(ends[2] == 1 && count(a) == 2);
+    CHECK(ends[2] == 1 && ends[1] == 0 && count(a) == 2);
 
     /* drop: gone without a callback */
-    CHECK_OK(cuc__leases_drop(a->leases, 3));
-    CHECK_RC(cuc__leases_drop(a->leases, 3), CUC_E_NOT_FOUND);
+    CHECK_OK(cuc__leases_drop(a->leases, LID(3)));
+    CHECK_RC(cuc__leases_drop(a->leases, LID(3)), CUC_E_NOT_FOUND);
     CHECK(ends[3] == 0 && count(a) == 1);
 
     /* closing ends nothing: the link lingers until the peer goes */
@@ -160,7 +164,7 @@ static void test_release(void)
 /* pump keeps user messages for recv, in order, around releases. */
 static void test_pump_queue(void)
 {
-    uint64_t id = 5;
+    uint64_t id = LID(5);
     cuc_channel *a, *b;
     cuc_msg *m;
     int rc;
@@ -180,7 +184,7 @@ static void test_pump_queue(void)
     CHECK_RC(cuc_channel_recv(a, 0, &m), CUC_E_TIMEOUT);
 
     /* lease_wait pumps until the count is low enough */
-    id = 6;
+    id = LID(6);
     send_user(b, 3);
     CHECK_OK(cuc_channel_release(b, &id, 1));
     CHECK_OK(cuc_channel_lease_wait(a, 0, 1000));
@@ -196,7 +200,7 @@ static void test_pump_queue(void)
     cuc_channel_destroy(b);
     CHECK_OK(cuc_channel_lease_wait(a, 0, 1000));
     CHECK(ends[7] == 1 && why_of[7] == CUC__LEASE_PEER_CLOSED);
-    CHECK_RC(cuc__leases_add(a->leases, 8, &end_ops, &tag_arg), CUC_E_PEER_CLOSED);
+    CHECK_RC(cuc__leases_add(a->leases, LID(8), &end_ops, &tag_arg), CUC_E_PEER_CLOSED);
     CHECK(recv_ordinal(a) == 0); /* queued before the close: not lost */
     rc = cuc_channel_recv(a, 0, &m);
     CHECK_RC(rc, CUC_E_PEER_CLOSED);
@@ -216,8 +220,8 @@ static void test_many(void)
     CHECK_OK(cuc_channel_pair(&a, &b));
     for (i = 0; i < 10000; i++) {
         ids[i] = cuc__lease_id_next();
-        CHECK(ids[i] > 0 && ids[i] < MAXID);
-        add(a, ids[i]);
+        CHECK(ids[i] > 0 && ids[i] / LID(1) < MAXID);
+        CHECK_OK(cuc__leases_add(a->leases, ids[i], &end_ops, &tag_arg));
     }
     CHECK(count(a) == 10000);
     srand(7);
@@ -233,11 +237,11 @@ static void test_many(void)
     CHECK_OK(cuc_channel_release(b, ids, 10000));
     CHECK_OK(cuc_channel_lease_wait(a, 0, 5000));
     for (k = 0; k < 10000; k++)
-        CHECK(ends[ids[k]] == (k < 100 ? 0 : 1));
+        CHECK(ends[ids[k] / LID(1)] == (k < 100 ? 0 : 1));
     cuc_channel_destroy(a);
     cuc_channel_destroy(b);
     for (k = 0; k < 10000; k++)
-        CHECK(ends[ids[k]] == (k < 100 ? 0 : 1));
+        CHECK(ends[ids[k] / LID(1)] == (k < 100 ? 0 : 1));
 }
 
 /* The importer is a real process: it releases ten leases, then dies. */
@@ -258,7 +262,7 @@ static void importer(const char *role, int expect_status)
     CHECK_OK(cuc_msg_create(&m));
     for (id = 1; id <= 100; id++) {
         add(a, id);
-        CHECK_OK(cuc_msg_add_fd(m, null, (uint32_t)id));
+        CHECK_OK(cuc_msg_add_fd(m, null, (uint32_t)LID(id)));
     }
     CHECK_OK(cuc_channel_send(a, m));
     cuc_msg_destroy(m);

@@ -39,9 +39,8 @@ static cuc_msg *leased_msg(struct obj *o, uint64_t *id)
     CHECK_OK(cuc_device_get(0, &d));
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_device(m, d));
-    *id = cuc__lease_id_next();
+    CHECK_OK(cuc__msg_lease_attach(m, &ops, o, id));
     CHECK(*id != 0);
-    CHECK_OK(cuc__msg_lease_attach(m, *id, &ops, o));
     return m;
 }
 
@@ -126,20 +125,20 @@ static void test_send_twice(void)
     uint64_t id1, id2;
 
     m = leased_msg(&o1, &id1);
-    id2 = cuc__lease_id_next();
-    CHECK(id2 != id1);
-    CHECK_OK(cuc__msg_lease_attach(m, id2, &ops, &o2));
+    CHECK_OK(cuc__msg_lease_attach(m, &ops, &o2, &id2));
+    CHECK(id2 == id1 + 1); /* one block: attachment i is lease block | i */
     CHECK_OK(cuc_channel_pair(&a, &b));
     CHECK_OK(cuc_channel_pair(&c, &d));
     CHECK_OK(cuc_channel_send(a, m));
     /* The same leases on another channel: a second, independent lease. */
     CHECK_OK(cuc_channel_send(c, m));
     CHECK(o1.begun == 2 && o2.begun == 2 && leases(a) == 2 && leases(c) == 2);
-    /* On the same channel again: refused, and the lease begun for it (the
-     * first one) is ended; the two held stay held. */
+    /* On the same channel again: refused, and the leases begun for it are
+     * ended; the two held stay held. */
     CHECK_RC(cuc_channel_send(a, m), CUC_E_INVALID);
+    CHECK_ERRMSG("already held");
     CHECK(o1.begun == 3 && o1.ended == 1 && o1.last_why == CUC__LEASE_SEND_FAILED);
-    CHECK(o2.begun == 2 && o2.ended == 0);
+    CHECK(o2.begun == 3 && o2.ended == 1 && o2.last_why == CUC__LEASE_SEND_FAILED);
     CHECK(leases(a) == 2);
     cuc_channel_destroy(b);
     cuc_channel_destroy(d);
@@ -147,7 +146,7 @@ static void test_send_twice(void)
     cuc_channel_destroy(c);
     for (int i = 0; i < 50 && cuc__linger_count(); i++)
         cuc__linger_pump(100); /* the peers are gone: the links see it */
-    CHECK(o1.ended == 3 && o2.ended == 2);
+    CHECK(o1.ended == 3 && o2.ended == 3);
     cuc_msg_destroy(m);
     CHECK(o1.refs == 0 && o2.refs == 0);
 }
@@ -155,11 +154,14 @@ static void test_send_twice(void)
 static void test_bad_args(void)
 {
     struct obj o = {0};
+    uint64_t id = 0;
     cuc_msg *m;
 
     CHECK_OK(cuc_msg_create(&m));
-    CHECK_RC(cuc__msg_lease_attach(m, 0, &ops, &o), CUC_E_INVALID);
-    CHECK_RC(cuc__msg_lease_attach(m, 5, NULL, &o), CUC_E_INVALID);
+    CHECK_RC(cuc__msg_lease_attach(m, &ops, &o, NULL), CUC_E_INVALID);
+    CHECK_RC(cuc__msg_lease_attach(m, NULL, &o, &id), CUC_E_INVALID);
+    CHECK_RC(cuc__msg_lease_attach(m, &ops, NULL, &id), CUC_E_INVALID);
+    CHECK(id == 0); /* written only on success */
     CHECK(o.refs == 0);
     CHECK(cuc__leases_of_msg(m) == NULL);
     cuc_msg_destroy(m);

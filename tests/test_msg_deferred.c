@@ -33,10 +33,14 @@ static void o_put(const void *p, uint16_t type, uint64_t id, uint8_t *out)
     cuc__buffer_rec_write(&r, out);
 }
 
-static uint64_t next_id(void)
+/* The lease id of m's last attachment. */
+static uint64_t last_id(const cuc_msg *m)
 {
-    static uint64_t id = 1000;
-    return ++id;
+    const struct cuc__lease_att *atts;
+    size_t n = cuc__msg_leases(m, &atts);
+
+    CHECK(n > 0);
+    return atts[n - 1].id;
 }
 
 static const struct cuc__lease_ops ops = {o_nop, o_end, o_ref, o_unref, NULL, NULL, o_put};
@@ -72,12 +76,13 @@ static void build(cuc_msg **m, cuc_msg **twin, int n)
     CHECK_OK(cuc_msg_create(m));
     CHECK_OK(cuc_msg_create(twin));
     for (int i = 0; i < n; i++) {
-        uint64_t id = next_id();
         struct cuc_buffer_record r;
         fill(&objs[i], i);
+        CHECK_OK(cuc__buffer_rec_add_leased(*m, is_view(&objs[i]), &ops, &objs[i], 0));
         r = objs[i].rec;
-        r.lease_id = id;
-        CHECK_OK(cuc__buffer_rec_add_leased(*m, is_view(&objs[i]), id, &ops, &objs[i], 0));
+        r.lease_id = last_id(*m);
+        CHECK(r.lease_id == (last_id(*m) >> CUC__LEASE_INDEX_BITS << CUC__LEASE_INDEX_BITS |
+                             (uint64_t)i)); /* attachment i, lease block | i */
         CHECK_OK(cuc__buffer_rec_put(*twin, &r));
         if (i % 10 == 9) {
             CHECK_OK(cuc_msg_add_device(*m, d));
@@ -165,9 +170,8 @@ static void test_reader(void)
     fill(&objs[40], 41);
     {
         struct cuc_buffer_record r = objs[40].rec;
-        uint64_t id = next_id();
-        r.lease_id = id;
-        CHECK_OK(cuc__buffer_rec_add_leased(m, is_view(&objs[40]), id, &ops, &objs[40], 0));
+        CHECK_OK(cuc__buffer_rec_add_leased(m, is_view(&objs[40]), &ops, &objs[40], 0));
+        r.lease_id = last_id(m);
         CHECK_OK(cuc__buffer_rec_put(twin, &r));
     }
     CHECK(objs[40].puts == 1 && objs[40].refs == 1);
@@ -191,22 +195,22 @@ static void test_refusals(void)
 
     fill(&o, 1);
     CHECK_OK(cuc_msg_create(&m));
-    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_RELEASE, 1, 8, 5, &ops, &o, 0), CUC_E_INVALID);
-    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_BUFFER, 1, 96, 5, &ops, &o, 0), CUC_E_INVALID);
+    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_RELEASE, 1, 8, &ops, &o, 0), CUC_E_INVALID);
+    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_BUFFER, 1, 96, &ops, &o, 0), CUC_E_INVALID);
     CHECK_ERRMSG("cannot be deferred");
-    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_BUFFER, 9, 104, 5, &ops, &o, 0), CUC_E_INVALID);
-    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_POOL, 1, 40, 5, &ops, &o, 0), CUC_E_INVALID);
-    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_KERNEL, 1, 4096, 5, &ops, &o, 0),
+    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_BUFFER, 9, 104, &ops, &o, 0), CUC_E_INVALID);
+    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_POOL, 1, 40, &ops, &o, 0), CUC_E_INVALID);
+    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_KERNEL, 1, 4096, &ops, &o, 0),
              CUC_E_INVALID); /* longer than a deferred payload may be */
-    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_BUFFER, 1, 104, 5, &no_put, &o, 0),
+    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_BUFFER, 1, 104, &no_put, &o, 0),
              CUC_E_INVALID);
-    CHECK_RC(cuc__msg_add_leased(NULL, CUC_RECORD_BUFFER, 1, 104, 5, &ops, &o, 0),
+    CHECK_RC(cuc__msg_add_leased(NULL, CUC_RECORD_BUFFER, 1, 104, &ops, &o, 0),
              CUC_E_INVALID);
     /* held: on failure the caller's reference stays the caller's */
     o.refs = 1;
-    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_RELEASE, 1, 8, 5, &ops, &o, 1), CUC_E_INVALID);
+    CHECK_RC(cuc__msg_add_leased(m, CUC_RECORD_RELEASE, 1, 8, &ops, &o, 1), CUC_E_INVALID);
     CHECK(o.refs == 1 && o.puts == 0);
-    CHECK_OK(cuc__msg_add_leased(m, CUC_RECORD_BUFFER, 1, 104, 5, &ops, &o, 1));
+    CHECK_OK(cuc__msg_add_leased(m, CUC_RECORD_BUFFER, 1, 104, &ops, &o, 1));
     CHECK(o.refs == 1 && cuc_msg_record_count(m) == 1);
     cuc_msg_destroy(m);
     CHECK(o.refs == 0);

@@ -1,33 +1,35 @@
-/* The lease table: granted leases by id (base/htab.h), their ends, and the
- * release messages an importer sends. */
+/* The lease table: granted leases by message (base/htab.h), their ends,
+ * and the release messages an importer sends. */
 #include "lease/lease.h"
 #include "base/error.h"
 #include "os/clock.h"
 #include "os/proc.h"
 #include "wire/records.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The leases of one sent message, registered together: one allocation
- * and one pass under the table's lock for all of them, and one stamp of
- * the message's first frame (refs: the entries still held, plus one while
- * the sender uses the grant; l->lock). */
+/* A lease id is its message's block and its attachment's index there
+ * (wire.h): the leases of one sent message are one grant, found by the
+ * block, with an entry (16 bytes) and a held bit a lease, registered and
+ * taken out with one table operation a message, not one a lease. */
+struct lease {
+    const struct cuc__lease_ops *ops;
+    void *obj;
+};
 struct grant {
+    struct cuc__hnode node; /* in by_block while held > 0 */
+    uint64_t block;
+    /* one for the table while held > 0, one for the sender while it uses
+     * the grant, one for each walk that ends its leases unlocked */
     size_t refs;
-    struct grant *dead; /* once refs reached 0 inside a walk of the table */
     int sent;     /* seq is known: the message's frames went out */
     uint32_t seq; /* its first frame's sequence number (a refusal names it) */
-    size_t n;
-    struct lease {
-        struct cuc__hnode node;
-        uint64_t id;
-        const struct cuc__lease_ops *ops;
-        void *obj;
-        struct grant *g;
-        int held; /* in by_id: not ended yet */
-    } e[];
+    uint32_t n, held;
+    uint64_t *bits;   /* bit i: lease i held */
+    uint64_t *ending; /* bit i: lease i taken by cuc__leases_end_all, to end */
+    struct grant *next_end; /* on an end_all's list */
+    struct lease e[];
 };
 
 /* What a lease's end needs, copied out of the table under its lock. */
@@ -37,45 +39,39 @@ struct ended {
     void *obj;
 };
 
-/* Ends a grant with no entry held (l->lock held, or no other thread). */
+#define WORDS(n) (((size_t)(n) + 63) / 64)
+
+static int bit(const uint64_t *w, uint32_t i) { return (int)(w[i / 64] >> (i % 64) & 1u); }
+static void bit_clear(uint64_t *w, uint32_t i) { w[i / 64] &= ~((uint64_t)1 << (i % 64)); }
+
+static uint64_t block_of(uint64_t id) { return id >> CUC__LEASE_INDEX_BITS; }
+static uint32_t index_of(uint64_t id)
+{
+    return (uint32_t)(id & (CUC__LEASE_PER_BLOCK - 1u));
+}
+
 static void grant_put_locked(struct grant *g)
 {
     if (--g->refs == 0)
         free(g);
 }
 
-static struct lease *of_node(struct cuc__hnode *n)
+static struct grant *of_node(struct cuc__hnode *n)
 {
-    return CUC_CONTAINER_OF(n, struct lease, node);
+    return CUC_CONTAINER_OF(n, struct grant, node);
 }
 
-static int same_id(const struct cuc__hnode *n, const void *key)
+static int same_block(const struct cuc__hnode *n, const void *key)
 {
-    return of_node((struct cuc__hnode *)n)->id == *(const uint64_t *)key;
+    return of_node((struct cuc__hnode *)n)->block == *(const uint64_t *)key;
 }
 
-/* Drops an entry's reference to its grant inside a walk of the table
- * (l->lock held, or no other thread): a grant that ends goes on *arg's
- * list, freed after the walk, since later entries of the walk may be in
- * it. */
-static void unhold_entry(struct cuc__hnode *n, void *arg)
+static struct grant *find_locked(struct cuc__leases *l, uint64_t block)
 {
-    struct grant **dead = arg, *g = of_node(n)->g;
+    struct cuc__hnode *n = cuc__htab_find(&l->by_block, cuc__hash_u64(block), same_block,
+                                          &block);
 
-    of_node(n)->held = 0;
-    if (--g->refs == 0) {
-        g->dead = *dead;
-        *dead = g;
-    }
-}
-
-static void free_dead(struct grant *g)
-{
-    while (g) {
-        struct grant *next = g->dead;
-        free(g);
-        g = next;
-    }
+    return n ? of_node(n) : NULL;
 }
 
 struct cuc__kept {
@@ -83,20 +79,25 @@ struct cuc__kept {
     void (*drop)(void *obj);
 };
 
+static void free_grant(struct cuc__hnode *n, void *arg)
+{
+    (void)arg;
+    free(of_node(n));
+}
+
 static void leases_free(struct cuc__ref *r)
 {
     struct cuc__leases *l = CUC_CONTAINER_OF(r, struct cuc__leases, ref);
-    struct grant *dead = NULL;
 
     for (size_t i = 0; i < l->nkept; i++)
         l->kept[i].drop(l->kept[i].obj);
     free(l->kept);
     /* Empty in the process that made it (a lingering link keeps the table
-     * until its leases end); in a forked child the inherited entries are
-     * dropped without their ends: they are the parent's. */
-    cuc__htab_each(&l->by_id, unhold_entry, &dead);
-    free_dead(dead);
-    cuc__htab_free(&l->by_id);
+     * until its leases end); in a forked child the inherited grants are
+     * dropped without their ends: they are the parent's (and no sender or
+     * walk of the child's holds one then). */
+    cuc__htab_each(&l->by_block, free_grant, NULL);
+    cuc__htab_free(&l->by_block);
     cuc__link_unref(l->link);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->cond);
@@ -177,31 +178,33 @@ void cuc__leases_stamp(struct cuc__leases *l, cuc_msg *m)
 
 uint64_t cuc__lease_id_next(void)
 {
-    static _Atomic uint64_t next = 1;
-
-    return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+    return cuc__msg_lease_block_next() << CUC__LEASE_INDEX_BITS;
 }
 
-/* Takes e out of the table (l->lock held): its end's arguments into *x;
- * the entry is gone once its grant is. */
-static void take_entry_locked(struct cuc__leases *l, struct lease *e, struct ended *x)
+/* Takes lease i of g out of the table (l->lock held, the lease held): its
+ * end's arguments into *x; the grant leaves the table with its last. */
+static void take_entry_locked(struct cuc__leases *l, struct grant *g, uint32_t i,
+                              struct ended *x)
 {
-    *x = (struct ended){e->id, e->ops, e->obj};
-    cuc__htab_remove(&l->by_id, &e->node);
-    e->held = 0;
+    *x = (struct ended){g->block << CUC__LEASE_INDEX_BITS | i, g->e[i].ops, g->e[i].obj};
+    bit_clear(g->bits, i);
     l->count--;
-    grant_put_locked(e->g);
+    if (--g->held == 0) {
+        cuc__htab_remove(&l->by_block, &g->node);
+        grant_put_locked(g);
+    }
 }
 
-/* The lease id, out of the table (l->lock held): 1 with *x, or 0. */
+/* The lease id, out of the table (l->lock held): 1 with *x, or 0 (an id
+ * the peer made up, or one that ended). */
 static int take_locked(struct cuc__leases *l, uint64_t id, struct ended *x)
 {
-    struct cuc__hnode *n = id ? cuc__htab_find(&l->by_id, cuc__hash_u64(id), same_id, &id)
-                              : NULL;
+    struct grant *g = id ? find_locked(l, block_of(id)) : NULL;
+    uint32_t i = index_of(id);
 
-    if (!n)
+    if (!g || i >= g->n || !bit(g->bits, i))
         return 0;
-    take_entry_locked(l, of_node(n), x);
+    take_entry_locked(l, g, i, x);
     return 1;
 }
 
@@ -215,53 +218,58 @@ static void finish(struct cuc__leases *l, const struct ended *x, size_t n, int w
     pthread_mutex_unlock(&l->lock);
 }
 
-/* A grant of n leases, refs 1 (the sender's), nothing held yet. */
-static struct grant *grant_new(size_t n)
+/* A grant of n leases of block, refs 1 (the sender's), nothing held yet. */
+static struct grant *grant_new(uint64_t block, size_t n)
 {
     struct grant *g;
+    size_t words = WORDS(n);
 
-    if (n > (SIZE_MAX - sizeof(*g)) / sizeof(g->e[0]))
+    if (n == 0 || n > CUC__LEASE_PER_BLOCK)
         return NULL;
-    g = malloc(sizeof(*g) + n * sizeof(g->e[0]));
-    if (g)
-        *g = (struct grant){1, NULL, 0, 0, n};
+    g = malloc(sizeof(*g) + n * sizeof(g->e[0]) + 2 * words * sizeof(uint64_t));
+    if (!g)
+        return NULL;
+    *g = (struct grant){{NULL, cuc__hash_u64(block)}, block, 1, 0, 0, (uint32_t)n, 0,
+                        NULL, NULL, NULL};
+    g->bits = (uint64_t *)(g->e + n);
+    g->ending = g->bits + words;
     return g;
 }
 
-/* Why lease id cannot be added now (l->lock held), or 0. */
-static int refuse_locked(struct cuc__leases *l, uint64_t id)
+/* Why the leases of block cannot be added now (l->lock held), or 0. */
+static int refuse_locked(struct cuc__leases *l, uint64_t block)
 {
+    uint64_t first = block << CUC__LEASE_INDEX_BITS;
+
     if (l->over)
         return cuc__seterr(CUC_E_PEER_CLOSED, "the peer (pid %ld) has closed the "
                            "channel: lease %llu would never be released",
-                           (long)l->link->peer_pid, (unsigned long long)id);
-    if (cuc__htab_find(&l->by_id, cuc__hash_u64(id), same_id, &id))
-        return cuc__seterr(CUC_E_INVALID, "lease %llu is already held on this channel",
-                           (unsigned long long)id);
+                           (long)l->link->peer_pid, (unsigned long long)first);
+    if (find_locked(l, block))
+        return cuc__seterr(CUC_E_INVALID, "lease %llu is already held on this channel (a "
+                           "message is sent again only once its leases ended)",
+                           (unsigned long long)first);
     return 0;
 }
 
-/* Registers the entries of g, each begun already, in one pass (l->lock
- * held). On failure none is registered. */
+/* Registers every lease of g, each begun already (l->lock held). On
+ * failure none is. */
 static int register_locked(struct cuc__leases *l, struct grant *g)
 {
-    size_t i;
-    int rc = 0;
+    size_t words = WORDS(g->n);
+    int rc = refuse_locked(l, g->block);
 
-    for (i = 0; !rc && i < g->n; i++) {
-        rc = refuse_locked(l, g->e[i].id);
-        if (!rc)
-            rc = cuc__htab_insert(&l->by_id, &g->e[i].node);
-    }
-    if (rc) {
-        for (size_t k = 0; k + 1 < i; k++)
-            cuc__htab_remove(&l->by_id, &g->e[k].node);
+    if (!rc)
+        rc = cuc__htab_insert(&l->by_block, &g->node);
+    if (rc)
         return rc;
-    }
-    for (i = 0; i < g->n; i++)
-        g->e[i].held = 1;
+    memset(g->bits, 0xff, words * sizeof(uint64_t));
+    if (g->n % 64)
+        g->bits[words - 1] = ((uint64_t)1 << (g->n % 64)) - 1;
+    memset(g->ending, 0, words * sizeof(uint64_t));
+    g->held = g->n;
     l->count += g->n;
-    g->refs += g->n;
+    g->refs++;
     return 0;
 }
 
@@ -271,17 +279,19 @@ int cuc__leases_add(struct cuc__leases *l, uint64_t id,
     struct grant *g;
     int rc;
 
-    if (!l || !ops || id == 0)
+    if (!l || !ops || id == 0 || index_of(id))
         return cuc__seterr(CUC_E_INVALID, "cuc__leases_add: %s",
-                           id ? "NULL argument" : "lease id 0 is reserved");
-    g = grant_new(1);
+                           !l || !ops ? "NULL argument"
+                           : id ? "the lease id is not one cuc__lease_id_next() gave"
+                                : "lease id 0 is reserved");
+    g = grant_new(block_of(id), 1);
     if (!g)
         return cuc__seterr(CUC_E_NOMEM, "out of memory for lease %llu",
                            (unsigned long long)id);
-    g->e[0] = (struct lease){{NULL, cuc__hash_u64(id)}, id, ops, obj, g, 0};
+    g->e[0] = (struct lease){ops, obj};
     pthread_mutex_lock(&l->lock);
     rc = register_locked(l, g);
-    grant_put_locked(g); /* the entry's reference keeps it, if registered */
+    grant_put_locked(g); /* the table's reference keeps it, if registered */
     pthread_mutex_unlock(&l->lock);
     return rc;
 }
@@ -300,37 +310,24 @@ int cuc__leases_drop(struct cuc__leases *l, uint64_t id)
     return 0;
 }
 
-/* Ends the leases of g still held, with why, a batch at a time. A lease
- * the table no longer holds has ended already (the peer went meanwhile). */
+/* Ends the leases of g still held, with why, a batch at a time; the
+ * caller holds a reference to g. A lease the table no longer holds has
+ * ended already (the peer went meanwhile). */
 static void end_held(struct cuc__leases *l, struct grant *g, int why)
 {
     struct ended x[64];
-    size_t i = 0;
+    uint32_t i = 0;
 
     while (i < g->n) {
         size_t k = 0;
         pthread_mutex_lock(&l->lock);
         for (; i < g->n && k < CUC_ARRAY_LEN(x); i++)
-            if (g->e[i].held)
-                take_entry_locked(l, &g->e[i], &x[k++]);
+            if (bit(g->bits, i))
+                take_entry_locked(l, g, i, &x[k++]);
         pthread_mutex_unlock(&l->lock);
         if (k)
             finish(l, x, k, why);
     }
-}
-
-/* The first of m's n attachments that the table refuses now, or n: the
- * leases up to it are begun, as they were one at a time (l->lock taken). */
-static size_t first_refused(struct cuc__leases *l, const struct cuc__lease_att *atts,
-                            size_t n, int *rc)
-{
-    size_t i;
-
-    pthread_mutex_lock(&l->lock);
-    for (i = 0, *rc = 0; i < n && !*rc; i++)
-        *rc = refuse_locked(l, atts[i].id);
-    pthread_mutex_unlock(&l->lock);
-    return *rc ? i - 1 : n;
 }
 
 /* Begins each of atts[0..n): a run of one ops at a time where it has
@@ -351,41 +348,54 @@ static void begin_all(const struct cuc__lease_att *atts, size_t n)
     }
 }
 
+/* The leases of a message that could not be granted: begun and ended,
+ * as a send that failed ends them. */
+static void begin_and_fail(const struct cuc__lease_att *atts, size_t n)
+{
+    begin_all(atts, n);
+    for (size_t i = 0; i < n; i++)
+        atts[i].ops->end(atts[i].obj, atts[i].id, CUC__LEASE_SEND_FAILED);
+}
+
+/* m's attachments as one grant: attachment i is lease block | i. */
+static struct grant *grant_of(const struct cuc__lease_att *atts, size_t n)
+{
+    uint64_t block = block_of(atts[0].id);
+    struct grant *g;
+
+    for (size_t i = 0; i < n; i++)
+        if (atts[i].id != (block << CUC__LEASE_INDEX_BITS | i))
+            return NULL; /* not a message's ids: wire.h gives only these */
+    g = grant_new(block, n);
+    for (size_t i = 0; g && i < n; i++)
+        g->e[i] = (struct lease){atts[i].ops, atts[i].obj};
+    return g;
+}
+
 /* Begins and registers every lease attached to m, in one grant. On
  * failure every lease begun is ended with CUC__LEASE_SEND_FAILED and *out
  * is NULL. *out is NULL too for a message with no lease. */
 static int grant_msg(struct cuc__leases *l, const cuc_msg *m, struct grant **out)
 {
     const struct cuc__lease_att *atts;
-    size_t n = cuc__msg_leases(m, &atts), bad, i;
+    size_t n = cuc__msg_leases(m, &atts);
     struct grant *g;
     int rc;
 
     *out = NULL;
     if (n == 0)
         return 0;
-    bad = first_refused(l, atts, n, &rc);
-    if (rc) {
-        /* begun and ended, the refused one first, as a lease at a time did */
-        for (i = 0; i <= bad; i++)
-            atts[i].ops->begin(atts[i].obj);
-        atts[bad].ops->end(atts[bad].obj, atts[bad].id, CUC__LEASE_SEND_FAILED);
-        for (i = 0; i < bad; i++)
-            atts[i].ops->end(atts[i].obj, atts[i].id, CUC__LEASE_SEND_FAILED);
-        return rc;
-    }
-    g = grant_new(n);
-    if (!g)
+    g = grant_of(atts, n);
+    if (!g) {
+        begin_and_fail(atts, n);
         return cuc__seterr(CUC_E_NOMEM, "out of memory for the %zu leases of a message", n);
+    }
     begin_all(atts, n);
-    for (i = 0; i < n; i++)
-        g->e[i] = (struct lease){{NULL, cuc__hash_u64(atts[i].id)}, atts[i].id,
-                                 atts[i].ops, atts[i].obj, g, 0};
     pthread_mutex_lock(&l->lock);
-    rc = register_locked(l, g); /* again: the peer may have gone meanwhile */
+    rc = register_locked(l, g);
     pthread_mutex_unlock(&l->lock);
     if (rc) {
-        for (i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++)
             atts[i].ops->end(atts[i].obj, atts[i].id, CUC__LEASE_SEND_FAILED);
         free(g);
         return rc;
@@ -394,7 +404,7 @@ static int grant_msg(struct cuc__leases *l, const cuc_msg *m, struct grant **out
     return 0;
 }
 
-/* The sender is done with g (its entries may live on). */
+/* The sender is done with g (its leases may live on). */
 static void grant_done(struct cuc__leases *l, struct grant *g)
 {
     if (!g)
@@ -457,49 +467,34 @@ int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sen
 
 struct by_seq {
     uint32_t seq;
-    uint64_t *ids;
-    size_t n, cap;
+    struct grant *g; /* the grant of the message that began at seq, or NULL */
 };
 
-static void collect_seq(struct cuc__hnode *h, void *arg)
+static void find_seq(struct cuc__hnode *h, void *arg)
 {
     struct by_seq *b = arg;
-    struct lease *e = of_node(h);
+    struct grant *g = of_node(h);
 
-    if (!e->g->sent || e->g->seq != b->seq)
-        return;
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 16;
-        uint64_t *p = realloc(b->ids, cap * sizeof(*p));
-        if (!p)
-            return; /* out of memory: these stay until the peer goes */
-        b->ids = p;
-        b->cap = cap;
-    }
-    b->ids[b->n++] = e->id;
+    if (!b->g && g->sent && g->seq == b->seq)
+        b->g = g;
 }
 
 /* The peer refused the message whose first frame was seq: its leases end
  * (nothing of it was kept). */
 static void refused_seq(struct cuc__leases *l, uint32_t seq)
 {
-    struct by_seq b = {seq, NULL, 0, 0};
+    struct by_seq b = {seq, NULL};
 
     pthread_mutex_lock(&l->lock);
-    cuc__htab_each(&l->by_id, collect_seq, &b);
+    cuc__htab_each(&l->by_block, find_seq, &b);
     l->refused++;
+    if (b.g)
+        b.g->refs++; /* this walk's */
     pthread_mutex_unlock(&l->lock);
-    for (size_t i = 0; i < b.n;) {
-        struct ended x[64];
-        size_t k = 0;
-        pthread_mutex_lock(&l->lock);
-        for (; i < b.n && k < CUC_ARRAY_LEN(x); i++)
-            k += take_locked(l, b.ids[i], &x[k]);
-        pthread_mutex_unlock(&l->lock);
-        if (k)
-            finish(l, x, k, CUC__LEASE_REFUSED);
-    }
-    free(b.ids);
+    if (!b.g)
+        return;
+    end_held(l, b.g, CUC__LEASE_REFUSED);
+    grant_done(l, b.g);
 }
 
 int cuc__leases_take_release(struct cuc__leases *l, cuc_msg *m)
@@ -539,48 +534,47 @@ uint64_t cuc__leases_refused(struct cuc__leases *l)
     return n;
 }
 
-struct end_all {
-    struct cuc__leases *l;
-    int why;
-};
-
-static void mark_ended(struct cuc__hnode *n, void *arg)
+/* Takes every lease of the grant out (l->lock held, the table detached):
+ * they go to its ending bits, the grant onto *list with the walk's
+ * reference. */
+static void take_all(struct cuc__hnode *n, void *arg)
 {
-    (void)arg;
-    of_node(n)->held = 0; /* a sender's revoke passes it by */
-}
+    struct grant **list = arg, *g = of_node(n);
 
-static void end_one(struct cuc__hnode *n, void *arg)
-{
-    const struct end_all *a = arg;
-    struct lease *e = of_node(n);
-
-    e->ops->end(e->obj, e->id, a->why);
+    memcpy(g->ending, g->bits, WORDS(g->n) * sizeof(uint64_t));
+    memset(g->bits, 0, WORDS(g->n) * sizeof(uint64_t)); /* a sender's end_held passes by */
+    g->held = 0;
+    g->next_end = *list;
+    *list = g; /* the table's reference is now the walk's */
 }
 
 void cuc__leases_end_all(struct cuc__leases *l, int why)
 {
-    struct end_all a = {l, why};
-    struct grant *dead = NULL;
+    struct grant *list = NULL;
     struct cuc__htab tab;
 
     pthread_mutex_lock(&l->lock);
-    tab = l->by_id;
-    l->by_id = (struct cuc__htab){NULL, 0, 0};
+    tab = l->by_block;
+    l->by_block = (struct cuc__htab){NULL, 0, 0};
     l->count = 0;
     if (why == CUC__LEASE_PEER_CLOSED || why == CUC__LEASE_CHANNEL_CLOSED)
         l->over = 1;
-    cuc__htab_each(&tab, mark_ended, NULL);
+    cuc__htab_each(&tab, take_all, &list);
     pthread_mutex_unlock(&l->lock);
-    /* the ends run unlocked, on a table no other thread can see; the
-     * entries' grant references keep them until the ends are done */
-    cuc__htab_each(&tab, end_one, &a);
+    cuc__htab_free(&tab);
+    /* the ends run unlocked; each grant is kept by the walk's reference */
+    for (struct grant *g = list; g; g = g->next_end)
+        for (uint32_t i = 0; i < g->n; i++)
+            if (bit(g->ending, i))
+                g->e[i].ops->end(g->e[i].obj, g->block << CUC__LEASE_INDEX_BITS | i, why);
     pthread_mutex_lock(&l->lock);
-    cuc__htab_each(&tab, unhold_entry, &dead);
+    while (list) {
+        struct grant *next = list->next_end;
+        grant_put_locked(list);
+        list = next;
+    }
     pthread_cond_broadcast(&l->cond);
     pthread_mutex_unlock(&l->lock);
-    free_dead(dead);
-    cuc__htab_free(&tab);
 }
 
 size_t cuc__leases_count(struct cuc__leases *l)

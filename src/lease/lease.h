@@ -51,8 +51,8 @@ struct cuc__leases {
     struct cuc__link *link; /* releases go out on it (a reference) */
     pthread_mutex_t lock;
     pthread_cond_t cond;    /* broadcast when a lease ends */
-    struct cuc__htab by_id; /* granted leases (struct lease in lease.c) */
-    size_t count;           /* leases in by_id */
+    struct cuc__htab by_block; /* granted leases, a grant a message (lease.c) */
+    size_t count;              /* leases held */
     int over;               /* peer gone or channel closed: none can be added */
     uint64_t refused;       /* messages the peer refused (refused records) */
     /* objects kept for the peer until the table goes (wire.h:
@@ -77,12 +77,15 @@ void cuc__leases_stamp(struct cuc__leases *l, cuc_msg *m);
 
 /* ---- exporter side ---- */
 
-/* A lease id unique in this process (never 0), for a record payload. */
+/* A lease id unique in this process (never 0) for a lease of its own: the
+ * first of a block no message has (wire.h). A message's leases have the
+ * ids its attachments got. */
 uint64_t cuc__lease_id_next(void);
 
-/* Registers lease id (not 0, not already held) of obj; ops->end(obj, id,
- * why) runs once when it ends (ops->begin is the caller's to call).
- * CUC_E_PEER_CLOSED if the peer already went (nothing would release it). */
+/* Registers lease id (one cuc__lease_id_next() gave, not already held) of
+ * obj; ops->end(obj, id, why) runs once when it ends (ops->begin is the
+ * caller's to call). CUC_E_PEER_CLOSED if the peer already went (nothing
+ * would release it). */
 int cuc__leases_add(struct cuc__leases *l, uint64_t id,
                     const struct cuc__lease_ops *ops, void *obj);
 /* Forgets lease id without running its end (CUC_E_NOT_FOUND if not held). */

@@ -360,8 +360,7 @@ static int add_ipc(cuc_msg *m, cuc_buffer *b)
     cuc__ipc_fill(root, &rec);
     rec.offset = b->offset;
     rec.size = b->size;
-    rec.lease_id = cuc__lease_id_next();
-    rc = cuc__msg_lease_attach(m, rec.lease_id, &cuc__buffer_lease_ops, b);
+    rc = cuc__msg_lease_attach(m, &cuc__buffer_lease_ops, b, &rec.lease_id);
     if (rc)
         return rc;
     rc = cuc__ipc_buffer_rec_put(m, &rec);
@@ -404,8 +403,7 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
     /* The record and its lease in one: the message keeps b, and b's record
      * is written from b when the message is encoded. */
     view = b->offset != 0 || (b->root && b->size != b->root->size);
-    rc = cuc__buffer_rec_add_leased(m, view, cuc__lease_id_next(), &cuc__buffer_lease_ops,
-                                    b, held);
+    rc = cuc__buffer_rec_add_leased(m, view, &cuc__buffer_lease_ops, b, held);
     if (rc && held)
         cuc__buffer_lease_ops.unref(b);
     return rc;

@@ -61,10 +61,9 @@ int cuc_msg_add_vmm(cuc_msg *m, const cuc_vmm *cv)
         rc = export_fds(v, fds);
     if (rc)
         return rc;
-    id = cuc__lease_id_next();
     /* The lease first: a record whose lease is missing could let the
      * exporter free memory the importer maps. */
-    rc = cuc__msg_lease_attach(m, id, &cuc__vmm_lease_ops, v);
+    rc = cuc__msg_lease_attach(m, &cuc__vmm_lease_ops, v, &id);
     if (rc) {
         cuc__close_fds(fds, v->nchunks);
         return rc;

@@ -7,6 +7,7 @@
 #include "os/fd.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -595,27 +596,29 @@ int cuc__msg_take_record_fd(cuc_msg *m, size_t index, uint32_t k, int *fd)
 
 /* ---- attachments and origin ---- */
 
-static int attach(cuc_msg *m, uint64_t lease_id, const struct cuc__lease_ops *ops,
-                  void *obj, int take_ref);
-
-int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
-                          const struct cuc__lease_ops *ops, void *obj)
+uint64_t cuc__msg_lease_block_next(void)
 {
-    return attach(m, lease_id, ops, obj, 1);
+    static _Atomic uint64_t next = 1;
+
+    return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
 }
 
-int cuc__msg_lease_attach_held(cuc_msg *m, uint64_t lease_id,
-                               const struct cuc__lease_ops *ops, void *obj)
+/* The id attachment i of m has (its block taken at the first). */
+static uint64_t lease_id_of(cuc_msg *m, size_t i)
 {
-    return attach(m, lease_id, ops, obj, 0);
+    if (i == 0)
+        m->lease_block = cuc__msg_lease_block_next();
+    return m->lease_block << CUC__LEASE_INDEX_BITS | i;
 }
 
-static int attach(cuc_msg *m, uint64_t lease_id, const struct cuc__lease_ops *ops,
-                  void *obj, int take_ref)
+static int attach(cuc_msg *m, const struct cuc__lease_ops *ops, void *obj, int take_ref,
+                  uint64_t *lease_id)
 {
-    if (!m || !ops || !obj || lease_id == 0)
-        return cuc__seterr(CUC_E_INVALID, "cuc__msg_lease_attach: %s",
-                           lease_id ? "NULL argument" : "lease id 0 is reserved");
+    if (!m || !ops || !obj || !lease_id)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_lease_attach: NULL argument");
+    if (m->natts >= CUC__LEASE_PER_BLOCK)
+        return cuc__seterr(CUC_E_LIMIT, "a message holds at most %u objects with leases",
+                           CUC__LEASE_PER_BLOCK);
     if (m->natts == m->att_cap) {
         size_t cap = m->att_cap ? 2 * m->att_cap : 8;
         void *p = realloc(m->atts, cap * sizeof(*m->atts));
@@ -628,8 +631,21 @@ static int attach(cuc_msg *m, uint64_t lease_id, const struct cuc__lease_ops *op
     }
     if (take_ref)
         ops->ref(obj);
-    m->atts[m->natts++] = (struct cuc__lease_att){lease_id, ops, obj};
+    *lease_id = lease_id_of(m, m->natts);
+    m->atts[m->natts++] = (struct cuc__lease_att){*lease_id, ops, obj};
     return 0;
+}
+
+int cuc__msg_lease_attach(cuc_msg *m, const struct cuc__lease_ops *ops, void *obj,
+                          uint64_t *lease_id)
+{
+    return attach(m, ops, obj, 1, lease_id);
+}
+
+int cuc__msg_lease_attach_held(cuc_msg *m, const struct cuc__lease_ops *ops, void *obj,
+                               uint64_t *lease_id)
+{
+    return attach(m, ops, obj, 0, lease_id);
 }
 
 /* ---- deferred records: the payload written by the attachment, when
@@ -657,8 +673,6 @@ static int check_room(const cuc_msg *m, uint32_t len)
     if (m->wire_len + CUC__WIRE_REC_HDR + cuc__pad8(len) > CUC_MSG_MAX_BYTES)
         return cuc__seterr(CUC_E_LIMIT, "message would be more than the maximum of %u "
                            "bytes", CUC_MSG_MAX_BYTES);
-    if (m->natts >= CUC__REC_DEFERRED)
-        return cuc__seterr(CUC_E_LIMIT, "message already holds %zu attachments", m->natts);
     return 0;
 }
 
@@ -666,19 +680,19 @@ static int check_room(const cuc_msg *m, uint32_t len)
  * written the side arena of gets no new deferred record (its slots would
  * not cover it). */
 static int add_written(cuc_msg *m, uint16_t type, uint16_t version, uint32_t len,
-                       uint64_t lease_id, const struct cuc__lease_ops *ops, void *obj,
-                       int held)
+                       const struct cuc__lease_ops *ops, void *obj, int held)
 {
     uint8_t p[CUC__DEFERRED_MAX];
+    uint64_t lease_id;
     int rc = cuc__msg_reserve(m, (size_t)m->nrecs + 1, m->nfds,
                               cuc__pad8(m->data_len) + len);
 
     if (rc)
         return rc;
-    ops->put(obj, type, lease_id, p);
-    rc = attach(m, lease_id, ops, obj, !held);
+    rc = attach(m, ops, obj, !held, &lease_id);
     if (rc)
         return rc;
+    ops->put(obj, type, lease_id, p);
     rc = cuc__msg_add_record(m, type, version, p, len, NULL, 0);
     if (rc) {
         m->natts--; /* the attach, undone */
@@ -689,10 +703,10 @@ static int add_written(cuc_msg *m, uint16_t type, uint16_t version, uint32_t len
 }
 
 int cuc__msg_add_leased(cuc_msg *m, uint16_t type, uint16_t version, uint32_t len,
-                        uint64_t lease_id, const struct cuc__lease_ops *ops, void *obj,
-                        int held)
+                        const struct cuc__lease_ops *ops, void *obj, int held)
 {
     struct cuc__wire_rec *r;
+    uint64_t lease_id;
     int rc;
 
     if (!m || !ops || !ops->put || !obj)
@@ -703,10 +717,10 @@ int cuc__msg_add_leased(cuc_msg *m, uint16_t type, uint16_t version, uint32_t le
     if (rc)
         return rc;
     if (__atomic_load_n(&m->side, __ATOMIC_RELAXED))
-        return add_written(m, type, version, len, lease_id, ops, obj, held);
+        return add_written(m, type, version, len, ops, obj, held);
     rc = cuc__msg_reserve(m, (size_t)m->nrecs + 1, m->nfds, m->data_len);
     if (!rc)
-        rc = attach(m, lease_id, ops, obj, !held);
+        rc = attach(m, ops, obj, !held, &lease_id);
     if (rc)
         return rc;
     r = &m->recs[m->nrecs++];

@@ -94,6 +94,7 @@ struct cuc_msg {
      * NULL; freed by the destroy. Set once, atomically: readers may share
      * a message. */
     uint8_t *side;
+    uint64_t lease_block; /* its attachments' lease ids' block (wire.h), once it has one */
     struct cuc__wire_rec rec_inline[CUC__MSG_INLINE_RECS];
     int fd_inline[CUC__MSG_INLINE_FDS];
     _Alignas(8) uint8_t data_inline[CUC__MSG_INLINE_DATA];

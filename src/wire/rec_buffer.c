@@ -47,14 +47,14 @@ int cuc__buffer_rec_put(cuc_msg *m, const struct cuc_buffer_record *r)
                                CUC__BUFFER_PAYLOAD, NULL, 0);
 }
 
-int cuc__buffer_rec_add_leased(cuc_msg *m, int view, uint64_t lease_id,
-                               const struct cuc__lease_ops *ops, void *obj, int held)
+int cuc__buffer_rec_add_leased(cuc_msg *m, int view, const struct cuc__lease_ops *ops,
+                               void *obj, int held)
 {
     if (view)
         return cuc__msg_add_leased(m, CUC_RECORD_BUFFER_VIEW, CUC_RECORD_BUFFER_VIEW_VERSION,
-                                   CUC__BUFFER_VIEW_PAYLOAD, lease_id, ops, obj, held);
+                                   CUC__BUFFER_VIEW_PAYLOAD, ops, obj, held);
     return cuc__msg_add_leased(m, CUC_RECORD_BUFFER, CUC_RECORD_BUFFER_VERSION,
-                               CUC__BUFFER_PAYLOAD, lease_id, ops, obj, held);
+                               CUC__BUFFER_PAYLOAD, ops, obj, held);
 }
 
 /* The part [off, off + size) of an allocation of alloc bytes, checked

@@ -80,9 +80,9 @@ int cuc__buffer_rec_put(cuc_msg *m, const struct cuc_buffer_record *r);
 void cuc__buffer_rec_write(const struct cuc_buffer_record *r, uint8_t *p);
 /* A buffer record (view: a buffer view record) that obj's ops->put writes
  * with cuc__buffer_rec_write when the message is encoded, attached under
- * lease_id (wire.h: cuc__msg_add_leased). */
-int cuc__buffer_rec_add_leased(cuc_msg *m, int view, uint64_t lease_id,
-                               const struct cuc__lease_ops *ops, void *obj, int held);
+ * the message's next lease id (wire.h: cuc__msg_add_leased). */
+int cuc__buffer_rec_add_leased(cuc_msg *m, int view, const struct cuc__lease_ops *ops,
+                               void *obj, int held);
 int cuc__ipc_buffer_rec_put(cuc_msg *m, const struct cuc_ipc_buffer_record *r);
 /* The message takes fds[0..nchunks) (closed on failure too); CUC_E_LIMIT,
  * the message unchanged and the fds closed, when it has no room. */

@@ -138,16 +138,25 @@ struct cuc__lease_ops {
     void (*put)(const void *obj, uint16_t type, uint64_t lease_id, uint8_t *payload);
 };
 
-/* Attaches obj under lease_id (not 0): ops->ref(obj) now. */
-int cuc__msg_lease_attach(cuc_msg *m, uint64_t lease_id,
-                          const struct cuc__lease_ops *ops, void *obj);
+/* Lease ids: a message's leases are one block, lease i the message's
+ * attachment i: block << CUC__LEASE_INDEX_BITS | i, so that a lease table
+ * keeps a sent message's leases as one grant (lease/lease.h). Blocks are
+ * unique in the process and never 0. */
+#define CUC__LEASE_INDEX_BITS 16u
+#define CUC__LEASE_PER_BLOCK (1u << CUC__LEASE_INDEX_BITS) /* = CUC_MSG_MAX_RECORDS */
+uint64_t cuc__msg_lease_block_next(void);
+
+/* Attaches obj under the message's next lease id (*lease_id):
+ * ops->ref(obj) now. CUC_E_LIMIT past CUC__LEASE_PER_BLOCK attachments. */
+int cuc__msg_lease_attach(cuc_msg *m, const struct cuc__lease_ops *ops, void *obj,
+                          uint64_t *lease_id);
 /* cuc__msg_lease_attach() for an obj the caller has already taken the
  * message's reference to (its ops->ref done): on failure that reference
  * stays the caller's. */
-int cuc__msg_lease_attach_held(cuc_msg *m, uint64_t lease_id,
-                               const struct cuc__lease_ops *ops, void *obj);
-/* Attaches obj under lease_id (ops->ref(obj) unless held: then the
- * caller's reference is the message's, and stays the caller's on
+int cuc__msg_lease_attach_held(cuc_msg *m, const struct cuc__lease_ops *ops, void *obj,
+                               uint64_t *lease_id);
+/* Attaches obj under the next lease id (ops->ref(obj) unless held: then
+ * the caller's reference is the message's, and stays the caller's on
  * failure) and appends a record of type, version and len bytes (no fds,
  * at most CUC__DEFERRED_MAX: msg_impl.h) whose payload the message does
  * not keep: ops->put writes it each time the message is encoded, and once
@@ -155,8 +164,7 @@ int cuc__msg_lease_attach_held(cuc_msg *m, uint64_t lease_id,
  * 44 bytes a buffer, not 148. ops->put must write a payload inside the
  * type's shape (its reserved field 0): it is not checked. */
 int cuc__msg_add_leased(cuc_msg *m, uint16_t type, uint16_t version, uint32_t len,
-                        uint64_t lease_id, const struct cuc__lease_ops *ops, void *obj,
-                        int held);
+                        const struct cuc__lease_ops *ops, void *obj, int held);
 /* Undoes the last attach (ops->unref runs), for an add that fails after
  * attaching. */
 void cuc__msg_lease_pop(cuc_msg *m);
