@@ -37,22 +37,6 @@ struct cuc__wire_rec {
 #define CUC__WIRE_REC_AS_BYTES 1
 #else
 #define CUC__WIRE_REC_AS_BYTES 0
-/* The payload of deferred record r to p (its padded length; the writer
- * fills len bytes, the pad is zeroed here). */
-static inline void cuc__msg_put_deferred(const cuc_msg *m, const struct cuc__wire_rec *r,
-                                         uint8_t *p)
-{
-    const struct cuc__lease_att *a = &m->atts[r->off & ~CUC__REC_DEFERRED];
-
-    a->ops->put(a->obj, r->type, a->id, p);
-    if (r->len & 7u)
-        memset(p + r->len, 0, 8u - (r->len & 7u));
-}
-/* The payload of deferred record w, for a reader: CUC_E_NOMEM when the
- * side arena cannot be had. */
-int cuc__msg_deferred_payload(const cuc_msg *m, const struct cuc__wire_rec *w,
-                              const uint8_t **payload);
-
 #endif
 
 /* What a message holds beyond its inline storage (cuc_msg.holds): a
