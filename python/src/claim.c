@@ -54,7 +54,6 @@ static struct keytab table;
 static struct queue *queues;
 static size_t queued; /* ops and drops waiting, over all queues */
 static int flushing, started, asleep, closing;
-static pthread_t flusher;
 static struct drop {
     cuc_buffer *b;  /* a reference to drop */
     struct uses u;  /* the imports whose user it was */
@@ -182,14 +181,9 @@ static void *flush_main(void *arg)
 
 static int start_locked(void)
 {
-    pthread_attr_t attr;
-
     if (started)
         return 0;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    started = pthread_create(&flusher, &attr, flush_main, NULL) == 0;
-    pthread_attr_destroy(&attr);
+    started = py_thread_detached(flush_main, NULL) == 0;
     return started ? 0 : CUC_E_NOMEM;
 }
 

@@ -129,6 +129,9 @@ PyObject *py_raise_named(const char *cls, const char *code, const char *fmt, ...
 pid_t py_pid(void);
 /* 0 if obj was made in this process; else raises (inherited through fork). */
 int py_check_pid(pid_t pid, const char *what);
+/* thread.c: fn(arg) on a new detached thread: 0, or -1 when none could
+ * start. */
+int py_thread_detached(void *(*fn)(void *), void *arg);
 
 /* live.c: this process's Python object of a cucore object (identity across
  * pickle round trips). Borrowed lookups return a new reference or NULL

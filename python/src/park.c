@@ -82,15 +82,9 @@ static void *park_main(void *arg)
 
 static int start_locked(void)
 {
-    pthread_attr_t attr;
-    pthread_t t;
-
     if (started)
         return 0;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    started = pthread_create(&t, &attr, park_main, NULL) == 0;
-    pthread_attr_destroy(&attr);
+    started = py_thread_detached(park_main, NULL) == 0;
     return started ? 0 : -1;
 }
 

@@ -276,14 +276,10 @@ static void *conn_main(void *arg)
 
 static void *accept_main(void *arg)
 {
-    pthread_attr_t attr;
     cuc_channel *ch;
-    pthread_t t;
     int rc;
 
     (void)arg;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     while (!srv.stopping) {
         rc = cuc_listener_accept(srv.l, -1, &ch);
         if (rc) {
@@ -291,10 +287,9 @@ static void *accept_main(void *arg)
                 usleep(10000);
             continue;
         }
-        if (srv.stopping || pthread_create(&t, &attr, conn_main, ch))
+        if (srv.stopping || py_thread_detached(conn_main, ch))
             cuc_channel_destroy(ch);
     }
-    pthread_attr_destroy(&attr);
     return NULL;
 }
 
