@@ -6,8 +6,8 @@
  *   pool buffers, first send   n fresh buffers (allocated before the clock
  *       starts) in one message: cuc_msg_add_buffer each (the driver's
  *       cuMemPoolExportPointer, computed now and cached), cuc_channel_send;
- *       the importer receives, cuc_msg_get_buffer each
- *       (cuMemPoolImportPointer), frees them all (cuc_buffer_unref_many_async:
+ *       the importer receives, cuc_msg_get_buffers for all of them
+ *       (cuMemPoolImportPointer each), frees them all (cuc_buffer_unref_many_async:
  *       cuMemFreeAsync each, one cuStreamSynchronize, one release
  *       message); the clock stops when the exporter has seen every
  *       lease end (cuc_pool_lease_wait). Raw: cuMemPoolExportPointer each,
@@ -161,8 +161,7 @@ static int importer_cucore(int fd, const char *uuid, int ord, int report)
         if (!pool || n == 0 || n > MAX_N)
             bench_fail("cucore importer: %zu buffers in a message (pool %s)", n,
                        pool ? "imported" : "not yet imported");
-        for (size_t i = 0; i < n; i++)
-            bench_ok(cuc_msg_get_buffer(m, i, &bufs[i]), "cuc_msg_get_buffer");
+        bench_ok(cuc_msg_get_buffers(m, 0, n, bufs), "cuc_msg_get_buffers");
         if (check) {
             cuc_device *d;
             cuc_stream *s;

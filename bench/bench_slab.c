@@ -9,7 +9,7 @@
  *       the round before, once their leases ended and their free's event
  *       completed), cuc_msg_add_buffer each, cuc_channel_send, the
  *       exporter's unrefs (deferred); the importer receives,
- *       cuc_msg_get_buffer each (no driver call), cuc_buffer_unref_many_async;
+ *       cuc_msg_get_buffers for all (no driver call), cuc_buffer_unref_many_async;
  *       the clock stops when the exporter has seen the n leases end.
  *   slab, fresh      the same with an allocator of which nothing is kept:
  *       every round allocates a new slab, exports it once and the importer

@@ -6,7 +6,7 @@
  *       allocation that the importer has imported already (it keeps one
  *       view of it from the start): cuc_buffer_view each, cuc_msg_add_buffer
  *       each, cuc_channel_send, the exporter's unrefs (deferred); the
- *       importer receives, cuc_msg_get_buffer each (no driver call),
+ *       importer receives, cuc_msg_get_buffers for all (no driver call),
  *       cuc_buffer_unref_many_async; the clock stops when the exporter has
  *       seen the n leases end (cuc_pool_lease_wait).
  *   Raw: n fresh pool allocations (made before the clock starts):

@@ -65,8 +65,7 @@ static int importer(int chfd, int sock)
         } else if (!keep) {
             bench_ok(cuc_msg_get_buffer(m, 0, &keep), "cuc_msg_get_buffer");
         } else {
-            for (size_t i = 0; i < n; i++)
-                bench_ok(cuc_msg_get_buffer(m, i, &bufs[i]), "cuc_msg_get_buffer");
+            bench_ok(cuc_msg_get_buffers(m, 0, n, bufs), "cuc_msg_get_buffers");
             bench_ok(cuc_buffer_unref_many_async(bufs, n, NULL), "unref_many");
         }
         cuc_msg_destroy(m);

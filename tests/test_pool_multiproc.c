@@ -566,6 +566,102 @@ static void test_batch_free(void)
     cuc_pool_unref(p);
 }
 
+/* ---- many buffers at once (cuc_msg_get_buffers) ----
+ * The first message: the pool, GET_N buffers (more than two of the
+ * function's runs of 64), a device record, GET_TAIL buffers; the second:
+ * buffers of a pool the child never gets. */
+#define GET_N 150
+#define GET_TAIL 10
+
+static int child_get_many(int argc, char **argv)
+{
+    cuc_channel *ch = ct_child_channel();
+    cuc_buffer *b[GET_N], *t[GET_TAIL], *x[4], *again;
+    cuc_msg *m = ct_recv(ch), *m2 = ct_recv(ch);
+    cuc_pool *p;
+
+    CHECK(argc == 1);
+    p = get_checked_pool(m, 0, argv[0], -1);
+    CHECK_OK(cuc_msg_get_buffers(m, 1, GET_N, b));
+    for (int j = 0; j < GET_N; j++) {
+        CHECK(cuc_buffer_size(b[j]) == 8192 + (size_t)j && cuc_buffer_is_imported(b[j]));
+        CHECK(pt_holds(b[j], seed_of(6, 0, j)));
+        CHECK_OK(cuc_msg_get_buffer(m, (size_t)j + 1, &again));
+        CHECK(again == b[j]); /* one import, whichever call made it */
+        CHECK_OK(cuc_buffer_unref_async(again, NULL));
+    }
+    /* all or nothing: a range that meets the device record, the pool
+     * record, or runs past the message writes nothing and keeps nothing */
+    memset(x, 0, sizeof(x));
+    CHECK_RC(cuc_msg_get_buffers(m, GET_N - 1, 3, x), CUC_E_INVALID);
+    CHECK_RC(cuc_msg_get_buffers(m, 0, 2, x), CUC_E_INVALID);
+    CHECK_RC(cuc_msg_get_buffers(m, GET_N + 2, GET_TAIL + 1, x), CUC_E_INVALID);
+    CHECK_RC(cuc_msg_get_buffers(m2, 0, 3, x), CUC_E_POOL_NOT_IMPORTED);
+    CHECK_RC(cuc_msg_get_buffers(NULL, 0, 1, x), CUC_E_INVALID);
+    CHECK(!x[0] && !x[1] && !x[2]);
+    CHECK_OK(cuc_msg_get_buffers(m, 1, 0, NULL));
+    CHECK_OK(cuc_msg_get_buffers(m, GET_N + 2, GET_TAIL, t));
+    for (int j = 0; j < GET_TAIL; j++)
+        CHECK(pt_holds(t[j], seed_of(6, 0, GET_N + j)));
+    CHECK_OK(cuc_buffer_unref_many_async(b, GET_N, NULL));
+    CHECK_OK(cuc_buffer_unref_many_async(t, GET_TAIL, NULL));
+    cuc_msg_destroy(m2);
+    cuc_msg_destroy(m);
+    cuc_pool_unref(p);
+    ct_send_empty(ch);
+    cuc_channel_destroy(ch); /* the never-imported buffers' leases end with it */
+    return test_finish();
+}
+
+static void test_get_many(void)
+{
+    cuc_buffer *bufs[GET_N + GET_TAIL], *other[3];
+    char env[512], uuid[CUC_UUID_STRLEN];
+    const char *args[2] = {uuid, NULL};
+    cuc_pool *p = new_pool(devs[0], CUC_POOL_DEVICE), *q = new_pool(devs[0], CUC_POOL_DEVICE);
+    cuc_device *d;
+    cuc_channel *ch;
+    cuc_msg *m, *m2;
+    pid_t pid;
+
+    snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(devs[0]));
+    pt_child_cvd(env, sizeof(env));
+    ch = ct_start("get_many", args, env, &pid);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_pool(m, p));
+    for (int j = 0; j < GET_N + GET_TAIL; j++) {
+        if (j == GET_N) {
+            CHECK_OK(cuc_device_get(0, &d));
+            CHECK_OK(cuc_msg_add_device(m, d));
+        }
+        CHECK_OK(cuc_buffer_alloc_async(p, 8192 + (size_t)j, NULL, &bufs[j]));
+        pt_fill(bufs[j], seed_of(6, 0, j));
+        CHECK_OK(cuc_msg_add_buffer(m, bufs[j]));
+    }
+    CHECK_OK(cuc_msg_create(&m2));
+    for (int j = 0; j < 3; j++) {
+        CHECK_OK(cuc_buffer_alloc_async(q, 4096, NULL, &other[j]));
+        CHECK_OK(cuc_msg_add_buffer(m2, other[j]));
+    }
+    CHECK_OK(cuc_channel_send(ch, m));
+    CHECK_OK(cuc_channel_send(ch, m2));
+    cuc_msg_destroy(m);
+    cuc_msg_destroy(m2);
+    free_all(bufs, GET_N + GET_TAIL);
+    free_all(other, 3);
+    ct_wait_empty(ch);
+    /* every buffer the child took, in runs or alone, is released once */
+    CHECK_OK(cuc_pool_lease_wait(p, ch, 0, RECV_MS));
+    CHECK(pool_leases(p) == 0 && pt_used(p) == 0);
+    CHECK(pool_leases(q) == 3); /* never imported: until the child's end goes */
+    CHECK(wait_child(pid) == 0);
+    CHECK_OK(cuc_pool_lease_wait(q, ch, 0, RECV_MS));
+    CHECK(pt_used(q) == 0);
+    cuc_channel_destroy(ch);
+    cuc_pool_unref(p);
+    cuc_pool_unref(q);
+}
+
 struct thread_res {
     const cuc_msg *m;
     int t;
@@ -782,6 +878,8 @@ int main(int argc, char **argv)
             return child_reader(argc - 3, argv + 3);
         if (!strcmp(role, "batch"))
             return child_batch(argc - 3, argv + 3);
+        if (!strcmp(role, "get_many"))
+            return child_get_many(argc - 3, argv + 3);
         if (!strcmp(role, "threads"))
             return child_threads(argc - 3, argv + 3);
         if (!strcmp(role, "hold"))
@@ -800,6 +898,7 @@ int main(int argc, char **argv)
     test_two_messages();
     test_two_children();
     test_batch_free();
+    test_get_many();
     test_four_threads();
     FD_CHECK_NO_LEAK();
     return test_finish();

@@ -103,6 +103,13 @@ static int child_reversed(int argc, char **argv)
     CHECK_OK(cuc_msg_get_buffer(m, 4, &again)); /* record 4 is view 3 */
     CHECK(again == v[3]);
     CHECK_OK(cuc_buffer_unref_async(again, NULL));
+    {
+        cuc_buffer *w2[NV]; /* the same views in one call, the same objects */
+        CHECK_OK(cuc_msg_get_buffers(m, 1, NV, w2));
+        for (size_t i = 0; i < NV; i++)
+            CHECK(w2[i] == v[i]);
+        CHECK_OK(cuc_buffer_unref_many_async(w2, NV, NULL));
+    }
     memset(w, 0xa7, sizeof(w));
     CHECK_OK(cuc_memcpy(cuc_buffer_ptr(v[3]), w, VSZ, NULL));
     cuc_msg_destroy(m);

@@ -306,6 +306,17 @@ CUC_API int cuc_msg_read_ipc_buffer(const cuc_msg *msg, size_t index,
  * (as a device record) for a GPU not visible here. */
 CUC_API int cuc_msg_get_buffer(const cuc_msg *msg, size_t index, cuc_buffer **buf);
 
+/* cuc_msg_get_buffer() of records first .. first + n - 1 into bufs[0..n),
+ * a new reference each: the same buffers, the same errors (the first one
+ * met), at a lower cost a buffer (the pool looked up once and its lock
+ * taken once for each run of up to 64 records of one pool). All or
+ * nothing: on failure bufs is not written and no reference is taken (any
+ * buffer already imported for the call is dropped again).
+ * CUC_E_INVALID also for a NULL argument or a range past the message's
+ * records. CUC_E_NOMEM. */
+CUC_API int cuc_msg_get_buffers(const cuc_msg *msg, size_t first, size_t n,
+                                cuc_buffer **bufs);
+
 #ifdef __cplusplus
 }
 #endif

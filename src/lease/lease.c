@@ -182,17 +182,18 @@ uint64_t cuc__lease_id_next(void)
 }
 
 /* Takes lease i of g out of the table (l->lock held, the lease held): its
- * end's arguments into *x; the grant leaves the table with its last. */
-static void take_entry_locked(struct cuc__leases *l, struct grant *g, uint32_t i,
-                              struct ended *x)
+ * end's arguments into *x. 1 when that was g's last: g left the table,
+ * whose reference to it is the caller's to drop. */
+static int take_entry_locked(struct cuc__leases *l, struct grant *g, uint32_t i,
+                             struct ended *x)
 {
     *x = (struct ended){g->block << CUC__LEASE_INDEX_BITS | i, g->e[i].ops, g->e[i].obj};
     bit_clear(g->bits, i);
     l->count--;
-    if (--g->held == 0) {
-        cuc__htab_remove(&l->by_block, &g->node);
-        grant_put_locked(g);
-    }
+    if (--g->held)
+        return 0;
+    cuc__htab_remove(&l->by_block, &g->node);
+    return 1;
 }
 
 /* The lease id, out of the table (l->lock held): 1 with *x, or 0 (an id
@@ -204,7 +205,8 @@ static int take_locked(struct cuc__leases *l, uint64_t id, struct ended *x)
 
     if (!g || i >= g->n || !bit(g->bits, i))
         return 0;
-    take_entry_locked(l, g, i, x);
+    if (take_entry_locked(l, g, i, x))
+        grant_put_locked(g);
     return 1;
 }
 
@@ -322,8 +324,8 @@ static void end_held(struct cuc__leases *l, struct grant *g, int why)
         size_t k = 0;
         pthread_mutex_lock(&l->lock);
         for (; i < g->n && k < CUC_ARRAY_LEN(x); i++)
-            if (bit(g->bits, i))
-                take_entry_locked(l, g, i, &x[k++]);
+            if (bit(g->bits, i) && take_entry_locked(l, g, i, &x[k++]))
+                g->refs--; /* the table's; not the last: the caller holds one */
         pthread_mutex_unlock(&l->lock);
         if (k)
             finish(l, x, k, why);

@@ -443,3 +443,102 @@ int cuc_msg_get_buffer(const cuc_msg *m, size_t index, cuc_buffer **out)
         *out = b;
     return rc;
 }
+
+/* ---- many buffers of a message at once ---- */
+
+/* The most imports made under one hold of a pool's lock (their stale
+ * events wait in an array until it is released). */
+#define RUN_MAX 64u
+
+/* The buffers of the pool buffer records [i, i + n) of m that belong to
+ * pool, up to RUN_MAX of them under one hold of its lock: *took of them
+ * into out (references), stopping before a record of another pool or of
+ * another type. On failure none is left taken. */
+static int get_run(const cuc_msg *m, size_t i, size_t n, cuc_pool *pool,
+                   struct cuc__leases *leases, cuc_buffer **out, size_t *took)
+{
+    CUevent stale[2 * RUN_MAX] = {NULL};
+    struct cuc_buffer_record rec;
+    cuc_buffer *root = NULL;
+    size_t k = 0;
+    int rc = 0, type;
+
+    pthread_mutex_lock(&pool->lock);
+    for (; k < n && k < RUN_MAX; k++) {
+        struct cuc__upstream up = {leases, 0};
+        CUmemPoolPtrExportData d;
+        int fresh;
+        if (cuc_msg_record_type(m, i + k, &type) || type == CUC_RECORD_IPC_BUFFER)
+            break;
+        rc = cuc_msg_read_buffer(m, i + k, &rec);
+        if (rc)
+            break;
+        if (memcmp(rec.pool_id, pool->id, CUC_POOL_ID_LEN) != 0)
+            break;
+        up.id = rec.lease_id;
+        memcpy(d.reserved, rec.export_data, sizeof(d.reserved));
+        if (leases)
+            cuc__leases_ref(leases); /* up's: the buffer takes it over, or drops it */
+        root = NULL;
+        rc = root_locked(pool, &d, rec.alloc_size, &root, &fresh, &stale[2 * k]);
+        if (!rc)
+            rc = attach_locked(root, fresh, rec.offset, rec.size, &up, &out[k],
+                               &stale[2 * k + 1]);
+        if (rc) {
+            if (leases)
+                cuc__leases_unref(leases);
+            break;
+        }
+        root = NULL;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    for (size_t j = 0; j < 2 * k + 2 && j < 2 * RUN_MAX; j++)
+        if (stale[j] && cuc__device_activate(pool->dev) == 0)
+            CUC_DRV->cuEventDestroy(stale[j]);
+    if (root)
+        cuc_buffer_unref_async(root, NULL); /* the reference the find took */
+    if (rc) {
+        cuc_buffer_unref_many_async(out, k, NULL);
+        return rc;
+    }
+    *took = k;
+    return 0;
+}
+
+int cuc_msg_get_buffers(const cuc_msg *m, size_t first, size_t n, cuc_buffer **out)
+{
+    cuc_buffer *small[RUN_MAX], **got = small;
+    size_t done = 0, took;
+    int rc = 0, type;
+
+    if (!m || (n && !out))
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_buffers: NULL argument");
+    if (first > cuc_msg_record_count(m) || n > cuc_msg_record_count(m) - first)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_buffers: records %zu..%zu of a "
+                           "message of %zu", first, first + n, cuc_msg_record_count(m));
+    if (n > RUN_MAX && !(got = malloc(n * sizeof(*got))))
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for %zu buffers", n);
+    while (!rc && done < n) {
+        struct cuc_buffer_record rec;
+        cuc_pool *pool;
+        took = 1;
+        if (cuc_msg_record_type(m, first + done, &type) || type == CUC_RECORD_IPC_BUFFER ||
+            cuc_msg_read_buffer(m, first + done, &rec) || !(pool = cuc__pool_find(rec.pool_id))) {
+            /* one at a time, where cuc_msg_get_buffer names what is wrong */
+            rc = cuc_msg_get_buffer(m, first + done, &got[done]);
+        } else {
+            rc = get_run(m, first + done, n - done, pool, cuc__leases_of_msg(m), got + done,
+                         &took);
+            cuc_pool_unref(pool);
+        }
+        if (!rc)
+            done += took;
+    }
+    if (rc)
+        cuc_buffer_unref_many_async(got, done, NULL); /* nothing taken on failure */
+    else if (n)
+        memcpy(out, got, n * sizeof(*got));
+    if (got != small)
+        free(got);
+    return rc;
+}
