@@ -124,30 +124,32 @@ static uint64_t export_hash(const CUmemPoolPtrExportData *d)
     return cuc__hash_bytes(d->reserved, sizeof(d->reserved));
 }
 
-int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d)
+int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d, uint64_t hash)
 {
     int rc;
 
     b->export_data = *d;
-    b->node.hash = export_hash(d);
+    b->node.hash = hash ? hash : export_hash(d);
     rc = cuc__htab_insert(&b->pool->bufs, &b->node);
     b->have_export = rc == 0;
     return rc;
 }
 
-cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d)
+cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
+                                    uint64_t *hash)
 {
     cuc_buffer *last = pool->last_found;
 
+    *hash = 0;
     /* the records of many views of one allocation name it one after the
      * other: the one found last is compared before the export data is
      * hashed */
     if (last && last->state != CUC__BUF_FREEING &&
         memcmp(last->export_data.reserved, d->reserved, sizeof(d->reserved)) == 0)
         return last;
+    *hash = export_hash(d);
     for (;;) {
-        struct cuc__hnode *n = cuc__htab_find(&pool->bufs, export_hash(d), same_export,
-                                              d->reserved);
+        struct cuc__hnode *n = cuc__htab_find(&pool->bufs, *hash, same_export, d->reserved);
         if (!n)
             return NULL;
         if (of_node(n)->state != CUC__BUF_FREEING) {

@@ -79,11 +79,14 @@ int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
 void cuc__buffer_obj_free(cuc_buffer *b);
 
 /* ---- the pool's table by export data (pool->lock held) ---- */
-/* Makes b findable by d (recorded as its export data). */
-int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d);
+/* Makes b findable by d (recorded as its export data); hash is d's, as
+ * cuc__buffer_find_locked gave it, or 0 to have it computed. */
+int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d, uint64_t hash);
 /* The buffer of pool with export data d that is not being freed, waiting
- * for one that is, or NULL. */
-cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d);
+ * for one that is, or NULL; *hash is d's hash where it was computed, else
+ * 0 (an import indexes with it: one hash of 64 bytes, not two). */
+cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
+                                    uint64_t *hash);
 /* Removes b from the table. */
 void cuc__buffer_forget_locked(cuc_buffer *b);
 

@@ -53,7 +53,7 @@ int cuc__buffer_export(const cuc_buffer *cb, CUmemPoolPtrExportData *out)
                              cuc_device_uuid_string(pool->dev));
     pthread_mutex_lock(&pool->lock);
     if (!b->have_export)
-        rc = cuc__buffer_index_locked(b, &d);
+        rc = cuc__buffer_index_locked(b, &d, 0);
     if (!rc)
         *out = b->export_data;
     pthread_mutex_unlock(&pool->lock);
@@ -141,9 +141,11 @@ static int check_mapped(cuc_pool *pool, CUdeviceptr ptr, uint64_t alloc_size)
     return 0;
 }
 
-/* A new import of the allocation of export data d (refs 1, no lease yet). */
-static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
-                             uint64_t alloc_size, cuc_buffer **out)
+/* A new import of the allocation of export data d, of hash (or 0), with
+ * refs 1 and no lease yet. The pool's device is made current unless
+ * *active says this thread did so already (then set). */
+static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, uint64_t hash,
+                             uint64_t alloc_size, int *active, cuc_buffer **out)
 {
     CUmemPoolPtrExportData copy = *d;
     CUdeviceptr ptr = 0;
@@ -151,9 +153,12 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
     CUresult r;
     int rc;
 
-    rc = cuc__device_activate(pool->dev);
-    if (rc)
-        return rc;
+    if (!*active) {
+        rc = cuc__device_activate(pool->dev);
+        if (rc)
+            return rc;
+        *active = 1;
+    }
     r = CUC_DRV->cuMemPoolImportPointer(&ptr, pool->cu, &copy);
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuMemPoolImportPointer", "buffer of %llu bytes of pool "
@@ -164,7 +169,7 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
     if (!rc)
         rc = cuc__buffer_new(pool, ptr, (size_t)alloc_size, 1, &b);
     if (!rc) {
-        rc = cuc__buffer_index_locked(b, d);
+        rc = cuc__buffer_index_locked(b, d, hash);
         if (rc) {
             b->refs = 0;
             cuc__buffer_obj_free(b);
@@ -185,10 +190,11 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
  * a new one (a size that the first import gave differently is
  * CUC_E_BADMSG). *fresh says it was imported now. */
 static int root_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, uint64_t alloc_size,
-                       cuc_buffer **out, int *fresh, CUevent *stale)
+                       int *active, cuc_buffer **out, int *fresh, CUevent *stale)
 {
     static const struct cuc__upstream none;
-    cuc_buffer *b = cuc__buffer_find_locked(pool, d);
+    uint64_t hash;
+    cuc_buffer *b = cuc__buffer_find_locked(pool, d, &hash);
     int rc;
 
     *fresh = 0;
@@ -199,7 +205,7 @@ static int root_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, uint64_t
                          "this process, has this export data: it was freed here",
                          cuc__pool_id_hex(pool->id).s);
     else
-        rc = import_new_locked(pool, d, alloc_size, &b), *fresh = 1;
+        rc = import_new_locked(pool, d, hash, alloc_size, active, &b), *fresh = 1;
     if (!rc)
         *out = b;
     return rc;
@@ -278,11 +284,11 @@ static int import(cuc_pool *pool, const struct cuc_buffer_record *rec,
     CUmemPoolPtrExportData d;
     CUevent stale = NULL, stale2 = NULL;
     cuc_buffer *root = NULL, *b = NULL;
-    int rc, fresh;
+    int rc, fresh, active = 0;
 
     memcpy(d.reserved, rec->export_data, sizeof(d.reserved));
     pthread_mutex_lock(&pool->lock);
-    rc = root_locked(pool, &d, rec->alloc_size, &root, &fresh, &stale);
+    rc = root_locked(pool, &d, rec->alloc_size, &active, &root, &fresh, &stale);
     if (!rc)
         rc = attach_locked(root, fresh, rec->offset, rec->size, up, &b, &stale2);
     pthread_mutex_unlock(&pool->lock);
@@ -461,7 +467,7 @@ static int get_run(const cuc_msg *m, size_t i, size_t n, cuc_pool *pool,
     struct cuc_buffer_record rec;
     cuc_buffer *root = NULL;
     size_t k = 0;
-    int rc = 0, type;
+    int rc = 0, type, active = 0;
 
     pthread_mutex_lock(&pool->lock);
     for (; k < n && k < RUN_MAX; k++) {
@@ -480,7 +486,7 @@ static int get_run(const cuc_msg *m, size_t i, size_t n, cuc_pool *pool,
         if (leases)
             cuc__leases_ref(leases); /* up's: the buffer takes it over, or drops it */
         root = NULL;
-        rc = root_locked(pool, &d, rec.alloc_size, &root, &fresh, &stale[2 * k]);
+        rc = root_locked(pool, &d, rec.alloc_size, &active, &root, &fresh, &stale[2 * k]);
         if (!rc)
             rc = attach_locked(root, fresh, rec.offset, rec.size, &up, &out[k],
                                &stale[2 * k + 1]);
