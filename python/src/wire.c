@@ -72,6 +72,8 @@ static PyObject *resolve_one(cuc_msg *m, size_t i, int type)
         rc = cuc_msg_get_pool(m, i, (cuc_pool **)&obj);
         return rc ? py_raise(rc) : pool_wrap(obj);
     case CUC_RECORD_BUFFER:
+    case CUC_RECORD_BUFFER_VIEW: /* a view or a slab's buffer */
+    case CUC_RECORD_IPC_BUFFER:  /* wrapped cuMemAlloc memory */
         rc = cuc_msg_get_buffer(m, i, (cuc_buffer **)&obj);
         return rc ? py_raise(rc) : buffer_wrap(obj);
     case CUC_RECORD_VMM:

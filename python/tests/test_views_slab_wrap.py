@@ -2,7 +2,9 @@
 CUDA IPC) through pickle, to children that see the GPUs in another order:
 bytes checked both ways, leases, the same part twice is one object."""
 import ctypes
+import os
 import pickle
+import tempfile
 import time
 
 import pytest
@@ -111,6 +113,51 @@ def test_wrapped_cumemalloc_both_ways(uuids):
     finally:
         child.close()
         free()
+
+
+def test_views_slab_and_wrapped_through_a_channel(uuids):
+    """The same kinds of buffer through a cucore Channel (not pickle): the
+    receiver, seeing the GPUs in another order, resolves a view, a slab's
+    buffer and wrapped cuMemAlloc memory, reads their bytes, and each
+    lease ends when it drops them."""
+    dev = cucore.Device(1 % N)
+    dev.set_current()
+    ptr, free = driver_alloc(1 << 16)
+    child = Child("spawn", reversed_visible())
+    path = os.path.join(tempfile.mkdtemp(prefix="cucore-test-"), "v.sock")
+    try:
+        pool = cucore.Pool(1 % N)
+        whole = pool.allocate(4096)
+        whole.copy_from(bytes(range(256)) * 16)
+        view = whole.view(512, 256)
+        slab = cucore.Slab(pool, 1 << 16)
+        carved = slab.allocate(300)
+        carved.copy_from(b"s" * 300)
+        wrapped = cucore.wrap(dev, ptr + 4096, 700)
+        wrapped.copy_from(b"w" * 700)
+        assert child.call("listen", path) is True
+        ch = cucore.Channel.connect(path)
+        ch.send(pool, view, carved, wrapped)
+        got = child.call("accept_recv")
+        assert got == [("buffer", uuids[1 % N], 256, True, bytes(range(256))),
+                       ("buffer", uuids[1 % N], 300, True, b"s" * 300),
+                       ("buffer", uuids[1 % N], 700, True, b"w" * 700)]
+        assert view.lease_count() == carved.lease_count() == wrapped.lease_count() == 1
+        child.call("drop")
+        deadline = time.time() + 10
+        while (view.lease_count() + carved.lease_count() + wrapped.lease_count() and
+               time.time() < deadline):
+            ch.pump(timeout=0.05)
+        assert view.lease_count() + carved.lease_count() + wrapped.lease_count() == 0
+        ch.close()
+        for b in (view, whole, carved, wrapped):
+            b.close()
+    finally:
+        child.close()
+        free()
+        if os.path.exists(path):
+            os.unlink(path)
+        os.rmdir(os.path.dirname(path))
 
 
 def test_wrap_refuses_pool_memory():
