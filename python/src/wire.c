@@ -64,6 +64,7 @@ static PyObject *resolve_one(cuc_msg *m, size_t i, int type)
         rc = cuc_msg_get_launch_config(m, i, &cfg);
         return rc ? py_raise(rc) : launch_config_wrap(&cfg);
     case CUC_RECORD_KERNEL:
+    case CUC_RECORD_KERNEL_REF: /* the peer said it holds the image */
         Py_BEGIN_ALLOW_THREADS
         rc = cuc_msg_get_kernel(m, i, (cuc_kernel **)&obj);
         Py_END_ALLOW_THREADS

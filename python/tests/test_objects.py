@@ -210,6 +210,23 @@ def test_cuda_array_interface_and_dlpack():
     buf.close()
 
 
+def test_kernel_again_through_a_channel_goes_by_reference():
+    """The second send of a kernel on a channel whose receiver loaded its
+    image carries the hash and name, not the image (a kernel ref record):
+    the receiver resolves it to the same kernel."""
+    a, b = cucore.Channel.pair()
+    k = cucore.Kernel(PTX, "twice")
+    got = []
+    for _ in range(3):
+        a.send(k, cucore.LaunchConfig(1, 32))
+        got.append(b.recv(timeout=5)[0])
+        a.pump(timeout=0.2)  # the receiver's "kernel held" reaches the sender
+    assert all(g.hash == k.hash and g.name == "twice" for g in got)
+    assert got[1] is got[0] and got[2] is got[0]
+    a.close()
+    b.close()
+
+
 def test_channel_pair_in_process():
     a, b = cucore.Channel.pair()
     d = cucore.Device(3 % N)
