@@ -441,7 +441,6 @@ int cuc__msg_deferred_payload(const cuc_msg *m, const struct cuc__wire_rec *w,
     return 0;
 }
 
-
 size_t cuc_msg_record_count(const cuc_msg *m)
 {
     return m ? m->nrecs : 0;
