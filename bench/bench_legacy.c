@@ -7,8 +7,8 @@
  *       the clock starts, freed after it stops): cuc_buffer_wrap each
  *       (cuPointerGetAttributes, cuIpcGetMemHandle),
  *       cuc_msg_add_buffer each, cuc_channel_send, the exporter's unrefs
- *       (deferred); the importer receives, cuc_msg_get_buffer each (one
- *       cuIpcOpenMemHandle a base), cuc_buffer_unref_many_async (one
+ *       (deferred); the importer receives, cuc_msg_get_buffers for all of
+ *       them (one cuIpcOpenMemHandle a base), cuc_buffer_unref_many_async (one
  *       stream wait, a cuIpcCloseMemHandle a base, one release message);
  *       the clock stops when the exporter has seen the n leases end.
  *   later buffers in an opened base   n views (VIEW_BYTES each) of one
@@ -99,7 +99,7 @@ static CUpointer_attribute attr_list[7] = {
  * cucore's calls and raw's took, ns in all. */
 struct imp_report {
     struct bench_calls calls;
-    double get, drop;      /* cuc_msg_get_buffer each; unref_many + msg destroy */
+    double get, drop;      /* cuc_msg_get_buffers; unref_many + msg destroy */
     double open, close;    /* raw: cuIpcOpenMemHandle each; cuIpcCloseMemHandle each + ack */
     uint64_t cuc_rounds, raw_rounds;
 };
@@ -148,8 +148,7 @@ static void imp_round(cuc_msg *m, cuc_buffer **bufs, size_t n)
 
     bench_calls_on();
     t0 = bench_now_ns();
-    for (size_t i = 0; i < n; i++)
-        bench_ok(cuc_msg_get_buffer(m, i, &bufs[i]), "cuc_msg_get_buffer");
+    bench_ok(cuc_msg_get_buffers(m, 0, n, bufs), "cuc_msg_get_buffers");
     t1 = bench_now_ns();
     bench_ok(cuc_buffer_unref_many_async(bufs, n, NULL), "unref_many");
     cuc_msg_destroy(m);
@@ -252,8 +251,7 @@ static int importer(int chfd, int sock)
             imp_round(m, bufs, n);
             continue;
         } else {
-            for (size_t i = 0; i < n; i++)
-                bench_ok(cuc_msg_get_buffer(m, i, &bufs[i]), "cuc_msg_get_buffer");
+            bench_ok(cuc_msg_get_buffers(m, 0, n, bufs), "cuc_msg_get_buffers");
             bench_ok(cuc_buffer_unref_many_async(bufs, n, NULL), "unref_many");
         }
         cuc_msg_destroy(m);
@@ -593,7 +591,7 @@ static void breakdown(struct exporter *e, const size_t *ns, size_t count)
         parts = (ex.wrap - ex.get + ex.send - ex.put + im.get - im.open + im.drop - im.close) / per;
         printf("  n=%-5zu gap %6.0f: exporter wrap+add %6.0f vs raw's cuIpcGetMemHandle "
                "%6.0f (%+.0f), send+unref %6.0f vs raw's sends %6.0f (%+.0f); importer "
-               "cuc_msg_get_buffer %6.0f vs raw's open %6.0f (%+.0f), unref_many with its "
+               "cuc_msg_get_buffers %6.0f vs raw's open %6.0f (%+.0f), unref_many with its "
                "release %6.0f vs raw's close and ack %6.0f (%+.0f); the rest (receiving, "
                "waiting) %+.0f\n", n, gap, ex.wrap / per, ex.get / per,
                (ex.wrap - ex.get) / per, ex.send / per, ex.put / per, (ex.send - ex.put) / per,

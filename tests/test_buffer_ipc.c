@@ -301,6 +301,15 @@ static int child_count(int argc, char **argv)
     CHECK(calls_since(&mark) == 3 * SHARED);
     CHECK(sim_calls("cuIpcOpenMemHandle") == opens + SHARED);
     CHECK(sim_calls("cuMemGetAddressRange") == ranges + SHARED);
+    {
+        cuc_buffer *again[SHARED]; /* the same records as one run: the same */
+        CHECK_OK(cuc_msg_get_buffers(m, 0, SHARED, again)); /* objects, no call */
+        CHECK(calls_since(&mark) == 0);
+        for (int i = 0; i < SHARED; i++)
+            CHECK(again[i] == b[i]);
+        CHECK_OK(cuc_buffer_unref_many_async(again, SHARED, NULL));
+        CHECK(calls_since(&mark) == 0); /* b still holds them */
+    }
     syncs = sim_calls("cuStreamSynchronize");
     closes = sim_calls("cuIpcCloseMemHandle");
     CHECK_OK(cuc_buffer_unref_many_async(b, SHARED, NULL));
@@ -387,8 +396,8 @@ static int child_get(int argc, char **argv)
     CHECK_OK(cuc_msg_get_buffer(m, 2, &whole)); /* all of another base */
     CHECK(!cuc_buffer_is_view(whole) && cuc_buffer_size(whole) == PART);
     CHECK(pt_holds(whole, 9));
+    CHECK_OK(cuc_msg_get_buffers(m, 0, 2, b)); /* the two parts of one base, as a run */
     for (int i = 0; i < 2; i++) {
-        CHECK_OK(cuc_msg_get_buffer(m, (size_t)i, &b[i]));
         CHECK(cuc_buffer_is_imported(b[i]) && cuc_buffer_is_wrapped(b[i]));
         CHECK(!strcmp(cuc_device_uuid_string(cuc_buffer_device(b[i])), argv[0]));
         CHECK(cuc_buffer_size(b[i]) == PART && cuc_buffer_offset(b[i]) == (size_t)i * PART);

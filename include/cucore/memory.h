@@ -308,8 +308,9 @@ CUC_API int cuc_msg_get_buffer(const cuc_msg *msg, size_t index, cuc_buffer **bu
 
 /* cuc_msg_get_buffer() of records first .. first + n - 1 into bufs[0..n),
  * a new reference each: the same buffers, the same errors (the first one
- * met), at a lower cost a buffer (the pool looked up once and its lock
- * taken once for each run of up to 64 records of one pool). All or
+ * met), at a lower cost a buffer (the pool, or for ipc buffer records the
+ * device and its legacy pool, looked up once and its lock taken once for
+ * each run of up to 64 records of one pool or one GPU). All or
  * nothing: on failure bufs is not written and no reference is taken (any
  * buffer already imported for the call is dropped again).
  * CUC_E_INVALID also for a NULL argument or a range past the message's

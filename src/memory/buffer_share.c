@@ -456,58 +456,122 @@ int cuc_msg_get_buffer(const cuc_msg *m, size_t index, cuc_buffer **out)
  * events wait in an array until it is released). */
 #define RUN_MAX 64u
 
-/* The buffers of the pool buffer records [i, i + n) of m that belong to
- * pool, up to RUN_MAX of them under one hold of its lock: *took of them
- * into out (references), stopping before a record of another pool or of
- * another type. On failure none is left taken. */
-static int get_run(const cuc_msg *m, size_t i, size_t n, cuc_pool *pool,
-                   struct cuc__leases *leases, cuc_buffer **out, size_t *took)
+/* What a run's records must share, and how one of them is taken under
+ * the pool's lock (*root: a root reference to drop if the take failed
+ * after finding it): 1 when record i is not of the run (it ends there),
+ * 0 with *out, or a failure. */
+struct run {
+    cuc_pool *pool;
+    const cuc_uuid *device; /* ipc records: their GPU's UUID; else NULL */
+    struct cuc__leases *leases;
+    int active; /* the pool's device made current by this run */
+};
+
+static int take_pool_locked(const cuc_msg *m, size_t i, struct run *r,
+                            struct cuc__upstream *up, cuc_buffer **root, cuc_buffer **out,
+                            CUevent stale[2])
 {
-    CUevent stale[2 * RUN_MAX] = {NULL};
     struct cuc_buffer_record rec;
+    CUmemPoolPtrExportData d;
+    int rc, fresh;
+
+    if (cuc_msg_read_buffer(m, i, &rec) != 0 ||
+        memcmp(rec.pool_id, r->pool->id, CUC_POOL_ID_LEN) != 0)
+        return 1;
+    up->id = rec.lease_id;
+    memcpy(d.reserved, rec.export_data, sizeof(d.reserved));
+    rc = root_locked(r->pool, &d, rec.alloc_size, &r->active, root, &fresh, &stale[0]);
+    if (!rc)
+        rc = attach_locked(*root, fresh, rec.offset, rec.size, up, out, &stale[1]);
+    return rc;
+}
+
+static int take_ipc_locked(const cuc_msg *m, size_t i, struct run *r,
+                           struct cuc__upstream *up, cuc_buffer **root, cuc_buffer **out,
+                           CUevent stale[2])
+{
+    struct cuc_ipc_buffer_record rec;
+    int rc, fresh;
+
+    if (cuc_msg_read_ipc_buffer(m, i, &rec) != 0 ||
+        memcmp(&rec.device, r->device, sizeof(rec.device)) != 0)
+        return 1;
+    up->id = rec.lease_id;
+    rc = ipc_root_locked(r->pool, &rec, root, &fresh, &stale[0]);
+    if (!rc)
+        rc = attach_locked(*root, fresh, rec.offset, rec.size, up, out, &stale[1]);
+    return rc;
+}
+
+/* The buffers of records [i, i + n) of m of one run (take: what it is),
+ * up to RUN_MAX of them under one hold of the pool's lock: *took of them
+ * into out (references), stopping before a record of another type or
+ * another run. On failure none is left taken. */
+static int get_run(const cuc_msg *m, size_t i, size_t n, int type, struct run *r,
+                   cuc_buffer **out, size_t *took)
+{
+    int (*take)(const cuc_msg *, size_t, struct run *, struct cuc__upstream *,
+                cuc_buffer **, cuc_buffer **, CUevent *) =
+        type == CUC_RECORD_IPC_BUFFER ? take_ipc_locked : take_pool_locked;
+    CUevent stale[2 * RUN_MAX] = {NULL};
     cuc_buffer *root = NULL;
     size_t k = 0;
-    int rc = 0, type, active = 0;
+    int rc = 0, t;
 
-    pthread_mutex_lock(&pool->lock);
+    pthread_mutex_lock(&r->pool->lock);
     for (; k < n && k < RUN_MAX; k++) {
-        struct cuc__upstream up = {leases, 0};
-        CUmemPoolPtrExportData d;
-        int fresh;
-        if (cuc_msg_record_type(m, i + k, &type) || type == CUC_RECORD_IPC_BUFFER)
+        struct cuc__upstream up = {r->leases, 0};
+        if (cuc_msg_record_type(m, i + k, &t) ||
+            (t == CUC_RECORD_IPC_BUFFER) != (type == CUC_RECORD_IPC_BUFFER))
             break;
-        rc = cuc_msg_read_buffer(m, i + k, &rec);
-        if (rc)
-            break;
-        if (memcmp(rec.pool_id, pool->id, CUC_POOL_ID_LEN) != 0)
-            break;
-        up.id = rec.lease_id;
-        memcpy(d.reserved, rec.export_data, sizeof(d.reserved));
-        if (leases)
-            cuc__leases_ref(leases); /* up's: the buffer takes it over, or drops it */
+        if (r->leases)
+            cuc__leases_ref(r->leases); /* up's: the buffer takes it over, or drops it */
         root = NULL;
-        rc = root_locked(pool, &d, rec.alloc_size, &active, &root, &fresh, &stale[2 * k]);
-        if (!rc)
-            rc = attach_locked(root, fresh, rec.offset, rec.size, &up, &out[k],
-                               &stale[2 * k + 1]);
+        rc = take(m, i + k, r, &up, &root, &out[k], &stale[2 * k]);
         if (rc) {
-            if (leases)
-                cuc__leases_unref(leases);
+            if (r->leases)
+                cuc__leases_unref(r->leases);
             break;
         }
-        root = NULL;
     }
-    pthread_mutex_unlock(&pool->lock);
+    pthread_mutex_unlock(&r->pool->lock);
+    if (rc == 1)
+        rc = 0; /* the run ends before record i + k */
+    else if (!rc)
+        root = NULL; /* every root taken went into a buffer */
     for (size_t j = 0; j < 2 * k + 2 && j < 2 * RUN_MAX; j++)
-        if (stale[j] && cuc__device_activate(pool->dev) == 0)
+        if (stale[j] && cuc__device_activate(r->pool->dev) == 0)
             CUC_DRV->cuEventDestroy(stale[j]);
-    if (root)
+    if (rc && root)
         cuc_buffer_unref_async(root, NULL); /* the reference the find took */
     if (rc) {
         cuc_buffer_unref_many_async(out, k, NULL);
         return rc;
     }
     *took = k;
+    return 0;
+}
+
+/* The run record i of m begins (its pool found, with a reference), or 1:
+ * take it alone (cuc_msg_get_buffer names what is wrong with it). */
+static int run_at(const cuc_msg *m, size_t i, int type, struct run *r)
+{
+    struct cuc_ipc_buffer_record ir;
+    struct cuc_buffer_record rec;
+    cuc_device *dev;
+
+    r->leases = cuc__leases_of_msg(m);
+    r->active = 0;
+    r->device = NULL;
+    if (type == CUC_RECORD_IPC_BUFFER) {
+        if (cuc_msg_read_ipc_buffer(m, i, &ir) || cuc_device_get_by_uuid(&ir.device, &dev) ||
+            cuc__pool_legacy(dev, &r->pool))
+            return 1;
+        r->device = &dev->uuid;
+        return 0;
+    }
+    if (cuc_msg_read_buffer(m, i, &rec) || !(r->pool = cuc__pool_find(rec.pool_id)))
+        return 1;
     return 0;
 }
 
@@ -525,17 +589,15 @@ int cuc_msg_get_buffers(const cuc_msg *m, size_t first, size_t n, cuc_buffer **o
     if (n > RUN_MAX && !(got = malloc(n * sizeof(*got))))
         return cuc__seterr(CUC_E_NOMEM, "out of memory for %zu buffers", n);
     while (!rc && done < n) {
-        struct cuc_buffer_record rec;
-        cuc_pool *pool;
+        struct run r;
         took = 1;
-        if (cuc_msg_record_type(m, first + done, &type) || type == CUC_RECORD_IPC_BUFFER ||
-            cuc_msg_read_buffer(m, first + done, &rec) || !(pool = cuc__pool_find(rec.pool_id))) {
-            /* one at a time, where cuc_msg_get_buffer names what is wrong */
+        if (cuc_msg_record_type(m, first + done, &type) || run_at(m, first + done, type, &r)) {
             rc = cuc_msg_get_buffer(m, first + done, &got[done]);
         } else {
-            rc = get_run(m, first + done, n - done, pool, cuc__leases_of_msg(m), got + done,
-                         &took);
-            cuc_pool_unref(pool);
+            rc = get_run(m, first + done, n - done, type, &r, got + done, &took);
+            cuc_pool_unref(r.pool);
+            if (!rc && took == 0) /* cannot be (run_at read it): alone, all the same */
+                rc = cuc_msg_get_buffer(m, first + done, &got[done]), took = 1;
         }
         if (!rc)
             done += took;
