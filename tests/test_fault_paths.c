@@ -232,6 +232,75 @@ static void test_importer_free_fails(cuc_device *d)
     cuc_pool_unref(pool);
 }
 
+/* ---- a batch import that fails part-way ---- */
+
+#define BATCH_N 100
+
+/* The 70th import of the range fails (in the second run of 64): nothing
+ * is left taken, the 69 imported are dropped again (their leases end),
+ * and the records after them were never imported. */
+static int child_batch(void)
+{
+    cuc_buffer *b[BATCH_N] = {NULL};
+    cuc_channel *ch;
+    cuc_msg *m, *done;
+    cuc_pool *pool;
+
+    CHECK_OK(cuc_channel_from_fd(atoi(getenv("CUC_TEST_FD")), &ch));
+    CHECK_OK(cuc_channel_recv(ch, 10000, &m));
+    CHECK_OK(cuc_msg_get_pool(m, 0, &pool));
+    sim_controls();
+    fail("cuMemPoolImportPointer:70"); /* counts from here (the spec resets them) */
+    CHECK_RC(cuc_msg_get_buffers(m, 1, BATCH_N, b), CUC_E_DRIVER);
+    CHECK_ERRMSG("cuMemPoolImportPointer failed");
+    CHECK(calls("cuMemPoolImportPointer") == 70); /* none after the failure */
+    CHECK(calls("cuMemFreeAsync") == 69);         /* the 69 dropped again */
+    fail(NULL);
+    for (int i = 0; i < BATCH_N; i++)
+        CHECK(b[i] == NULL); /* not written */
+    cuc_msg_destroy(m);
+    CHECK_OK(cuc_msg_create(&done));
+    CHECK_OK(cuc_channel_send(ch, done));
+    cuc_msg_destroy(done);
+    cuc_pool_unref(pool);
+    cuc_channel_destroy(ch);
+    return test_finish();
+}
+
+static void test_batch_import_fails(cuc_device *d)
+{
+    cuc_pool *pool = pt_new_pool(d, CUC_POOL_DEVICE, CUC_POOL_IPC);
+    cuc_buffer *buf[BATCH_N];
+    cuc_channel *a, *b;
+    cuc_msg *m;
+    size_t n = 0;
+    pid_t pid;
+
+    CHECK_OK(cuc_channel_pair(&a, &b));
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_pool(m, pool));
+    for (int i = 0; i < BATCH_N; i++) {
+        CHECK_OK(cuc_buffer_alloc_async(pool, BUF, NULL, &buf[i]));
+        CHECK_OK(cuc_msg_add_buffer(m, buf[i]));
+    }
+    pid = spawn_self("batch", NULL, NULL, cuc_channel_fd(b));
+    CHECK(pid > 0);
+    cuc_channel_destroy(b);
+    CHECK_OK(cuc_channel_send(a, m));
+    cuc_msg_destroy(m);
+    for (int i = 0; i < BATCH_N; i++)
+        CHECK_OK(cuc_buffer_unref_async(buf[i], NULL)); /* deferred */
+    CHECK_OK(cuc_channel_recv(a, 10000, &m)); /* "done": the releases came first */
+    cuc_msg_destroy(m);
+    CHECK_OK(cuc_pool_lease_count(pool, &n));
+    CHECK(n == BATCH_N - 69); /* the 69 released; the rest never imported */
+    cuc_channel_destroy(a);
+    CHECK(wait_child(pid) == 0);
+    CHECK_OK(cuc_pool_lease_wait(pool, NULL, 0, 10000)); /* its end ends the rest */
+    CHECK(pt_used(pool) == 0);
+    cuc_pool_unref(pool);
+}
+
 /* ---- failed queries are not answers --------------------------------------- */
 
 /* argv[3]: "fails" or "unknown" (the attribute is newer than the driver:
@@ -280,6 +349,8 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
         if (strcmp(argv[2], "importer") == 0)
             return child_importer();
+        if (strcmp(argv[2], "batch") == 0)
+            return child_batch();
         if (strcmp(argv[2], "enumerate") == 0)
             return child_enumerate(argc, argv);
         return 2;
@@ -292,6 +363,7 @@ int main(int argc, char **argv)
     test_deferred_wait_fails(devs[0]);
     test_deferred_event_fails(devs[0]);
     test_importer_free_fails(devs[0]);
+    test_batch_import_fails(devs[0]);
     test_attribute_fails();
     test_current_fails();
     FD_CHECK_NO_LEAK();

@@ -594,6 +594,7 @@ static int child_get_many(int argc, char **argv)
      * record, or runs past the message writes nothing and keeps nothing */
     memset(x, 0, sizeof(x));
     CHECK_RC(cuc_msg_get_buffers(m, GET_N - 1, 3, x), CUC_E_INVALID);
+    CHECK_ERRMSG("is a device record, not a buffer's: nothing was taken");
     CHECK_RC(cuc_msg_get_buffers(m, 0, 2, x), CUC_E_INVALID);
     CHECK_RC(cuc_msg_get_buffers(m, GET_N + 2, GET_TAIL + 1, x), CUC_E_INVALID);
     CHECK_RC(cuc_msg_get_buffers(m2, 0, 3, x), CUC_E_POOL_NOT_IMPORTED);

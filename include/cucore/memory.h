@@ -310,9 +310,15 @@ CUC_API int cuc_msg_get_buffer(const cuc_msg *msg, size_t index, cuc_buffer **bu
  * a new reference each: the same buffers, the same errors (the first one
  * met), at a lower cost a buffer (the pool, or for ipc buffer records the
  * device and its legacy pool, looked up once and its lock taken once for
- * each run of up to 64 records of one pool or one GPU). All or
- * nothing: on failure bufs is not written and no reference is taken (any
- * buffer already imported for the call is dropped again).
+ * each run of up to 64 records of one pool or one GPU). On failure bufs
+ * is not written and no reference is left taken. A range with a record
+ * that is not a buffer's is refused before anything is imported
+ * (CUC_E_INVALID). A failure met after part of the range was imported (a
+ * malformed record, a pool not imported, the driver's refusal, a size
+ * larger than it mapped) drops those buffers again as
+ * cuc_buffer_unref_many_async() would, as a loop of cuc_msg_get_buffer()
+ * that cleans up after itself does: their leases end with it, so the
+ * sender may free them; do not take those records again.
  * CUC_E_INVALID also for a NULL argument or a range past the message's
  * records. CUC_E_NOMEM. */
 CUC_API int cuc_msg_get_buffers(const cuc_msg *msg, size_t first, size_t n,

@@ -586,6 +586,14 @@ int cuc_msg_get_buffers(const cuc_msg *m, size_t first, size_t n, cuc_buffer **o
     if (first > cuc_msg_record_count(m) || n > cuc_msg_record_count(m) - first)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_buffers: records %zu..%zu of a "
                            "message of %zu", first, first + n, cuc_msg_record_count(m));
+    /* a record of another kind is refused before anything is imported */
+    for (size_t i = first; i < first + n; i++)
+        if (cuc_msg_record_type(m, i, &type) == 0 && type != CUC_RECORD_BUFFER &&
+            type != CUC_RECORD_BUFFER_VIEW && type != CUC_RECORD_IPC_BUFFER)
+            return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_buffers: record %zu is %s %s "
+                               "record, not a buffer's: nothing was taken", i,
+                               strchr("aeiou", cuc_record_type_name(type)[0]) ? "an" : "a",
+                               cuc_record_type_name(type));
     if (n > RUN_MAX && !(got = malloc(n * sizeof(*got))))
         return cuc__seterr(CUC_E_NOMEM, "out of memory for %zu buffers", n);
     while (!rc && done < n) {
