@@ -163,10 +163,23 @@ static void test_deferred_event_fails(cuc_device *d)
 /* The child: imports the two buffers; the first one's free fails at
  * cuMemFreeAsync, the second's at cuStreamSynchronize; then says "done"
  * (a message with no record) and exits: the kept leases end with it. */
+/* A child's end: an empty message says it is done; its pool and channel go. */
+static int child_done(cuc_channel *ch, cuc_pool *pool)
+{
+    cuc_msg *done;
+
+    CHECK_OK(cuc_msg_create(&done));
+    CHECK_OK(cuc_channel_send(ch, done));
+    cuc_msg_destroy(done);
+    cuc_pool_unref(pool);
+    cuc_channel_destroy(ch);
+    return test_finish();
+}
+
 static int child_importer(void)
 {
     cuc_channel *ch;
-    cuc_msg *m, *done;
+    cuc_msg *m;
     cuc_pool *pool;
     cuc_buffer *b[2];
     const char *want[2] = {"cuMemFreeAsync failed", "cuStreamSynchronize failed"};
@@ -186,35 +199,43 @@ static int child_importer(void)
         CHECK_ERRMSG("its leases are kept, not released");
     }
     fail(NULL);
-    CHECK_OK(cuc_msg_create(&done));
-    CHECK_OK(cuc_channel_send(ch, done));
-    cuc_msg_destroy(done);
-    cuc_pool_unref(pool);
-    cuc_channel_destroy(ch);
-    return test_finish();
+    return child_done(ch, pool);
+}
+
+/* A child in role, and a message of pool and n new buffers of it (bufs)
+ * sent to it on *a. */
+static pid_t send_to_child(const char *role, cuc_pool *pool, cuc_buffer **bufs, int n,
+                           cuc_channel **a)
+{
+    cuc_channel *b;
+    cuc_msg *m;
+    pid_t pid;
+
+    CHECK_OK(cuc_channel_pair(a, &b));
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_pool(m, pool));
+    for (int i = 0; i < n; i++) {
+        CHECK_OK(cuc_buffer_alloc_async(pool, BUF, NULL, &bufs[i]));
+        CHECK_OK(cuc_msg_add_buffer(m, bufs[i]));
+    }
+    pid = spawn_self(role, NULL, NULL, cuc_channel_fd(b));
+    CHECK(pid > 0);
+    cuc_channel_destroy(b);
+    CHECK_OK(cuc_channel_send(*a, m));
+    cuc_msg_destroy(m);
+    return pid;
 }
 
 static void test_importer_free_fails(cuc_device *d)
 {
     cuc_pool *pool = pt_new_pool(d, CUC_POOL_DEVICE, CUC_POOL_IPC);
-    cuc_channel *a, *b;
+    cuc_channel *a;
     cuc_buffer *buf[2];
     cuc_msg *m;
     size_t n = 9;
     pid_t pid;
 
-    CHECK_OK(cuc_channel_pair(&a, &b));
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_msg_add_pool(m, pool));
-    for (int i = 0; i < 2; i++) {
-        CHECK_OK(cuc_buffer_alloc_async(pool, BUF, NULL, &buf[i]));
-        CHECK_OK(cuc_msg_add_buffer(m, buf[i]));
-    }
-    pid = spawn_self("importer", NULL, NULL, cuc_channel_fd(b));
-    CHECK(pid > 0);
-    cuc_channel_destroy(b);
-    CHECK_OK(cuc_channel_send(a, m));
-    cuc_msg_destroy(m);
+    pid = send_to_child("importer", pool, buf, 2, &a);
     /* releases the child sent would be taken before its "done" */
     CHECK_OK(cuc_channel_recv(a, 10000, &m));
     CHECK(cuc_msg_record_count(m) == 0);
@@ -243,8 +264,8 @@ static int child_batch(void)
 {
     cuc_buffer *b[BATCH_N] = {NULL};
     cuc_channel *ch;
-    cuc_msg *m, *done;
     cuc_pool *pool;
+    cuc_msg *m;
 
     CHECK_OK(cuc_channel_from_fd(atoi(getenv("CUC_TEST_FD")), &ch));
     CHECK_OK(cuc_channel_recv(ch, 10000, &m));
@@ -259,35 +280,19 @@ static int child_batch(void)
     for (int i = 0; i < BATCH_N; i++)
         CHECK(b[i] == NULL); /* not written */
     cuc_msg_destroy(m);
-    CHECK_OK(cuc_msg_create(&done));
-    CHECK_OK(cuc_channel_send(ch, done));
-    cuc_msg_destroy(done);
-    cuc_pool_unref(pool);
-    cuc_channel_destroy(ch);
-    return test_finish();
+    return child_done(ch, pool);
 }
 
 static void test_batch_import_fails(cuc_device *d)
 {
     cuc_pool *pool = pt_new_pool(d, CUC_POOL_DEVICE, CUC_POOL_IPC);
     cuc_buffer *buf[BATCH_N];
-    cuc_channel *a, *b;
+    cuc_channel *a;
     cuc_msg *m;
     size_t n = 0;
     pid_t pid;
 
-    CHECK_OK(cuc_channel_pair(&a, &b));
-    CHECK_OK(cuc_msg_create(&m));
-    CHECK_OK(cuc_msg_add_pool(m, pool));
-    for (int i = 0; i < BATCH_N; i++) {
-        CHECK_OK(cuc_buffer_alloc_async(pool, BUF, NULL, &buf[i]));
-        CHECK_OK(cuc_msg_add_buffer(m, buf[i]));
-    }
-    pid = spawn_self("batch", NULL, NULL, cuc_channel_fd(b));
-    CHECK(pid > 0);
-    cuc_channel_destroy(b);
-    CHECK_OK(cuc_channel_send(a, m));
-    cuc_msg_destroy(m);
+    pid = send_to_child("batch", pool, buf, BATCH_N, &a);
     for (int i = 0; i < BATCH_N; i++)
         CHECK_OK(cuc_buffer_unref_async(buf[i], NULL)); /* deferred */
     CHECK_OK(cuc_channel_recv(a, 10000, &m)); /* "done": the releases came first */
