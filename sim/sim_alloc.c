@@ -60,6 +60,7 @@ struct sim_chunk {
     uint64_t uid; /* its shared file's, once a block was exported; else 0 */
     long owner;   /* the pid that made the file (not a forked child) */
     size_t nblocks;
+    struct sim_dalloc *blocks; /* its blocks by offset (their cnext) */
     struct sim_chunk *next;
 };
 
@@ -79,6 +80,7 @@ struct sim_dalloc {
     void *map;
     size_t map_len;
     int refs;
+    struct sim_dalloc *cnext; /* the next block of its chunk, by offset */
     struct sim_dalloc *next;
 };
 
@@ -155,6 +157,26 @@ static void chunk_destroy(struct sim_chunk *c)
     free(c);
 }
 
+/* d into its chunk's blocks, in offset order. */
+static void chunk_insert(struct sim_chunk *c, struct sim_dalloc *d)
+{
+    struct sim_dalloc **pp = &c->blocks;
+
+    while (*pp && (*pp)->base < d->base)
+        pp = &(*pp)->cnext;
+    d->cnext = *pp;
+    *pp = d;
+}
+
+static void chunk_remove(struct sim_chunk *c, struct sim_dalloc *d)
+{
+    for (struct sim_dalloc **pp = &c->blocks; *pp; pp = &(*pp)->cnext)
+        if (*pp == d) {
+            *pp = d->cnext;
+            return;
+        }
+}
+
 static void dalloc_unlink_free(struct sim_dalloc *d)
 {
     struct sim_dalloc **pp;
@@ -164,10 +186,13 @@ static void dalloc_unlink_free(struct sim_dalloc *d)
             *pp = d->next;
             break;
         }
-    if (d->kind == D_OPENED)
+    if (d->kind == D_OPENED) {
         munmap(d->map, d->map_len);
-    else if (--d->chunk->nblocks == 0)
-        chunk_destroy(d->chunk); /* importers keep their mappings */
+    } else {
+        chunk_remove(d->chunk, d);
+        if (--d->chunk->nblocks == 0)
+            chunk_destroy(d->chunk); /* importers keep their mappings */
+    }
     free(d);
 }
 
@@ -254,28 +279,20 @@ static struct sim_chunk *chunk_new(enum dkind kind, struct CUctx_st *ctx,
 }
 
 /* The first offset in c where need bytes fit between its blocks, or
- * c->size. */
+ * c->size: one walk of its blocks in offset order (first fit, as the
+ * driver gives a freed place back; a walk of every allocation for each
+ * candidate offset made thousands of allocations cubic). */
 static size_t chunk_fit(const struct sim_chunk *c, size_t need)
 {
     size_t at = 0;
 
-    for (;;) {
-        size_t end = at + need, next = at;
-        int moved = 0;
-        if (end > c->size)
-            return c->size;
-        for (const struct sim_dalloc *d = sim_dallocs; d; d = d->next)
-            if (d->chunk == c && d->base - c->base < end &&
-                d->base - c->base + d->size > at) {
-                size_t e = sim_round_up(d->base - c->base + d->size, SIM_ALLOC_ALIGN);
-                if (e > next)
-                    next = e;
-                moved = 1;
-            }
-        if (!moved)
+    for (const struct sim_dalloc *d = c->blocks; d; d = d->cnext) {
+        size_t off = d->base - c->base;
+        if (off >= at && off - at >= need)
             return at;
-        at = next;
+        at = sim_round_up(off + d->size, SIM_ALLOC_ALIGN);
     }
+    return at <= c->size && c->size - at >= need ? at : c->size;
 }
 
 /* Places size bytes in a chunk of (kind, ctx). Locked. */
@@ -316,6 +333,7 @@ static CUresult dalloc_new(enum dkind kind, size_t size, struct CUctx_st *ctx,
     d->id = sim_next_buffer_id();
     d->next = sim_dallocs;
     sim_dallocs = d;
+    chunk_insert(c, d);
     *out = d;
     return CUDA_SUCCESS;
 }
