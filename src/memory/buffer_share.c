@@ -257,44 +257,6 @@ static int attach_locked(cuc_buffer *root, int fresh, uint64_t off, uint64_t siz
     return rc;
 }
 
-/* After an import under pool->lock: the stale events go, and a failed
- * import drops the root reference it took. */
-static int import_done(cuc_pool *pool, int rc, cuc_buffer *root, CUevent stale,
-                       CUevent stale2, cuc_buffer *b, cuc_buffer **out)
-{
-    if ((stale || stale2) && cuc__device_activate(pool->dev) == 0) {
-        if (stale)
-            CUC_DRV->cuEventDestroy(stale);
-        if (stale2)
-            CUC_DRV->cuEventDestroy(stale2);
-    }
-    if (rc && root)
-        cuc_buffer_unref_async(root, NULL); /* the reference the find took */
-    if (!rc)
-        *out = b;
-    return rc;
-}
-
-/* The buffer of rec (pool, export data, part) with a new reference: the
- * allocation for a record of all of it, else a view of it. up (leases may
- * be NULL) is recorded as a lease to release: taken over on success. */
-static int import(cuc_pool *pool, const struct cuc_buffer_record *rec,
-                  const struct cuc__upstream *up, cuc_buffer **out)
-{
-    CUmemPoolPtrExportData d;
-    CUevent stale = NULL, stale2 = NULL;
-    cuc_buffer *root = NULL, *b = NULL;
-    int rc, fresh, active = 0;
-
-    memcpy(d.reserved, rec->export_data, sizeof(d.reserved));
-    pthread_mutex_lock(&pool->lock);
-    rc = root_locked(pool, &d, rec->alloc_size, &active, &root, &fresh, &stale);
-    if (!rc)
-        rc = attach_locked(root, fresh, rec->offset, rec->size, up, &b, &stale2);
-    pthread_mutex_unlock(&pool->lock);
-    return import_done(pool, rc, root, stale, stale2, b, out);
-}
-
 /* The legacy-IPC allocation rec names, with a new reference: the one
  * opened (or wrapped, in the exporting process) for its (exporter,
  * generation), else opened now (pool->lock held). */
@@ -320,39 +282,6 @@ static int ipc_root_locked(cuc_pool *pool, const struct cuc_ipc_buffer_record *r
         rc = cuc__ipc_open_locked(pool, rec, &b), *fresh = 1;
     if (!rc)
         *out = b;
-    return rc;
-}
-
-static int import_ipc(const cuc_msg *m, size_t index, cuc_buffer **out)
-{
-    struct cuc_ipc_buffer_record rec;
-    struct cuc__upstream up;
-    CUevent stale = NULL, stale2 = NULL;
-    cuc_buffer *root = NULL, *b = NULL;
-    cuc_device *dev;
-    cuc_pool *pool;
-    int rc, fresh;
-
-    rc = cuc_msg_read_ipc_buffer(m, index, &rec);
-    if (!rc)
-        rc = cuc_device_get_by_uuid(&rec.device, &dev);
-    if (!rc)
-        rc = cuc__pool_legacy(dev, &pool);
-    if (rc)
-        return rc;
-    up.leases = cuc__leases_of_msg(m);
-    up.id = rec.lease_id;
-    if (up.leases)
-        cuc__leases_ref(up.leases);
-    pthread_mutex_lock(&pool->lock);
-    rc = ipc_root_locked(pool, &rec, &root, &fresh, &stale);
-    if (!rc)
-        rc = attach_locked(root, fresh, rec.offset, rec.size, &up, &b, &stale2);
-    pthread_mutex_unlock(&pool->lock);
-    rc = import_done(pool, rc, root, stale, stale2, b, out);
-    if (rc && up.leases)
-        cuc__leases_unref(up.leases);
-    cuc_pool_unref(pool);
     return rc;
 }
 
@@ -412,41 +341,6 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
     rc = cuc__buffer_rec_add_leased(m, view, &cuc__buffer_lease_ops, b, held);
     if (rc && held)
         cuc__buffer_lease_ops.unref(b);
-    return rc;
-}
-
-int cuc_msg_get_buffer(const cuc_msg *m, size_t index, cuc_buffer **out)
-{
-    struct cuc_buffer_record rec;
-    struct cuc__upstream up;
-    cuc_pool *pool;
-    cuc_buffer *b;
-    int rc, type = 0;
-
-    if (!m || !out)
-        return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_buffer: NULL argument");
-    if (cuc_msg_record_type(m, index, &type) == 0 && type == CUC_RECORD_IPC_BUFFER)
-        return import_ipc(m, index, out);
-    rc = cuc_msg_read_buffer(m, index, &rec);
-    if (rc)
-        return rc;
-    pool = cuc__pool_find(rec.pool_id);
-    if (!pool)
-        return cuc__seterr(CUC_E_POOL_NOT_IMPORTED, "buffer record %zu belongs to pool "
-                           "%s, which this process has not imported: get the pool's "
-                           "record (cuc_msg_get_pool) first; the sender must send the "
-                           "pool before its buffers", index,
-                           cuc__pool_id_hex(rec.pool_id).s);
-    up.leases = cuc__leases_of_msg(m);
-    up.id = rec.lease_id;
-    if (up.leases)
-        cuc__leases_ref(up.leases);
-    rc = import(pool, &rec, &up, &b);
-    if (rc && up.leases)
-        cuc__leases_unref(up.leases);
-    cuc_pool_unref(pool);
-    if (!rc)
-        *out = b;
     return rc;
 }
 
@@ -513,13 +407,14 @@ static int get_run(const cuc_msg *m, size_t i, size_t n, int type, struct run *r
     int (*take)(const cuc_msg *, size_t, struct run *, struct cuc__upstream *,
                 cuc_buffer **, cuc_buffer **, CUevent *) =
         type == CUC_RECORD_IPC_BUFFER ? take_ipc_locked : take_pool_locked;
-    CUevent stale[2 * RUN_MAX] = {NULL};
+    size_t k = 0, most = n < RUN_MAX ? n : RUN_MAX;
+    CUevent stale[2 * RUN_MAX];
     cuc_buffer *root = NULL;
-    size_t k = 0;
     int rc = 0, t;
 
+    memset(stale, 0, 2 * most * sizeof(stale[0]));
     pthread_mutex_lock(&r->pool->lock);
-    for (; k < n && k < RUN_MAX; k++) {
+    for (; k < most; k++) {
         struct cuc__upstream up = {r->leases, 0};
         if (cuc_msg_record_type(m, i + k, &t) ||
             (t == CUC_RECORD_IPC_BUFFER) != (type == CUC_RECORD_IPC_BUFFER))
@@ -539,7 +434,7 @@ static int get_run(const cuc_msg *m, size_t i, size_t n, int type, struct run *r
         rc = 0; /* the run ends before record i + k */
     else if (!rc)
         root = NULL; /* every root taken went into a buffer */
-    for (size_t j = 0; j < 2 * k + 2 && j < 2 * RUN_MAX; j++)
+    for (size_t j = 0; j < 2 * k + 2 && j < 2 * most; j++)
         if (stale[j] && cuc__device_activate(r->pool->dev) == 0)
             CUC_DRV->cuEventDestroy(stale[j]);
     if (rc && root)
@@ -552,27 +447,66 @@ static int get_run(const cuc_msg *m, size_t i, size_t n, int type, struct run *r
     return 0;
 }
 
-/* The run record i of m begins (its pool found, with a reference), or 1:
- * take it alone (cuc_msg_get_buffer names what is wrong with it). */
+/* The run record i of m begins: its pool found (a reference), or, for an
+ * ipc buffer record, its GPU and that GPU's legacy pool. The failure
+ * names what is missing. */
 static int run_at(const cuc_msg *m, size_t i, int type, struct run *r)
 {
     struct cuc_ipc_buffer_record ir;
     struct cuc_buffer_record rec;
     cuc_device *dev;
+    int rc;
 
     r->leases = cuc__leases_of_msg(m);
     r->active = 0;
     r->device = NULL;
     if (type == CUC_RECORD_IPC_BUFFER) {
-        if (cuc_msg_read_ipc_buffer(m, i, &ir) || cuc_device_get_by_uuid(&ir.device, &dev) ||
-            cuc__pool_legacy(dev, &r->pool))
-            return 1;
-        r->device = &dev->uuid;
-        return 0;
+        rc = cuc_msg_read_ipc_buffer(m, i, &ir);
+        if (!rc)
+            rc = cuc_device_get_by_uuid(&ir.device, &dev);
+        if (!rc)
+            rc = cuc__pool_legacy(dev, &r->pool);
+        if (!rc)
+            r->device = &dev->uuid;
+        return rc;
     }
-    if (cuc_msg_read_buffer(m, i, &rec) || !(r->pool = cuc__pool_find(rec.pool_id)))
-        return 1;
+    rc = cuc_msg_read_buffer(m, i, &rec);
+    if (rc)
+        return rc;
+    r->pool = cuc__pool_find(rec.pool_id);
+    if (!r->pool)
+        return cuc__seterr(CUC_E_POOL_NOT_IMPORTED, "buffer record %zu belongs to pool "
+                           "%s, which this process has not imported: get the pool's "
+                           "record (cuc_msg_get_pool) first; the sender must send the "
+                           "pool before its buffers", i, cuc__pool_id_hex(rec.pool_id).s);
     return 0;
+}
+
+/* The buffers of records [i, i + n) of m from the run that begins at i:
+ * *took of them (at least one) into out. */
+static int get_from(const cuc_msg *m, size_t i, size_t n, cuc_buffer **out, size_t *took)
+{
+    struct run r;
+    int type = 0, rc;
+
+    (void)cuc_msg_record_type(m, i, &type);
+    rc = run_at(m, i, type, &r);
+    if (rc)
+        return rc;
+    rc = get_run(m, i, n, type, &r, out, took);
+    cuc_pool_unref(r.pool);
+    if (!rc && *took == 0) /* cannot be: run_at read record i as the run does */
+        rc = cuc__seterr(CUC_E_BADMSG, "buffer record %zu could not be read twice alike", i);
+    return rc;
+}
+
+int cuc_msg_get_buffer(const cuc_msg *m, size_t index, cuc_buffer **out)
+{
+    size_t took;
+
+    if (!m || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_get_buffer: NULL argument");
+    return get_from(m, index, 1, out, &took);
 }
 
 int cuc_msg_get_buffers(const cuc_msg *m, size_t first, size_t n, cuc_buffer **out)
@@ -597,16 +531,7 @@ int cuc_msg_get_buffers(const cuc_msg *m, size_t first, size_t n, cuc_buffer **o
     if (n > RUN_MAX && !(got = malloc(n * sizeof(*got))))
         return cuc__seterr(CUC_E_NOMEM, "out of memory for %zu buffers", n);
     while (!rc && done < n) {
-        struct run r;
-        took = 1;
-        if (cuc_msg_record_type(m, first + done, &type) || run_at(m, first + done, type, &r)) {
-            rc = cuc_msg_get_buffer(m, first + done, &got[done]);
-        } else {
-            rc = get_run(m, first + done, n - done, type, &r, got + done, &took);
-            cuc_pool_unref(r.pool);
-            if (!rc && took == 0) /* cannot be (run_at read it): alone, all the same */
-                rc = cuc_msg_get_buffer(m, first + done, &got[done]), took = 1;
-        }
+        rc = get_from(m, first + done, n - done, got + done, &took);
         if (!rc)
             done += took;
     }
