@@ -348,7 +348,10 @@ static double first_round(struct exporter *e, size_t n, struct exp_acc *acc)
     return t0;
 }
 
-static double views_round(struct exporter *e, size_t n)
+/* n parts of the base the importer holds: views of it (cuc_buffer_view),
+ * or, wrap set, each wrapped from its pointer (what a program with
+ * cudaMalloc'ed pointers does: a part of a base wrapped already). */
+static double parts_round(struct exporter *e, size_t n, int wrap)
 {
     cuc_buffer *v[MAX_N];
     cuc_msg *m;
@@ -356,28 +359,12 @@ static double views_round(struct exporter *e, size_t n)
 
     bench_ok(cuc_msg_create(&m), "cuc_msg_create");
     for (size_t i = 0; i < n; i++) {
-        bench_ok(cuc_buffer_view(e->slab, i * VIEW_BYTES, VIEW_BYTES, &v[i]), "cuc_buffer_view");
-        bench_ok(cuc_msg_add_buffer(m, v[i]), "cuc_msg_add_buffer");
-    }
-    send_msg(e->ch, m);
-    for (size_t i = 0; i < n; i++)
-        bench_ok(cuc_buffer_unref_async(v[i], NULL), "cuc_buffer_unref_async");
-    bench_ok(cuc_pool_lease_wait(e->legacy, e->ch, 1, BENCH_TIMEOUT_MS), "lease wait");
-    return bench_now_ns() - t0;
-}
-
-/* The same parts, each wrapped from its pointer (what a program with
- * cudaMalloc'ed pointers does): a part of a base wrapped already. */
-static double wraps_round(struct exporter *e, size_t n)
-{
-    cuc_buffer *v[MAX_N];
-    cuc_msg *m;
-    double t0 = bench_now_ns();
-
-    bench_ok(cuc_msg_create(&m), "cuc_msg_create");
-    for (size_t i = 0; i < n; i++) {
-        bench_ok(cuc_buffer_wrap(e->dev, (void *)(uintptr_t)(e->slab_ptr + i * VIEW_BYTES),
-                                 VIEW_BYTES, &v[i]), "cuc_buffer_wrap");
+        if (wrap)
+            bench_ok(cuc_buffer_wrap(e->dev, (void *)(uintptr_t)(e->slab_ptr + i * VIEW_BYTES),
+                                     VIEW_BYTES, &v[i]), "cuc_buffer_wrap");
+        else
+            bench_ok(cuc_buffer_view(e->slab, i * VIEW_BYTES, VIEW_BYTES, &v[i]),
+                     "cuc_buffer_view");
         bench_ok(cuc_msg_add_buffer(m, v[i]), "cuc_msg_add_buffer");
     }
     send_msg(e->ch, m);
@@ -652,13 +639,13 @@ int main(int argc, char **argv)
         double tf = 0, tv = 0, tw = 0, tr = 0;
         char fig[64];
         first_round(&e, n, NULL); /* warm */
-        views_round(&e, n);
-        wraps_round(&e, n);
+        parts_round(&e, n, 0);
+        parts_round(&e, n, 1);
         raw_round(&e, n, NULL);
         for (size_t r = 0; r < rounds; r++) {
             tf += first_round(&e, n, NULL);
-            tv += views_round(&e, n);
-            tw += wraps_round(&e, n);
+            tv += parts_round(&e, n, 0);
+            tw += parts_round(&e, n, 1);
             tr += raw_round(&e, n, NULL);
         }
         snprintf(fig, sizeof(fig), "first share of a base, n=%zu", n);
