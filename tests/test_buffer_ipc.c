@@ -409,7 +409,6 @@ static int child_get(int argc, char **argv)
     memset(w, 0xa7, sizeof(w));
     CHECK_OK(cuc_memcpy(cuc_buffer_ptr(b[1]), w, PART, NULL));
     CHECK_OK(cuc_stream_synchronize(pt_stream(b[1])));
-    cuc_msg_destroy(m);
     ct_send_empty(ch);
     if (!strcmp(argv[1], "hold")) {
         ct_wait_empty(ch); /* never comes: killed */
@@ -419,10 +418,22 @@ static int child_get(int argc, char **argv)
     CHECK_OK(cuc_buffer_unref_async(b[0], NULL));
     if (closes >= 0)
         CHECK(sim_calls("cuIpcCloseMemHandle") == closes); /* b[1] keeps the base */
+    /* the part dropped, its base still open for b[1]: taken again, its
+     * record is refused (its lease ended); with no driver call */
+    CHECK_RC(cuc_msg_get_buffer(m, 0, &b[0]), CUC_E_NOT_FOUND);
+    CHECK(strstr(cuc_errmsg(), "taken before") != NULL);
+    if (opens >= 0)
+        CHECK(sim_calls("cuIpcOpenMemHandle") == opens + 2);
     last[0] = b[1], last[1] = whole; /* a view and a whole base, batched */
     CHECK_OK(cuc_buffer_unref_many_async(last, 2, NULL));
     if (closes >= 0)
         CHECK(sim_calls("cuIpcCloseMemHandle") == closes + 2);
+    /* the bases closed: no record of them opens again */
+    CHECK_RC(cuc_msg_get_buffer(m, 2, &whole), CUC_E_NOT_FOUND);
+    CHECK_RC(cuc_msg_get_buffers(m, 0, 2, b), CUC_E_NOT_FOUND);
+    if (opens >= 0)
+        CHECK(sim_calls("cuIpcOpenMemHandle") == opens + 2);
+    cuc_msg_destroy(m);
     ct_send_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();

@@ -123,16 +123,27 @@ static int child_reversed(int argc, char **argv)
             pt_fill(bufs[i][j], seed_of(2, i, j));
         }
     }
-    cuc_msg_destroy(m);
     CHECK_OK(cuc_channel_send(ch, ack));
     cuc_msg_destroy(ack);
     /* 3: free everything, say so, wait for the end */
     ct_wait_empty(ch);
-    for (int i = 0; i < np; i++) {
+    for (int i = 0; i < np; i++)
         for (int j = 0; j < NBUF; j++)
             CHECK_OK(cuc_buffer_unref_async(bufs[i][j], NULL));
-        cuc_pool_unref(pools[i]);
+    /* the records' leases ended with those buffers: taken again, they are
+     * refused by name (an import now could map memory the parent freed),
+     * singly and as a range; so too once their pools are gone */
+    for (int gone = 0; gone < 2; gone++) {
+        for (int j = 0; j < NBUF; j++) {
+            CHECK_RC(cuc_msg_get_buffer(m, 1 + (size_t)j, &again), CUC_E_NOT_FOUND);
+            CHECK(strstr(cuc_errmsg(), "taken before") != NULL);
+        }
+        CHECK_RC(cuc_msg_get_buffers(m, 1, NBUF, bufs[0]), CUC_E_NOT_FOUND);
+        CHECK(strstr(cuc_errmsg(), "lease") != NULL);
+        for (int i = 0; i < np && !gone; i++)
+            cuc_pool_unref(pools[i]);
     }
+    cuc_msg_destroy(m);
     ct_send_empty(ch);
     ct_wait_empty(ch); /* the parent is done; its close would not come first:
                      * a lease of ours it holds keeps its end open */

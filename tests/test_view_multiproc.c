@@ -112,10 +112,19 @@ static int child_reversed(int argc, char **argv)
     }
     memset(w, 0xa7, sizeof(w));
     CHECK_OK(cuc_memcpy(cuc_buffer_ptr(v[3]), w, VSZ, NULL));
-    cuc_msg_destroy(m);
     ct_send_empty(ch);
     ct_wait_empty(ch); /* the parent has checked the bytes */
+    /* a view dropped while its allocation stays mapped for the others:
+     * its record taken again is refused (its lease ended), and so is
+     * every record once all are dropped */
+    CHECK_OK(cuc_buffer_unref_async(v[3], NULL));
+    CHECK_RC(cuc_msg_get_buffer(m, 4, &again), CUC_E_NOT_FOUND);
+    CHECK(strstr(cuc_errmsg(), "taken before") != NULL);
+    v[3] = NULL;
     CHECK_OK(cuc_buffer_unref_many_async(v, NV, NULL));
+    CHECK_RC(cuc_msg_get_buffer(m, 5, &again), CUC_E_NOT_FOUND);
+    CHECK_RC(cuc_msg_get_buffers(m, 1, NV, v), CUC_E_NOT_FOUND);
+    cuc_msg_destroy(m);
     cuc_pool_unref(p);
     ct_wait_empty(ch);
     cuc_channel_destroy(ch);

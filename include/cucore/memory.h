@@ -43,7 +43,11 @@
  *
  * A lease is the receiver's to end: a buffer record that the receiver
  * never gets (or fails to get, e.g. CUC_E_POOL_NOT_IMPORTED) keeps its
- * lease until the receiver's end of the channel closes.
+ * lease until the receiver's end of the channel closes. A record is
+ * taken once per lease: getting it again while the buffer it gave is
+ * alive returns that buffer, but once that buffer has released the lease
+ * (its last reference went) the record is refused (CUC_E_NOT_FOUND), as
+ * the sender may already have freed the memory.
  *
  * Fork: a buffer (and a pool) inherited through fork() is inert in the
  * child. Its cuc_buffer_unref_async() (cuc_pool_unref()) releases
@@ -298,7 +302,10 @@ CUC_API int cuc_msg_read_ipc_buffer(const cuc_msg *msg, size_t index,
  * CUC_E_POOL_NOT_IMPORTED: this process has not imported the buffer's pool
  * (the message names the pool id in hex): get the pool record first.
  * CUC_E_NOT_FOUND: the buffer's pool was created here, but no buffer of it
- * has that export data (it was freed).
+ * has that export data (it was freed); or the record arrived on a channel
+ * and was taken before, and the buffer it gave has released its lease
+ * since (the message names the record and the lease: the sender may have
+ * freed the memory; keep the reference while the memory is in use).
  * CUC_E_DRIVER: the driver refused the export data (or the IPC handle).
  * An ipc buffer record: CUC_E_BADMSG also for a handle or base size other
  * than the one its (exporter, generation) first gave; CUC_E_NOT_FOUND for
@@ -318,7 +325,8 @@ CUC_API int cuc_msg_get_buffer(const cuc_msg *msg, size_t index, cuc_buffer **bu
  * larger than it mapped) drops those buffers again as
  * cuc_buffer_unref_many_async() would, as a loop of cuc_msg_get_buffer()
  * that cleans up after itself does: their leases end with it, so the
- * sender may free them; do not take those records again.
+ * sender may free them, and taking those records again is refused
+ * (CUC_E_NOT_FOUND, above).
  * CUC_E_INVALID also for a NULL argument or a range past the message's
  * records. CUC_E_NOMEM. */
 CUC_API int cuc_msg_get_buffers(const cuc_msg *msg, size_t first, size_t n,

@@ -344,6 +344,43 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
     return rc;
 }
 
+/* ---- a record taken again ---- */
+
+/* 1 if b holds the lease up (it arrived under it, and has not released it). */
+static int holds_upstream(const cuc_buffer *b, const struct cuc__upstream *up)
+{
+    if (same_upstream(&b->anchor, up))
+        return 1;
+    for (size_t i = 0; i < b->nextra; i++)
+        if (same_upstream(&b->extra[i], up))
+            return 1;
+    return 0;
+}
+
+/* Record i was taken before (cuc__msg_taken): its lease is still held
+ * when root (the allocation found by the record, or NULL) or its part
+ * (off, size) holds up; else the object it gave was dropped, the lease
+ * released, and the sender may have freed the memory: refused, where an
+ * import would hand out memory whose lease has ended. */
+static int lease_ended(size_t i, uint64_t lease_id)
+{
+    return cuc__seterr(CUC_E_NOT_FOUND, "buffer record %zu of this message was taken "
+                       "before and the buffer it gave has been dropped since: its lease "
+                       "%llu ended, and the sender may have freed the memory; keep a "
+                       "reference to the buffer while it is in use, or have it sent "
+                       "again", i, (unsigned long long)lease_id);
+}
+
+static int check_retake_locked(cuc_buffer *root, uint64_t off, uint64_t size,
+                               const struct cuc__upstream *up, size_t i)
+{
+    cuc_buffer *part = root;
+
+    if (root && (off != 0 || size != root->size))
+        part = cuc__view_find_locked(root, (size_t)off, (size_t)size);
+    return part && holds_upstream(part, up) ? 0 : lease_ended(i, up->id);
+}
+
 /* ---- many buffers of a message at once ---- */
 
 /* The most imports made under one hold of a pool's lock (their stale
@@ -374,6 +411,13 @@ static int take_pool_locked(const cuc_msg *m, size_t i, struct run *r,
         return 1;
     up->id = rec.lease_id;
     memcpy(d.reserved, rec.export_data, sizeof(d.reserved));
+    if (up->leases && cuc__msg_taken(m, i)) {
+        uint64_t hash;
+        rc = check_retake_locked(cuc__buffer_find_locked(r->pool, &d, &hash), rec.offset,
+                                 rec.size, up, i);
+        if (rc)
+            return rc;
+    }
     rc = root_locked(r->pool, &d, rec.alloc_size, &r->active, root, &fresh, &stale[0]);
     if (!rc)
         rc = attach_locked(*root, fresh, rec.offset, rec.size, up, out, &stale[1]);
@@ -391,6 +435,13 @@ static int take_ipc_locked(const cuc_msg *m, size_t i, struct run *r,
         memcmp(&rec.device, r->device, sizeof(rec.device)) != 0)
         return 1;
     up->id = rec.lease_id;
+    if (up->leases && cuc__msg_taken(m, i)) {
+        rc = check_retake_locked(cuc__ipc_find_locked(r->pool, rec.exporter,
+                                                      rec.generation),
+                                 rec.offset, rec.size, up, i);
+        if (rc)
+            return rc;
+    }
     rc = ipc_root_locked(r->pool, &rec, root, &fresh, &stale[0]);
     if (!rc)
         rc = attach_locked(*root, fresh, rec.offset, rec.size, up, out, &stale[1]);
@@ -428,6 +479,8 @@ static int get_run(const cuc_msg *m, size_t i, size_t n, int type, struct run *r
                 cuc__leases_unref(r->leases);
             break;
         }
+        if (r->leases)
+            cuc__msg_set_taken(m, i + k);
     }
     pthread_mutex_unlock(&r->pool->lock);
     if (rc == 1)
@@ -474,6 +527,8 @@ static int run_at(const cuc_msg *m, size_t i, int type, struct run *r)
     if (rc)
         return rc;
     r->pool = cuc__pool_find(rec.pool_id);
+    if (!r->pool && r->leases && cuc__msg_taken(m, i))
+        return lease_ended(i, rec.lease_id); /* its buffer held the pool */
     if (!r->pool)
         return cuc__seterr(CUC_E_POOL_NOT_IMPORTED, "buffer record %zu belongs to pool "
                            "%s, which this process has not imported: get the pool's "
@@ -491,6 +546,8 @@ static int get_from(const cuc_msg *m, size_t i, size_t n, cuc_buffer **out, size
 
     (void)cuc_msg_record_type(m, i, &type);
     rc = run_at(m, i, type, &r);
+    if (!rc && r.leases && (rc = cuc__msg_taken_ready(m)) != 0)
+        cuc_pool_unref(r.pool);
     if (rc)
         return rc;
     rc = get_run(m, i, n, type, &r, out, took);

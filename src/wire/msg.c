@@ -89,6 +89,7 @@ static void storage_init(cuc_msg *m)
     m->natts = m->att_cap = 0;
     m->origin = NULL;
     m->side = NULL;
+    m->taken = NULL;
 }
 
 /* m, its storage fresh, becomes the thread's spare when there is room. */
@@ -156,6 +157,7 @@ static CUC_COLD void destroy_holding(cuc_msg *m)
     if (m->atts)
         free(m->atts);
     free(m->side);
+    free(m->taken);
     if (m->origin)
         cuc__ref_put(m->origin);
     storage_init(m);
@@ -758,6 +760,42 @@ void cuc__msg_set_origin(cuc_msg *m, struct cuc__ref *origin)
 struct cuc__ref *cuc__msg_origin(const cuc_msg *m)
 {
     return m ? m->origin : NULL;
+}
+
+int cuc__msg_taken_ready(const cuc_msg *m)
+{
+    cuc_msg *own = (cuc_msg *)m; /* the marks are all a reader writes */
+    uint8_t *marks, *none = NULL;
+
+    if (!m->origin)
+        return cuc__seterr(CUC_E_INVALID, "cuc__msg_taken_ready: a message from plain "
+                           "bytes has no leases to mark");
+    if (__atomic_load_n(&own->taken, __ATOMIC_ACQUIRE))
+        return 0;
+    marks = calloc(((size_t)m->nrecs + 7) / 8, 1);
+    if (!marks)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory marking the %u records of a "
+                           "received message", m->nrecs);
+    if (!__atomic_compare_exchange_n(&own->taken, &none, marks, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        free(marks); /* another reader was first */
+    return 0;
+}
+
+int cuc__msg_taken(const cuc_msg *m, size_t index)
+{
+    const uint8_t *marks = __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE);
+
+    return marks && index < m->nrecs &&
+           (__atomic_load_n(&marks[index / 8], __ATOMIC_RELAXED) >> (index % 8) & 1u);
+}
+
+void cuc__msg_set_taken(const cuc_msg *m, size_t index)
+{
+    uint8_t *marks = __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE);
+
+    if (marks && index < m->nrecs)
+        __atomic_fetch_or(&marks[index / 8], (uint8_t)(1u << (index % 8)), __ATOMIC_RELAXED);
 }
 
 int cuc__msg_has_type(const cuc_msg *m, unsigned type)

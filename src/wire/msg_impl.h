@@ -78,6 +78,11 @@ struct cuc_msg {
      * NULL; freed by the destroy. Set once, atomically: readers may share
      * a message. */
     uint8_t *side;
+    /* a bit a record: a reader took the record's lease into an object
+     * (wire.h: cuc__msg_taken), or NULL before the first; set once,
+     * atomically, and freed by the destroy (only a message with an
+     * origin is marked: it is destroyed through destroy_holding) */
+    uint8_t *taken;
     uint64_t lease_block; /* its attachments' lease ids' block (wire.h), once it has one */
     struct cuc__wire_rec rec_inline[CUC__MSG_INLINE_RECS];
     int fd_inline[CUC__MSG_INLINE_FDS];

@@ -180,6 +180,19 @@ size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts);
 void cuc__msg_set_origin(cuc_msg *m, struct cuc__ref *origin);
 struct cuc__ref *cuc__msg_origin(const cuc_msg *m);
 
+/* Records whose lease a reader took: a received record resolved into an
+ * object that holds its lease is marked, so that once that object has
+ * released the lease a later resolve of the same record can be refused
+ * (the sender may have freed the memory) instead of importing it again.
+ * Readers may share a message: the marks are written atomically.
+ * cuc__msg_taken_ready makes room for them (once a message: CUC_E_NOMEM,
+ * or CUC_E_INVALID for a message with no origin, which carries no
+ * lease); cuc__msg_set_taken marks record index (a no-op before the room
+ * is made); cuc__msg_taken is 1 for a marked record. */
+int cuc__msg_taken_ready(const cuc_msg *m);
+int cuc__msg_taken(const cuc_msg *m, size_t index);
+void cuc__msg_set_taken(const cuc_msg *m, size_t index);
+
 /* What the origin offers an object resolved from the message (a kernel
  * whose image the peer may later name by reference): the lease table
  * implements it (lease.c), so that exec/ can answer the channel without
