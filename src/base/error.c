@@ -88,17 +88,30 @@ void cuc__adderr(const char *fmt, ...)
     va_end(ap);
 }
 
+/* A message copied as the bytes it has: a deferred free saves and
+ * restores the caller's message around its work, once a buffer, where
+ * snprintf's "%s" cost ~570 instructions a copy (bench_legacy under
+ * callgrind). Both arrays are sizeof(last_msg). */
+static void msg_copy(char *dst, const char *src)
+{
+    size_t n = strnlen(src, sizeof(last_msg) - 1);
+
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 int cuc__err_save(struct cuc__err_saved *s, int status)
 {
+    _Static_assert(sizeof(s->msg) == sizeof(last_msg), "saved messages are whole");
     s->status = status;
     s->cuda = last_cuda;
-    snprintf(s->msg, sizeof(s->msg), "%s", last_msg);
+    msg_copy(s->msg, last_msg);
     return status;
 }
 
 int cuc__err_restore(const struct cuc__err_saved *s)
 {
-    snprintf(last_msg, sizeof(last_msg), "%s", s->msg);
+    msg_copy(last_msg, s->msg);
     last_cuda = s->cuda;
     return s->status;
 }
