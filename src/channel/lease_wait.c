@@ -26,8 +26,12 @@ static size_t current(const struct cuc__lease_gauge *g)
     return n;
 }
 
-static int timed_out(size_t n, const char *what, int timeout_ms, size_t max_left)
+static int timed_out(size_t n, const struct cuc__lease_gauge *g, int timeout_ms,
+                     size_t max_left)
 {
+    char what[96];
+
+    g->describe(g->obj, what, sizeof(what));
     return cuc__seterr(CUC_E_TIMEOUT, "%zu lease%s on %s still held after %d ms "
                        "(waiting for at most %zu); the importers must free what "
                        "they imported, or their channel must close", n,
@@ -63,7 +67,7 @@ static int wait_for(const struct cuc__lease_gauge *g, cuc_channel *ch, size_t ma
             return 0;
         left = cuc__remaining(deadline);
         if (left == 0)
-            return timed_out(n, g->what, timeout_ms, max_left);
+            return timed_out(n, g, timeout_ms, max_left);
         if (!ch) {
             /* Lingering links (destroyed channels) are read here; while
              * another thread reads them, or none lingers, the ends it

@@ -169,10 +169,12 @@ static int peer_gone(const struct cuc__link *l)
                        (long)l->peer_pid);
 }
 
-static int timed_out(const struct cuc__link *l)
+static int timed_out(const struct cuc__link *l, int64_t deadline)
 {
     const struct cuc__reasm *r = &l->rx;
 
+    if (deadline == 0)
+        return CUC_E_TIMEOUT; /* a poll's answer: nothing had arrived */
     if (cuc__reasm_partial(r))
         return cuc__seterr(CUC_E_TIMEOUT, "timed out with %u of the %u frames of a "
                            "message from the peer (pid %ld) received; the next "
@@ -196,7 +198,7 @@ static int read_frame(struct cuc__link *l, int64_t deadline, struct cuc__frame *
     if (rc == CUC_E_PEER_CLOSED)
         return peer_gone(l);
     if (rc == CUC_E_TIMEOUT)
-        return timed_out(l);
+        return timed_out(l, deadline);
     if (rc && rc != CUC_E_LIMIT)
         return rc;
     if (rc) { /* the bytes came, the fds did not */

@@ -589,10 +589,16 @@ size_t cuc__leases_count(struct cuc__leases *l)
     return n;
 }
 
+static void leases_describe(const void *obj, char *out, size_t len)
+{
+    const struct cuc__leases *l = obj;
+
+    snprintf(out, len, "the channel to pid %ld", (long)l->link->peer_pid);
+}
+
 struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__lease_gauge *g)
 {
-    *g = (struct cuc__lease_gauge){&l->lock, &l->cond, &l->count, ""};
-    snprintf(g->what, sizeof(g->what), "the channel to pid %ld", (long)l->link->peer_pid);
+    *g = (struct cuc__lease_gauge){&l->lock, &l->cond, &l->count, leases_describe, l};
     return g;
 }
 

@@ -125,7 +125,10 @@ struct cuc__lease_gauge {
     pthread_mutex_t *lock;
     pthread_cond_t *cond;
     const size_t *count;
-    char what[96]; /* the leases' object, for the timeout message */
+    /* names the leases' object for the timeout message (only then: a wait
+     * that ends in time formats nothing) */
+    void (*describe)(const void *obj, char *out, size_t len);
+    const void *obj;
 };
 /* Each fills g and returns it. */
 struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__lease_gauge *g);

@@ -843,10 +843,16 @@ int cuc_buffer_lease_count(const cuc_buffer *cb, size_t *n)
     return 0;
 }
 
+static void buffer_describe(const void *obj, char *out, size_t len)
+{
+    const cuc_buffer *b = obj;
+
+    snprintf(out, len, "the %zu-byte buffer at %p", b->size, (void *)(uintptr_t)b->ptr);
+}
+
 struct cuc__lease_gauge *cuc__buffer_gauge(cuc_buffer *b, struct cuc__lease_gauge *g)
 {
-    *g = (struct cuc__lease_gauge){&b->pool->lock, &b->pool->cond, &b->leases, ""};
-    snprintf(g->what, sizeof(g->what), "the %zu-byte buffer at %p", b->size,
-             (void *)(uintptr_t)b->ptr);
+    *g = (struct cuc__lease_gauge){&b->pool->lock, &b->pool->cond, &b->leases,
+                                   buffer_describe, b};
     return g;
 }

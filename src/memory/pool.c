@@ -393,10 +393,16 @@ int cuc__pool_take_lost(cuc_pool *p)
     return rc;
 }
 
+static void pool_describe(const void *obj, char *out, size_t len)
+{
+    const cuc_pool *p = obj;
+
+    snprintf(out, len, "the buffers of pool %s", cuc__pool_id_hex(p->id).s);
+}
+
 struct cuc__lease_gauge *cuc__pool_gauge(cuc_pool *p, struct cuc__lease_gauge *g)
 {
-    *g = (struct cuc__lease_gauge){&p->lock, &p->cond, &p->leases, ""};
-    snprintf(g->what, sizeof(g->what), "the buffers of pool %s", cuc__pool_id_hex(p->id).s);
+    *g = (struct cuc__lease_gauge){&p->lock, &p->cond, &p->leases, pool_describe, p};
     return g;
 }
 

@@ -510,12 +510,17 @@ int cuc_vmm_lease_count(const cuc_vmm *v, size_t *n)
     return 0;
 }
 
+static void vmm_describe(const void *obj, char *out, size_t len)
+{
+    const cuc_vmm *v = obj;
+
+    snprintf(out, len, "the VMM resource (%zu bytes on %s)", v->size, v->owner->uuid_str);
+}
+
 struct cuc__lease_gauge *cuc__vmm_gauge(cuc_vmm *v, struct cuc__lease_gauge *g)
 {
     pthread_once(&cond_once, cond_init_once);
-    *g = (struct cuc__lease_gauge){&lock, &cond, &v->leases, ""};
-    snprintf(g->what, sizeof(g->what), "the VMM resource (%zu bytes on %s)", v->size,
-             v->owner->uuid_str);
+    *g = (struct cuc__lease_gauge){&lock, &cond, &v->leases, vmm_describe, v};
     return g;
 }
 
