@@ -15,8 +15,12 @@
                   at the answer (impl=cucore and impl=cuda.core: the same
                   work), the mean over the rounds (as bench_pool's C
                   figures); impl=cucore+leases stops when the exporter has
-                  seen every lease end (the receiver's releases processed,
-                  as bench_pool's C figure); impl=cucore-slab: buffers
+                  seen every lease end (the receiver's releases processed),
+                  its own buffers kept until the clock stops: bench_pool's
+                  C figure, which frees them outside the clock;
+                  impl=cucore+leases+frees drops them before the lease wait,
+                  so that the clock also covers the exporter's deferred
+                  frees (more work than the C figure); impl=cucore-slab: buffers
                   carved from a cucore.Slab whose slab the receiver has
                   imported, impl=cucore-view: views of a buffer it holds
                   (no export, no import a buffer)
@@ -134,9 +138,12 @@ def spawn(target, *args):
     return conn, p
 
 
-def pipe_rounds(conn, make, n, rounds, after=None):
+def pipe_rounds(conn, make, n, rounds, after=None, free_in_clock=False):
     """The mean per buffer over ROUNDS timed rounds, after one untimed: the
-    statistic bench_pool's C figures give, so that the two compare."""
+    statistic bench_pool's C figures give, so that the two compare. AFTER
+    runs in the clock, after the answer: with FREE_IN_CLOCK once this
+    process dropped the buffers (their frees deferred to their leases'
+    end, in the clock), else while it still holds them (dropped after)."""
     total = 0
     for r in range(rounds + 1):
         bufs = make(n)
@@ -144,10 +151,13 @@ def pipe_rounds(conn, make, n, rounds, after=None):
         conn.send(bufs)
         assert conn.recv() == n
         if after:
-            del bufs
+            if free_in_clock:
+                bufs = None
             after()
+        dt = time.perf_counter_ns() - t
+        bufs = None
         if r:
-            total += time.perf_counter_ns() - t
+            total += dt
     return total / rounds / n
 
 
@@ -173,6 +183,10 @@ def bench_pipe_cucore():
     for n in SIZES:
         line("pipe_buffers", "cucore+leases", n,
              pipe_rounds(conn, make, n, rounds_for(n), leases_end) / 1000, "us_per_buffer")
+    for n in SIZES:
+        line("pipe_buffers", "cucore+leases+frees", n,
+             pipe_rounds(conn, make, n, rounds_for(n), leases_end, free_in_clock=True) / 1000,
+             "us_per_buffer")
     # Buffers the receiver's mapping already covers: carved from a slab it
     # imported (cucore.Slab), and views of a buffer it holds (issue 15).
     slab = cucore.Slab(pool, 4 << 20)
