@@ -1,6 +1,7 @@
 /* A hostile peer: a child that writes raw frames on the socket. Each lie
  * gives the right status within the receive timeout, and every fd it sent
  * is closed (the fd count is back to where it was). */
+#include <poll.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -246,6 +247,14 @@ static cuc_channel *start(const char *role, pid_t *pid)
     return ch;
 }
 
+/* Waits (up to 30 s) until the peer's first frame is there. */
+static void wait_readable(cuc_channel *ch)
+{
+    struct pollfd p = {cuc_channel_fd(ch), POLLIN, 0};
+
+    CHECK(poll(&p, 1, 30000) == 1);
+}
+
 static void expect_recv(cuc_channel *ch, int timeout, int want, const char *text,
                         const char *role)
 {
@@ -349,6 +358,10 @@ static void test_half_then_kill(void)
     pid_t pid;
 
     ch = start("half_then_hang", &pid);
+    /* the child starts the driver before it sends (cuInit took longer than
+     * the 300 ms below on a machine with two H200s): the short timeout is
+     * for the frames that never come, not for that */
+    wait_readable(ch);
     expect_recv(ch, 300, CUC_E_TIMEOUT, "1 of the 3 frames", "half_then_hang");
     mid = test_fd_count();
     CHECK(mid == before + 1 + 253); /* the channel, the part's fds */

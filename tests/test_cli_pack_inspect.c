@@ -59,12 +59,13 @@ int main(void)
         CHECK_OK(cuc_device_get(1, &d1));
     FD_BASELINE();
 
-    /* The acceptance case: ordinal 0 here is ordinal 1 under "3,0". */
+    /* The acceptance case: ordinal 0 here is ordinal 1 under "3,0" (with
+     * two or three GPUs "1,0"; one GPU has no other order). */
     snprintf(cmd, sizeof(cmd), "%s pack device 0 | CUDA_VISIBLE_DEVICES=%s %s inspect -",
-             CUC_CLI_PATH, n >= 4 ? "3,0" : "0", CUC_CLI_PATH);
+             CUC_CLI_PATH, n >= 4 ? "3,0" : n >= 2 ? "1,0" : "0", CUC_CLI_PATH);
     CHECK(sh(cmd, out, sizeof(out)) == 0);
     want(out, cuc_device_uuid_string(d0));
-    want(out, n >= 4 ? "local ordinal 1" : "local ordinal 0");
+    want(out, n >= 2 ? "local ordinal 1" : "local ordinal 0");
 
     /* Not visible to the inspector: the error text, exit 1. */
     snprintf(cmd, sizeof(cmd), "%s pack device 0 | CUDA_VISIBLE_DEVICES=%s %s inspect -",
@@ -77,16 +78,18 @@ int main(void)
     /* JSON, through a file. */
     snprintf(cmd, sizeof(cmd), "f=$(mktemp) && %s pack device 0 > $f && "
              "CUDA_VISIBLE_DEVICES=%s %s inspect $f --json; rc=$?; rm -f $f; exit $rc",
-             CUC_CLI_PATH, n >= 4 ? "2,0" : "0", CUC_CLI_PATH);
+             CUC_CLI_PATH, n >= 4 ? "2,0" : n >= 2 ? "1,0" : "0", CUC_CLI_PATH);
     CHECK(sh(cmd, out, sizeof(out)) == 0);
     snprintf(cmd, sizeof(cmd), "\"uuid\":\"%s\",\"ordinal\":%d,\"resolved\":true",
-             cuc_device_uuid_string(d0), n >= 4 ? 1 : 0);
+             cuc_device_uuid_string(d0), n >= 2 ? 1 : 0);
     want(out, cmd);
     want(out, "\"malformed\":false");
 
-    /* Streams resolve by UUID too. */
+    /* Streams resolve by UUID too (device 1, or 0 alone: at local 1 under
+     * "3,1", at local 0 under "1,0"). */
     snprintf(cmd, sizeof(cmd), "%s pack stream per-thread %d | CUDA_VISIBLE_DEVICES=%s "
-             "%s inspect -", CUC_CLI_PATH, n > 1 ? 1 : 0, n >= 4 ? "3,1" : "0", CUC_CLI_PATH);
+             "%s inspect -", CUC_CLI_PATH, n > 1 ? 1 : 0,
+             n >= 4 ? "3,1" : n >= 2 ? "1,0" : "0", CUC_CLI_PATH);
     CHECK(sh(cmd, out, sizeof(out)) == 0);
     want(out, "kind=per-thread");
     want(out, cuc_device_uuid_string(d1));
