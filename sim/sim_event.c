@@ -45,19 +45,26 @@ _Static_assert(sizeof(struct sim_ipc_event) == CU_IPC_HANDLE_SIZE,
 
 static struct CUevent_st *sim_events;
 static uint64_t sim_event_ids;
-static int sim_ipc_events_fd = -1;
+static int sim_ipc_events_fd[SIM_MAX_GPUS] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                              -1, -1, -1, -1, -1, -1, -1, -1};
+_Static_assert(SIM_MAX_GPUS == 16, "one -1 a GPU above");
 
-/* On the H200 a process's first IPC event opened one fd that outlived it,
- * and later ones opened none (probe --lazy-fds: "fds-ipc-event-0 base 36
- * created +1 handle +1 destroyed +1", the same for -1 and -2; the full
- * probe, which made one before: "+0"). The sim holds an empty memfd for
- * the rest of the process, so that fd counts agree. Locked. */
-static CUresult ipc_events_fd_open(void)
+/* On the H200 a process's first IPC event on a device opened one fd that
+ * outlived it, and later ones there opened none (probe --lazy-fds:
+ * "fds-ipc-event-0 base 36 created +1 handle +1 destroyed +1", the same
+ * for -1 and -2; the full probe, which made one before: "+0"); with two
+ * H200s, the first on the second device opened one more
+ * ("fds-ipc-event-dev1-0 ... created +1 ... destroyed +1", after device
+ * 0's). The sim holds an empty memfd per physical GPU for the rest of the
+ * process, so that fd counts agree. Locked. */
+static CUresult ipc_events_fd_open(const struct CUctx_st *ctx)
 {
-    if (sim_ipc_events_fd >= 0)
+    int *fd = &sim_ipc_events_fd[sim.vis[ctx->dev]];
+
+    if (*fd >= 0)
         return CUDA_SUCCESS;
-    sim_ipc_events_fd = memfd_create("cucore-sim-ipc-events", MFD_CLOEXEC);
-    return sim_ipc_events_fd >= 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    *fd = memfd_create("cucore-sim-ipc-events", MFD_CLOEXEC);
+    return *fd >= 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static struct CUevent_st *find_event(CUevent e)
@@ -122,7 +129,7 @@ SIM_API CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
     sim_lock();
     rc = sim_ctx_current(&cur);
     if (!rc && (Flags & CU_EVENT_INTERPROCESS))
-        rc = ipc_events_fd_open();
+        rc = ipc_events_fd_open(cur);
     if (rc)
         goto out;
     e = new_event(cur, Flags);

@@ -78,7 +78,9 @@ struct CUmemPoolHandle_st {
     int phys;      /* physical owner GPU, SIM_PHYS_HOST for host */
     CUmemLocationType loc_type;
     unsigned int handle_types;
-    int fd;        /* -1 until the first allocation or export */
+    int fd;        /* -1 until the first allocation or export; for a pool
+                      that cannot export an fd, always */
+    int materialized; /* memory behind the reservation (pool_materialize) */
     unsigned char *map;
     size_t map_size;
     unsigned char *base; /* data area */
@@ -384,24 +386,33 @@ static struct CUmemPoolHandle_st *pool_new(void)
     return p;
 }
 
-/* The memfd of a created pool, at its first allocation or export: on the
- * H200 creating an IPC pool opened no fd and exporting it opened two, the
- * caller's and one the driver keeps until the pool is destroyed (probe:
- * "fds-ipc-pool-0 ... created +0 exported +2 destroyed+closed +0").
- * Locked. */
+/* Memory where a pool's addresses were reserved: a pool that can export
+ * a POSIX fd gets a memfd, another only its reservation made writable.
+ * Its fds as the driver's (sim/README.md, "fds"): on the H200 creating an
+ * IPC pool opened no fd and exporting it opened two, the caller's and one
+ * the driver keeps until the pool is destroyed (probe: "fds-ipc-pool-0 ...
+ * created +0 exported +2 destroyed+closed +0"); a pool without a handle
+ * type opened none at all, also once it allocated (with two H200s:
+ * "fds-pool-none ... alloc +0"). An IPC pool that allocates before its
+ * export opened none at the allocation either ("fds-ipc-pool-alloc-first
+ * ... alloc +0 exported +2"); the sim's memfd holds the pool's bytes from
+ * the first, so there it is +1 at the allocation (+2 once exported, as
+ * the driver). Locked. */
 static CUresult pool_materialize(struct CUmemPoolHandle_st *p)
 {
     struct sim_pool_hdr hdr;
-    int fd;
+    int fd = -1;
 
-    if (p->fd >= 0)
+    if (p->materialized)
         return CUDA_SUCCESS;
-    fd = memfd_create("cucore-sim-pool", MFD_CLOEXEC);
-    if (fd < 0)
+    if (!(p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        if (mprotect(p->map, p->map_size, PROT_READ | PROT_WRITE) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    } else if ((fd = memfd_create("cucore-sim-pool", MFD_CLOEXEC)) < 0) {
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (ftruncate(fd, (off_t)p->map_size) != 0 ||
-        mmap(p->map, p->map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-             fd, 0) == MAP_FAILED) {
+    } else if (ftruncate(fd, (off_t)p->map_size) != 0 ||
+               mmap(p->map, p->map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                    fd, 0) == MAP_FAILED) {
         close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -418,6 +429,7 @@ static CUresult pool_materialize(struct CUmemPoolHandle_st *p)
         hdr.uuid = sim.phys[p->phys].uuid;
     memcpy(p->map, &hdr, sizeof(hdr));
     p->fd = fd;
+    p->materialized = 1;
     return CUDA_SUCCESS;
 }
 
@@ -826,6 +838,7 @@ SIM_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
     p->uid = hdr.uid;
     if (dev >= 0)
         p->access[dev] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    p->materialized = 1; /* the exporter's memfd, mapped below */
     p->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (p->fd < 0) {
         pool_release(p);

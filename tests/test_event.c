@@ -142,7 +142,7 @@ static void test_refs(void)
 int main(void)
 {
     open_all();
-    test_warm_driver_fds(devs[0]);
+    test_warm_driver_fds();
     FD_BASELINE();
     test_basic();
     test_timing();

@@ -234,7 +234,7 @@ int main(int argc, char **argv)
     open_all();
     if (n_dev < 4)
         SKIP("needs 4 simulated GPUs");
-    test_warm_driver_fds(devs[0]);
+    test_warm_driver_fds();
     FD_BASELINE();
     test_race();
     test_mismatch();

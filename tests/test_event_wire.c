@@ -143,7 +143,7 @@ int main(int argc, char **argv)
     }
     unsetenv("CUDA_VISIBLE_DEVICES");
     open_all();
-    test_warm_driver_fds(devs[0]);
+    test_warm_driver_fds();
     FD_BASELINE();
     test_refused();
     test_layout();

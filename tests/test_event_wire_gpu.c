@@ -82,7 +82,7 @@ int main(int argc, char **argv)
         SKIP("the simulator runs no kernels: an IPC event is complete at record");
     CHECK_OK(cuc_device_get(0, &d));
     CHECK_OK(cuc_device_set_current(d));
-    test_warm_driver_fds(d);
+    test_warm_driver_fds();
     FD_BASELINE();
     CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, spin_ptx, sizeof(spin_ptx), "spin", &k));
     CHECK_OK(cuc_stream_create(d, CUC_STREAM_NON_BLOCKING, 0, &s));

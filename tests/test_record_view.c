@@ -233,7 +233,7 @@ static void test_vmm(void)
 int main(void)
 {
     open_all();
-    test_warm_driver_fds(devs[0]);
+    test_warm_driver_fds();
     FD_BASELINE();
     test_names();
     test_version();

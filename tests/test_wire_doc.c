@@ -1284,7 +1284,7 @@ int main(void)
     CHECK_OK(cuc_device_set_current(dev0));
     for (int i = 1; i < n && npeers < 2; i++)
         CHECK_OK(cuc_device_get(i, &peers[npeers++]));
-    test_warm_driver_fds(dev0);
+    test_warm_driver_fds();
     FD_BASELINE();
     null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     CHECK(null_fd >= 0);

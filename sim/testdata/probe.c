@@ -8,6 +8,9 @@
  *   PROBE_LIB=.../libcucore-sim.so CUCORE_SIM_GPUS=1 ./probe > sim.txt
  *
  * Needs one visible GPU (device 0). Not part of the test suite. */
+/* the simulator's controls (fault injection, call counters) are not in
+ * a real driver, which this probes too */
+#define SIM_T_CTL_OPTIONAL 1
 #include "sim_test.h"
 
 #include <ctype.h>
@@ -1134,6 +1137,38 @@ static void probe_fds(void)
     probe_fds_pool_orders();
 }
 
+/* With a second GPU: does its first IPC event open an fd of its own, or
+ * was the one device 0's first event opened the process's? (After
+ * probe_fds, which made device 0's.) */
+static void probe_fds_second_device(void)
+{
+    CUipcEventHandle h;
+    CUcontext ctx;
+    CUevent e;
+    int count = 0, n0, n1, n2, n3;
+
+    CU_OK(D.cuDeviceGetCount(&count));
+    if (count < 2) {
+        printf("fds-ipc-event-dev1 no second device\n");
+        return;
+    }
+    n0 = nfds_open();
+    CU_OK(D.cuDevicePrimaryCtxRetain(&ctx, 1));
+    CU_OK(D.cuCtxSetCurrent(ctx));
+    printf("fds-primary-ctx-dev1 %+d\n", nfds_open() - n0);
+    n0 = nfds_open();
+    for (int i = 0; i < 2; i++) {
+        CU_OK(D.cuEventCreate(&e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+        n1 = nfds_open();
+        CU_OK(D.cuIpcGetEventHandle(&h, e));
+        n2 = nfds_open();
+        CU_OK(D.cuEventDestroy(e));
+        n3 = nfds_open();
+        printf("fds-ipc-event-dev1-%d base %d created %+d handle %+d destroyed %+d\n", i,
+               n0, n1 - n0, n2 - n0, n3 - n0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1150,6 +1185,7 @@ int main(int argc, char **argv)
         printf("fds-primary-ctx %+d\n", nfds_open() - n);
         probe_lazy();
         probe_fds();
+        probe_fds_second_device();
         return 0;
     }
     probe_proc();
@@ -1162,6 +1198,7 @@ int main(int argc, char **argv)
     probe_vmm();
     probe_lazy();
     probe_fds();
+    probe_fds_second_device();
     probe_risky();
     printf("done\n");
     return 0;
