@@ -1073,23 +1073,32 @@ static void probe_fds_pool_orders(void)
     }
 }
 
-static void probe_fds(void)
+/* rounds IPC events in the current context, each made, given a handle
+ * and destroyed: what each step leaves open, against the fds before the
+ * first ("fds-ipc-event<label>-N base ... created ... destroyed ..."). */
+static void ipc_event_fds(const char *label, int rounds)
 {
     CUipcEventHandle h;
     CUevent e;
-    int n0, n1, n2, n3;
+    int n0 = nfds_open(), n1, n2, n3;
 
-    n0 = nfds_open();
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < rounds; i++) {
         CU_OK(D.cuEventCreate(&e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
         n1 = nfds_open();
         CU_OK(D.cuIpcGetEventHandle(&h, e));
         n2 = nfds_open();
         CU_OK(D.cuEventDestroy(e));
         n3 = nfds_open();
-        printf("fds-ipc-event-%d base %d created %+d handle %+d destroyed %+d\n", i, n0,
-               n1 - n0, n2 - n0, n3 - n0);
+        printf("fds-ipc-event%s-%d base %d created %+d handle %+d destroyed %+d\n", label,
+               i, n0, n1 - n0, n2 - n0, n3 - n0);
     }
+}
+
+static void probe_fds(void)
+{
+    int n0, n1, n2, n3;
+
+    ipc_event_fds("", 3);
     for (int i = 0; i < 3; i++) {
         CUmemPoolProps pp;
         CUmemoryPool pool;
@@ -1142,10 +1151,8 @@ static void probe_fds(void)
  * probe_fds, which made device 0's.) */
 static void probe_fds_second_device(void)
 {
-    CUipcEventHandle h;
     CUcontext ctx;
-    CUevent e;
-    int count = 0, n0, n1, n2, n3;
+    int count = 0, n0;
 
     CU_OK(D.cuDeviceGetCount(&count));
     if (count < 2) {
@@ -1156,17 +1163,7 @@ static void probe_fds_second_device(void)
     CU_OK(D.cuDevicePrimaryCtxRetain(&ctx, 1));
     CU_OK(D.cuCtxSetCurrent(ctx));
     printf("fds-primary-ctx-dev1 %+d\n", nfds_open() - n0);
-    n0 = nfds_open();
-    for (int i = 0; i < 2; i++) {
-        CU_OK(D.cuEventCreate(&e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
-        n1 = nfds_open();
-        CU_OK(D.cuIpcGetEventHandle(&h, e));
-        n2 = nfds_open();
-        CU_OK(D.cuEventDestroy(e));
-        n3 = nfds_open();
-        printf("fds-ipc-event-dev1-%d base %d created %+d handle %+d destroyed %+d\n", i,
-               n0, n1 - n0, n2 - n0, n3 - n0);
-    }
+    ipc_event_fds("-dev1", 2);
 }
 
 int main(int argc, char **argv)
