@@ -85,10 +85,10 @@ int cuc__link_send_seq(struct cuc__link *l, const cuc_msg *m,
  * (CUC_E_LIMIT naming RLIMIT_NOFILE, the fds needed and free: the message
  * dropped, the rest of its frames skipped, a refused record sent back so
  * the sender ends its leases) leave the link usable; a framing error and
- * CUC_E_PEER_CLOSED stick to the receiving direction. */
-/* deadline 0 takes only what has already arrived: nothing there is
- * CUC_E_TIMEOUT with no message set (the readers that drain a link ask
- * so after every message, and would only format one to drop it). */
+ * CUC_E_PEER_CLOSED stick to the receiving direction. deadline 0 takes
+ * only what has already arrived: nothing there is CUC_E_TIMEOUT with no
+ * message set (the readers that drain a link ask so after every message,
+ * and would only format one to drop it). */
 int cuc__link_recv(struct cuc__link *l, int64_t deadline, cuc_msg **m);
 
 #endif

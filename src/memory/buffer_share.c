@@ -357,11 +357,8 @@ static int holds_upstream(const cuc_buffer *b, const struct cuc__upstream *up)
     return 0;
 }
 
-/* Record i was taken before (cuc__msg_taken): its lease is still held
- * when root (the allocation found by the record, or NULL) or its part
- * (off, size) holds up; else the object it gave was dropped, the lease
- * released, and the sender may have freed the memory: refused, where an
- * import would hand out memory whose lease has ended. */
+/* Record i, taken before, whose lease its buffer released: refused, where
+ * an import would hand out memory whose lease has ended. */
 static int lease_ended(size_t i, uint64_t lease_id)
 {
     return cuc__seterr(CUC_E_NOT_FOUND, "buffer record %zu of this message was taken "
@@ -371,6 +368,10 @@ static int lease_ended(size_t i, uint64_t lease_id)
                        "again", i, (unsigned long long)lease_id);
 }
 
+/* Record i was taken before (cuc__msg_taken): its lease is still held
+ * when root (the allocation found by the record, or NULL) or its part
+ * (off, size) holds up; else the object it gave was dropped and the lease
+ * released. */
 static int check_retake_locked(cuc_buffer *root, uint64_t off, uint64_t size,
                                const struct cuc__upstream *up, size_t i)
 {
