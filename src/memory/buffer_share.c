@@ -65,6 +65,17 @@ static int same_upstream(const struct cuc__upstream *a, const struct cuc__upstre
     return a->leases == b->leases && a->id == b->id;
 }
 
+/* 1 if b holds the lease up (it arrived under it, and has not released it). */
+static int holds_upstream(const cuc_buffer *b, const struct cuc__upstream *up)
+{
+    if (same_upstream(&b->anchor, up))
+        return 1;
+    for (size_t i = 0; i < b->nextra; i++)
+        if (same_upstream(&b->extra[i], up))
+            return 1;
+    return 0;
+}
+
 /* Records up on b, or drops it when b already has it (pool->lock held). */
 static int add_upstream_locked(cuc_buffer *b, const struct cuc__upstream *up, int *dup)
 {
@@ -75,9 +86,7 @@ static int add_upstream_locked(cuc_buffer *b, const struct cuc__upstream *up, in
         *dup = 0;
         return 0;
     }
-    *dup = !up->leases || same_upstream(&b->anchor, up);
-    for (size_t i = 0; !*dup && i < b->nextra; i++)
-        *dup = same_upstream(&b->extra[i], up);
+    *dup = !up->leases || holds_upstream(b, up);
     if (*dup)
         return 0;
     if (b->nextra == b->extra_cap) {
@@ -345,17 +354,6 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
 }
 
 /* ---- a record taken again ---- */
-
-/* 1 if b holds the lease up (it arrived under it, and has not released it). */
-static int holds_upstream(const cuc_buffer *b, const struct cuc__upstream *up)
-{
-    if (same_upstream(&b->anchor, up))
-        return 1;
-    for (size_t i = 0; i < b->nextra; i++)
-        if (same_upstream(&b->extra[i], up))
-            return 1;
-    return 0;
-}
 
 /* Record i, taken before, whose lease its buffer released: refused, where
  * an import would hand out memory whose lease has ended. */
