@@ -25,8 +25,6 @@
 
 #include "cucore_py.h"
 
-#define RELEASE_BIT (1ull << 63)
-
 struct claim {
     struct conn *c;
     uint64_t token;

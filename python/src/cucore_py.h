@@ -201,12 +201,16 @@ void share_conn_drain(struct conn *c);
 /* hold.c: the exporter's holds (a pickle's token) and leases (a claimed
  * token, one connection's). */
 struct lessee;
+/* A lease op (claim.c -> share.c -> hold.c) is a hold token, a release
+ * with this bit set (tokens never have it: hold.c). */
+#define RELEASE_BIT (1ull << 63)
 int hold_new(cuc_buffer *b, struct uses u, uint64_t *token);
 int64_t hold_now_ms(void);
 int64_t hold_sync_after_ms(uint64_t token);
 struct lessee *hold_lessee_new(void);
 void hold_lessee_end(struct lessee *l);
 int hold_apply(struct lessee *l, uint64_t token, int claim);
+void hold_apply_many(struct lessee *l, uint64_t *ops, size_t n, size_t *nstale);
 void hold_sweep(void);
 size_t hold_count(const cuc_buffer *b, const cuc_pool *pool);
 size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms);

@@ -42,6 +42,16 @@
 #define TOKEN_SEQ_BITS 20 /* a token: (claim-synchronously-after ms << 20) | sequence */
 #define DEFAULT_HOLD_MS 60000
 
+/* A pool's holds and leases, counted as they come and go, so that a
+ * lease wait neither walks every list nor wakes for each release: its
+ * waiters are woken once the count is down to what one of them waits for. */
+struct pool_count {
+    struct keynode node; /* keyed by the pool's address (never dereferenced) */
+    size_t n;            /* holds and leases of the pool's buffers */
+    size_t waiters;      /* hold_wait() calls on it: it stays while any */
+    size_t wake_at;      /* the largest count a waiter waits for */
+};
+
 struct hold {
     struct keynode node;      /* keyed by the token */
     struct hold *prev, *next; /* the unclaimed FIFO, or its lessee's list;
@@ -49,6 +59,7 @@ struct hold {
     cuc_buffer *b;            /* a reference */
     struct uses u;            /* the imports it is a user of (claim.c: A -> B -> C) */
     struct lessee *owner;     /* NULL while unclaimed */
+    struct pool_count *pc;    /* its pool's count, of which it is one */
     int64_t expires_ms;
 };
 
@@ -59,8 +70,8 @@ struct lessee {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
-static struct keytab table;
-static struct hold unclaimed = {{NULL, 0}, &unclaimed, &unclaimed, NULL, {NULL, NULL}, NULL, 0};
+static struct keytab table, pools;
+static struct hold unclaimed = {{NULL, 0}, &unclaimed, &unclaimed, NULL, {NULL, NULL}, NULL, NULL, 0};
 static struct lessee lessees = {.prev = &lessees, .next = &lessees};
 static uint64_t seq;
 static int64_t hold_ms = -1;
@@ -114,12 +125,69 @@ static void link_tail(struct hold *head, struct hold *h)
     head->prev = h;
 }
 
+static uint64_t pool_key(const cuc_pool *pool)
+{
+    return (uint64_t)(uintptr_t)pool;
+}
+
+static struct pool_count *pool_count_find_locked(const cuc_pool *pool)
+{
+    return (struct pool_count *)keytab_first(&pools, pool_key(pool));
+}
+
+/* Counts h (h->b set) in its pool's count; -1 on no memory. */
+static int pool_count_enter_locked(struct hold *h)
+{
+    const cuc_pool *pool = cuc_buffer_pool(h->b);
+    struct pool_count *pc = pool_count_find_locked(pool);
+
+    if (!pc) {
+        pc = calloc(1, sizeof(*pc));
+        if (!pc)
+            return -1;
+        pc->node.key = pool_key(pool);
+        if (keytab_insert(&pools, &pc->node)) {
+            free(pc);
+            return -1;
+        }
+    }
+    pc->n++;
+    h->pc = pc;
+    return 0;
+}
+
+/* Into the table (h's token and buffer set) and its pool's count; -1 on
+ * no memory, with neither changed. */
+static int insert_locked(struct hold *h)
+{
+    if (keytab_insert(&table, &h->node))
+        return -1;
+    if (pool_count_enter_locked(h) == 0)
+        return 0;
+    keytab_remove(&table, &h->node);
+    return -1;
+}
+
+/* A count with neither holds nor waiters goes. */
+static void pool_count_drop_locked(struct pool_count *pc)
+{
+    if (pc->n || pc->waiters)
+        return;
+    keytab_remove(&pools, &pc->node);
+    free(pc);
+}
+
 /* Out of the table and its list; the caller drops h->b unlocked (end()). */
 static void remove_locked(struct hold *h)
 {
+    struct pool_count *pc = h->pc;
+
     keytab_remove(&table, &h->node);
     unlink_list(h);
-    pthread_cond_broadcast(&changed);
+    pc->n--;
+    if (pc->waiters && pc->n <= pc->wake_at)
+        pthread_cond_broadcast(&changed);
+    pool_count_drop_locked(pc);
 }
 
 /* Drops what the holds of list kept (unlocked: a last reference frees). */
@@ -167,7 +235,8 @@ int hold_new(cuc_buffer *b, struct uses u, uint64_t *token)
     expire_locked(now, &ended);
     h->node.key = ((uint64_t)(now + t / 2) << TOKEN_SEQ_BITS) |
                   (++seq & ((1u << TOKEN_SEQ_BITS) - 1));
-    if (keytab_insert(&table, &h->node)) {
+    h->b = b;
+    if (insert_locked(h)) {
         pthread_mutex_unlock(&mu);
         free(h);
         end_all(ended);
@@ -233,7 +302,8 @@ static struct hold *add_lease_locked(struct lessee *l, struct hold *other)
     if (!h)
         return NULL;
     h->node.key = other->node.key;
-    if (keytab_insert(&table, &h->node)) {
+    h->b = other->b;
+    if (insert_locked(h)) {
         free(h);
         return NULL;
     }
@@ -246,6 +316,35 @@ static struct hold *add_lease_locked(struct lessee *l, struct hold *other)
     return h;
 }
 
+/* One claim or release of token by l under mu (hold_apply says what);
+ * a lease it ends goes onto *ended. */
+static int apply_locked(struct lessee *l, uint64_t token, int claim, struct hold **ended)
+{
+    struct hold *h = find_locked(token, l, 0);
+
+    if (claim && l && h)
+        return 1;
+    if (claim && l) {
+        h = find_locked(token, NULL, 0);
+        if (h) {
+            unlink_list(h);
+            h->owner = l;
+            link_tail(&l->head, h);
+            return 0;
+        }
+        h = find_locked(token, NULL, 1);
+        if (!h)
+            return CUC_E_NOT_FOUND;
+        return add_lease_locked(l, h) ? 0 : CUC_E_NOMEM;
+    }
+    if (!h)
+        return CUC_E_NOT_FOUND;
+    remove_locked(h);
+    h->next = *ended;
+    *ended = h;
+    return 0;
+}
+
 /* A claim gives l a lease of token: the unclaimed hold becomes it, or,
  * when another connection claimed the token first and its lease is still
  * there, l gets one of its own. 0; 1 if l holds one already;
@@ -255,40 +354,45 @@ static struct hold *add_lease_locked(struct lessee *l, struct hold *other)
  * process loading its own pickle) the unclaimed hold. */
 int hold_apply(struct lessee *l, uint64_t token, int claim)
 {
-    struct hold *h, *ended = NULL;
-    int rc = 0;
+    struct hold *ended = NULL;
+    int rc;
 
     pthread_mutex_lock(&mu);
     expire_locked(hold_now_ms(), &ended);
-    h = find_locked(token, l, 0);
-    if (claim && l && h) {
-        rc = 1;
-    } else if (claim && l) {
-        h = find_locked(token, NULL, 0);
-        if (h) {
-            unlink_list(h);
-            h->owner = l;
-            link_tail(&l->head, h);
-        } else if ((h = find_locked(token, NULL, 1))) {
-            rc = add_lease_locked(l, h) ? 0 : CUC_E_NOMEM;
-        } else {
-            rc = CUC_E_NOT_FOUND;
-        }
-    } else if (!claim && h) {
-        remove_locked(h);
-        h->next = ended;
-        ended = h;
-    } else {
-        rc = CUC_E_NOT_FOUND;
-    }
+    rc = apply_locked(l, token, claim, &ended);
     pthread_mutex_unlock(&mu);
     end_all(ended);
     return rc;
 }
 
-/* Holds and leases of buffer b (or, with b NULL, of the buffers of pool):
- * every list is walked, which is fine for a count a test or a wait asks. */
-static size_t count_locked(const cuc_buffer *b, const cuc_pool *pool)
+/* A connection's lease ops, as hold_apply each (a release has RELEASE_BIT),
+ * a slice of them a lock: the claims that found nothing are moved to the
+ * front of ops, *nstale of them. Their buffers are dropped after. */
+#define APPLY_SLICE 256
+void hold_apply_many(struct lessee *l, uint64_t *ops, size_t n, size_t *nstale)
+{
+    struct hold *ended = NULL;
+    size_t i = 0, k = 0;
+
+    while (i < n) {
+        size_t stop = n - i < APPLY_SLICE ? n : i + APPLY_SLICE;
+
+        pthread_mutex_lock(&mu);
+        expire_locked(hold_now_ms(), &ended);
+        for (; i < stop; i++) {
+            int claim = !(ops[i] & RELEASE_BIT);
+
+            if (apply_locked(l, ops[i] & ~RELEASE_BIT, claim, &ended) == CUC_E_NOT_FOUND && claim)
+                ops[k++] = ops[i]; /* in place: ops[i] was read */
+        }
+        pthread_mutex_unlock(&mu);
+    }
+    end_all(ended);
+    *nstale = k;
+}
+
+/* Holds and leases of buffer b: every list is walked (a test asks). */
+static size_t count_buffer_locked(const cuc_buffer *b)
 {
     const struct lessee *l;
     const struct hold *h, *head;
@@ -297,11 +401,18 @@ static size_t count_locked(const cuc_buffer *b, const cuc_pool *pool)
     for (l = &lessees;; l = l->next) {
         head = l == &lessees ? &unclaimed : &l->head;
         for (h = head->next; h != head; h = h->next)
-            n += b ? h->b == b : cuc_buffer_pool(h->b) == pool;
+            n += h->b == b;
         if (l->next == &lessees)
             break;
     }
     return n;
+}
+
+static size_t count_pool_locked(const cuc_pool *pool)
+{
+    const struct pool_count *pc = pool_count_find_locked(pool);
+
+    return pc ? pc->n : 0;
 }
 
 size_t hold_count(const cuc_buffer *b, const cuc_pool *pool)
@@ -310,7 +421,7 @@ size_t hold_count(const cuc_buffer *b, const cuc_pool *pool)
 
     hold_sweep();
     pthread_mutex_lock(&mu);
-    n = count_locked(b, pool);
+    n = b ? count_buffer_locked(b) : count_pool_locked(pool);
     pthread_mutex_unlock(&mu);
     return n;
 }
@@ -330,22 +441,32 @@ void hold_stats(size_t *nunclaimed, size_t *leased)
 }
 
 /* Waits (the GIL released by the caller) up to ms for the holds and
- * leases of pool to be at most max_left; the count left. */
+ * leases of pool to be at most max_left; the count left. Woken once the
+ * count is down to it (remove_locked), not at each release. */
 size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms)
 {
+    struct pool_count *pc;
     struct timespec ts;
     size_t n;
 
     hold_sweep();
     pthread_mutex_lock(&mu);
-    n = count_locked(NULL, pool);
+    pc = pool_count_find_locked(pool);
+    n = pc ? pc->n : 0;
     if (n > max_left && ms > 0) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += (long)(ms % 1000) * 1000000;
         ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000;
         ts.tv_nsec %= 1000000000;
-        pthread_cond_timedwait(&changed, &mu, &ts);
-        n = count_locked(NULL, pool);
+        pc->waiters++;
+        pc->wake_at = max_left > pc->wake_at ? max_left : pc->wake_at;
+        while (pc->n > max_left &&
+               pthread_cond_timedwait(&changed, &mu, &ts) == 0)
+            ;
+        n = pc->n;
+        if (--pc->waiters == 0)
+            pc->wake_at = 0;
+        pool_count_drop_locked(pc);
     }
     pthread_mutex_unlock(&mu);
     return n;
@@ -358,7 +479,7 @@ void hold_after_fork(void)
 {
     pthread_mutex_init(&mu, NULL);
     pthread_cond_init(&changed, NULL);
-    table = (struct keytab){0};
+    table = pools = (struct keytab){0};
     unclaimed.prev = unclaimed.next = &unclaimed;
     lessees.prev = lessees.next = &lessees;
 }

@@ -44,7 +44,6 @@
 #define NOTICE_STALE 6u /* exporter to importer: claims that found nothing */
 #define REQ_SYNC 7u     /* answered REPLY_OK once what came before was served */
 #define REPLY_ERROR 0x80000000u
-#define RELEASE_BIT (1ull << 63)
 #define MAX_LEASE_OPS 65536
 #define GONE_CHECK_MS 10
 #define TEXT_MAX 1024
@@ -199,15 +198,10 @@ static void serve_claim(cuc_channel *ch, struct lessee *l, uint64_t token)
  * (the receiver may have mapped memory that is freed: it must learn). */
 static void serve_leases(cuc_channel *ch, struct lessee *l, uint64_t *ops, size_t n)
 {
-    size_t i, nstale = 0;
+    size_t nstale = 0;
     cuc_msg *m;
 
-    for (i = 0; i < n; i++) {
-        int claim = !(ops[i] & RELEASE_BIT);
-
-        if (hold_apply(l, ops[i] & ~RELEASE_BIT, claim) == CUC_E_NOT_FOUND && claim)
-            ops[nstale++] = ops[i]; /* in place: ops[i] was read */
-    }
+    hold_apply_many(l, ops, n, &nstale);
     if (nstale && data_msg(NOTICE_STALE, ops, nstale * 8, &m) == 0) {
         cuc_channel_send(ch, m);
         cuc_msg_destroy(m);

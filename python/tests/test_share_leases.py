@@ -191,3 +191,46 @@ def test_view_outlives_its_pickled_parent():
             b.close()
     finally:
         child.close()
+
+
+def test_lease_waits_wake_at_their_own_count():
+    """Lease waits on one pool with different counts to wait for, and one
+    on another pool, while two receivers drop their buffers in turn: each
+    returns once its own pool is down to its count (hold.c wakes waiters at
+    the count, not at each release), and the counts are the pools' own."""
+    import threading
+
+    a, b = cucore.Pool(0), cucore.Pool(1 % N)
+    cucore.share_point()
+    first, second = Child("spawn", None), Child("spawn", None)
+    done = {}
+
+    def wait(name, pool, left):
+        pool.lease_wait(left, timeout=30)
+        done[name] = (time.time(), pool.lease_count())
+
+    try:
+        assert first.call("hold", *[a.allocate(64) for _ in range(3)]) == 3
+        assert second.call("hold", a.allocate(64), a.allocate(64), b.allocate(64)) == 3
+        wait_claimed(6)
+        assert (a.lease_count(), b.lease_count()) == (5, 1)
+        waits = [threading.Thread(target=wait, args=args)
+                 for args in (("a<=2", a, 2), ("a<=0", a, 0), ("b<=0", b, 0))]
+        for t in waits:
+            t.start()
+        time.sleep(0.1)
+        assert done == {}  # nothing released yet: nobody returned
+        first.call("drop")
+        waits[0].join(30)
+        assert done["a<=2"][1] == 2
+        time.sleep(0.1)
+        assert sorted(done) == ["a<=2"]  # the others wait on
+        assert (a.lease_count(), b.lease_count()) == (2, 1)
+        second.call("drop")
+        for t in waits[1:]:
+            t.join(30)
+        assert done["a<=0"][1] == 0 and done["b<=0"][1] == 0
+        assert (a.lease_count(), b.lease_count()) == (0, 0)
+    finally:
+        first.close()
+        second.close()
