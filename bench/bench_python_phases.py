@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Where a round of bench_python.py's pipe figure goes, phase by phase:
+n pool buffers pickled here (pickle.dumps: the driver's export and the
+reduce), sent through a multiprocessing Pipe to a spawned child, unpickled
+there (imports and claims), closed, the answer back; then the lease end
+(the child's release thread drops them and sends the releases, the share
+point here serves them, lease_wait returns). Each phase is timed on the
+host's monotonic clock, in whichever process it happens, and printed in
+µs a buffer, the mean over the rounds after one untimed:
+
+  dumps        pickle.dumps of the list, here
+  send->child  from the end of dumps to the child holding the bytes
+  loads        pickle.loads in the child
+  closes       the child's closes (each queues its buffer for the thread)
+  answer       the child's answer reaching this process
+  child flush  from the closes to the child's cucore._core._share_flush()
+               returning (its releases sent, a round trip to the share
+               point served)
+  lease end    from the closes to this process's lease_wait(0) returning
+  total        from dumps to the lease end: bench_python's cucore+leases
+
+Run with PYTHONPATH=build/python (CUCORE_DRIVER=sim anywhere; the figures
+that matter are the GPU machine's)."""
+import multiprocessing as mp
+import pickle
+import time
+
+import cucore
+from cucore import _core
+
+now = time.perf_counter_ns
+SIZES = [64, 256, 1024, 4096]
+PHASES = ["dumps", "send->child", "loads", "closes", "answer", "child flush", "lease end",
+          "total"]
+
+
+def child(conn):
+    import cucore  # noqa: F401 (the unpickler needs it)
+    while True:
+        blob = conn.recv_bytes()
+        got = now()
+        if blob == b"end":
+            return
+        objs = pickle.loads(blob)
+        loaded = now()
+        for b in objs:
+            b.close()
+        closed = now()
+        objs = None
+        conn.send((got, loaded, closed))
+        _core._share_flush()
+        conn.send(now())
+
+
+def one_round(conn, pool, n):
+    bufs = [pool.allocate(256) for _ in range(n)]
+    t0 = now()
+    blob = pickle.dumps(bufs)
+    t1 = now()
+    conn.send_bytes(blob)
+    got, loaded, closed = conn.recv()
+    answered = now()
+    pool.lease_wait(0, timeout=60)
+    ended = now()
+    flushed = conn.recv()
+    return [t1 - t0, got - t1, loaded - got, closed - loaded, answered - closed,
+            flushed - closed, ended - closed, ended - t0]
+
+
+def main():
+    ctx = mp.get_context("spawn")
+    conn, theirs = ctx.Pipe()
+    p = ctx.Process(target=child, args=(theirs,))
+    p.start()
+    theirs.close()
+    pool = cucore.Pool(0)
+    one_round(conn, pool, 64)  # the child's driver, share point and pool import
+    for n in SIZES:
+        rounds = max(3, min(64, 4096 // n))
+        acc = [0] * len(PHASES)
+        for r in range(rounds + 1):
+            t = one_round(conn, pool, n)
+            if r:
+                acc = [a + v for a, v in zip(acc, t)]
+        print("n=%d, us a buffer: " % n + "  ".join(
+            "%s %.2f" % (k, v / rounds / n / 1000) for k, v in zip(PHASES, acc)), flush=True)
+    conn.send_bytes(b"end")
+    p.join()
+
+
+if __name__ == "__main__":
+    main()
