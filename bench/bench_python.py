@@ -8,7 +8,8 @@
                   impl=pickle is pickle's own floor for the same shape: a
                   tuple (builtin, (bytes of the same length,)) through
                   dumps + loads (a global and a bytes object, no call)
-  pipe_buffers    N pool buffers (256 B, allocated before the clock starts)
+  pipe_buffers    N pool buffers (4096 B, bench_pool's size, so that the C
+                  and Python figures are the same work; allocated before the clock starts)
                   as one plain list through a multiprocessing Pipe to a
                   spawned child that unpickles them (imports), closes them
                   and answers; per buffer, N = 1 .. 4096, the clock stops
@@ -46,6 +47,8 @@ import time
 import cucore
 
 SIZES = [1, 4, 16, 64, 256, 1024, 4096]
+BUF = 4096  # bytes a pool buffer: bench_pool's BUF_BYTES (the driver's export costs more
+            # for larger blocks: 13.4-15.2 us a pointer at 256 B, 15.1-17.7 at 4096 on the H200)
 
 
 def line(name, impl, n, value, unit):
@@ -116,7 +119,7 @@ def child_first(conn):
     import cucore
     dev = cucore.devices()[0]
     warm = cucore.Pool(dev)  # the driver's context and pool machinery, untimed
-    warm.allocate(256).close()
+    warm.allocate(BUF).close()
     a, b = conn.recv_bytes(), conn.recv_bytes()
     t0 = time.perf_counter_ns()
     x = pickle.loads(a)
@@ -170,7 +173,7 @@ def bench_pipe_cucore():
     conn, p = spawn(child_loop, "cucore")
 
     def make(k):
-        return [pool.allocate(256) for _ in range(k)]
+        return [pool.allocate(BUF) for _ in range(k)]
 
     def leases_end(kept=0):
         pool.lease_wait(kept, timeout=60)
@@ -189,18 +192,18 @@ def bench_pipe_cucore():
              "us_per_buffer")
     # Buffers the receiver's mapping already covers: carved from a slab it
     # imported (cucore.Slab), and views of a buffer it holds (issue 15).
-    slab = cucore.Slab(pool, 4 << 20)
-    whole = pool.allocate(256 * max(SIZES))
-    conn.send(("keep", [slab.allocate(256), whole]))  # the slab's and the parent's import
+    slab = cucore.Slab(pool, 2 * BUF * max(SIZES))
+    whole = pool.allocate(BUF * max(SIZES))
+    conn.send(("keep", [slab.allocate(BUF), whole]))  # the slab's and the parent's import
     conn.recv()
     for n in SIZES:
         line("pipe_buffers", "cucore-slab", n,
-             pipe_rounds(conn, lambda k: [slab.allocate(256) for _ in range(k)], n,
+             pipe_rounds(conn, lambda k: [slab.allocate(BUF) for _ in range(k)], n,
                          rounds_for(n)) / 1000, "us_per_buffer")
         leases_end(2)  # the child keeps its two
     for n in SIZES:
         line("pipe_buffers", "cucore-view", n,
-             pipe_rounds(conn, lambda k: [whole.view(256 * i, 256) for i in range(k)], n,
+             pipe_rounds(conn, lambda k: [whole.view(BUF * i, BUF) for i in range(k)], n,
                          rounds_for(n)) / 1000, "us_per_buffer")
         leases_end(2)
     conn.send(None)
@@ -220,7 +223,7 @@ def bench_pipe_cuda_core():
         conn.recv()
 
         def make(k):
-            bufs = [mr.allocate(256, stream=stream) for _ in range(k)]
+            bufs = [mr.allocate(BUF, stream=stream) for _ in range(k)]
             stream.sync()
             return bufs
 
@@ -236,7 +239,7 @@ def bench_pipe_cuda_core():
 
 
 def share_first_once(pool):
-    a, b = pool.allocate(256), pool.allocate(256)
+    a, b = pool.allocate(BUF), pool.allocate(BUF)
     conn, p = spawn(child_first)
     conn.send_bytes(pickle.dumps(a))
     conn.send_bytes(pickle.dumps(b))

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where a round of bench_python.py's pipe figure goes, phase by phase:
-n pool buffers pickled here (pickle.dumps: the driver's export and the
+n pool buffers (4096 B) pickled here (pickle.dumps: the driver's export and the
 reduce), sent through a multiprocessing Pipe to a spawned child, unpickled
 there (imports and claims), closed, the answer back; then the lease end
 (the child's release thread drops them and sends the releases, the share
@@ -53,7 +53,7 @@ def child(conn):
 
 
 def one_round(conn, pool, n):
-    bufs = [pool.allocate(256) for _ in range(n)]
+    bufs = [pool.allocate(4096) for _ in range(n)]  # bench_python's size
     t0 = now()
     blob = pickle.dumps(bufs)
     t1 = now()
