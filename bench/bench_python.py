@@ -16,9 +16,11 @@
                   at the answer (impl=cucore and impl=cuda.core: the same
                   work), the mean over the rounds (as bench_pool's C
                   figures); impl=cucore+leases stops when the exporter has
-                  seen every lease end (the receiver's releases processed),
-                  its own buffers kept until the clock stops: bench_pool's
-                  C figure, which frees them outside the clock;
+                  seen every lease end (the receiver's releases processed;
+                  the child's answer is read after the clock), its own
+                  buffers kept until the clock stops: bench_pool's C
+                  figure, which has no answer and frees them outside the
+                  clock;
                   impl=cucore+leases+frees drops them before the lease wait,
                   so that the clock also covers the exporter's deferred
                   frees (more work than the C figure); impl=cucore-slab: buffers
@@ -143,21 +145,27 @@ def spawn(target, *args):
 
 def pipe_rounds(conn, make, n, rounds, after=None, free_in_clock=False):
     """The mean per buffer over ROUNDS timed rounds, after one untimed: the
-    statistic bench_pool's C figures give, so that the two compare. AFTER
-    runs in the clock, after the answer: with FREE_IN_CLOCK once this
-    process dropped the buffers (their frees deferred to their leases'
-    end, in the clock), else while it still holds them (dropped after)."""
+    statistic bench_pool's C figures give, so that the two compare. Without
+    AFTER the clock stops at the child's answer. With AFTER it stops when
+    AFTER returns (the lease end), and the answer, which the child sends
+    before its releases, is read after the clock (bench_pool's C figure
+    has no answer): with FREE_IN_CLOCK this process drops the buffers
+    first (their frees deferred to their leases' end, in the clock), else
+    it holds them until the clock has stopped."""
     total = 0
     for r in range(rounds + 1):
         bufs = make(n)
         t = time.perf_counter_ns()
         conn.send(bufs)
-        assert conn.recv() == n
         if after:
             if free_in_clock:
                 bufs = None
             after()
+        else:
+            assert conn.recv() == n
         dt = time.perf_counter_ns() - t
+        if after:
+            assert conn.recv() == n
         bufs = None
         if r:
             total += dt
