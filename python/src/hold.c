@@ -75,6 +75,7 @@ static struct hold unclaimed = {{NULL, 0}, &unclaimed, &unclaimed, NULL, {NULL, 
 static struct lessee lessees = {.prev = &lessees, .next = &lessees};
 static uint64_t seq;
 static int64_t hold_ms = -1;
+static int wake_due; /* a removal reached a waiter's count: end_all() broadcasts */
 
 int64_t hold_now_ms(void)
 {
@@ -177,7 +178,7 @@ static void pool_count_drop_locked(struct pool_count *pc)
     free(pc);
 }
 
-/* Out of the table and its list; the caller drops h->b unlocked (end()). */
+/* Out of the table and its list; the caller drops h->b unlocked (end_all()). */
 static void remove_locked(struct hold *h)
 {
     struct pool_count *pc = h->pc;
@@ -186,20 +187,30 @@ static void remove_locked(struct hold *h)
     unlink_list(h);
     pc->n--;
     if (pc->waiters && pc->n <= pc->wake_at)
-        pthread_cond_broadcast(&changed);
+        wake_due = 1; /* end_all() wakes them, once h is dropped */
     pool_count_drop_locked(pc);
 }
 
-/* Drops what the holds of list kept (unlocked: a last reference frees). */
+/* Drops what the holds of list kept (unlocked: a last reference frees),
+ * then wakes the lease waiters whose count their removal reached: after
+ * the drops, so that a waiter woken finds the frees those ends allowed
+ * already done (or failed, which its wait reports). */
 static void end_all(struct hold *list)
 {
     struct hold *h, *next;
 
+    if (!list)
+        return;
     for (h = list; h; h = next) {
         next = h->next;
         claim_finish(h->b, h->u, NULL); /* our claims on A after our mapping went */
         free(h);
     }
+    pthread_mutex_lock(&mu);
+    if (wake_due)
+        pthread_cond_broadcast(&changed);
+    wake_due = 0;
+    pthread_mutex_unlock(&mu);
 }
 
 /* Unclaimed holds past their time, onto the list *ended. */
@@ -480,6 +491,7 @@ void hold_after_fork(void)
     pthread_mutex_init(&mu, NULL);
     pthread_cond_init(&changed, NULL);
     table = pools = (struct keytab){0};
+    wake_due = 0;
     unclaimed.prev = unclaimed.next = &unclaimed;
     lessees.prev = lessees.next = &lessees;
 }
