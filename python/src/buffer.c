@@ -69,7 +69,7 @@ static int buffer_drop(PyBuffer *o, cuc_stream *s)
 
     if (!b)
         return 0;
-    live_del_ptr(b);
+    live_del_ptr(b, (PyObject *)o);
     o->b = NULL;
     Py_CLEAR(o->rec);
     if ((u.own || u.up) && !s && claim_drop_later(b, u) == 0)
@@ -88,6 +88,8 @@ static void buffer_dealloc(PyObject *self)
         PyObject_ClearWeakRefs(self);
     if (o->pid == py_pid())
         buffer_drop(o, NULL);
+    else if (o->b)
+        live_del_ptr(o->b, self); /* inherited through fork: forgotten, not dropped */
     Py_CLEAR(o->rec);
     PyObject_Free(self);
 }

@@ -134,15 +134,16 @@ int py_check_pid(pid_t pid, const char *what);
 int py_thread_detached(void *(*fn)(void *), void *arg);
 
 /* live.c: this process's Python object of a cucore object (identity across
- * pickle round trips). Borrowed lookups return a new reference or NULL
- * (no error set). */
+ * pickle round trips). Lookups return a new reference or NULL (no error
+ * set); an object registered by pointer removes itself (live_del_ptr)
+ * before it goes. */
 int live_init(void);
 PyObject *live_get(PyObject *key);
 int live_put(PyObject *key, PyObject *obj);
 void live_del(PyObject *key);
 PyObject *live_get_ptr(const void *p);
 int live_put_ptr(const void *p, PyObject *obj);
-void live_del_ptr(const void *p);
+void live_del_ptr(const void *p, const PyObject *obj);
 
 /* device.c */
 PyObject *device_wrap(cuc_device *dev);
@@ -181,7 +182,7 @@ PyObject *py_load(PyObject *self, PyObject *arg);
 PyObject *share_reduce_pool(PyPool *p);
 PyObject *share_reduce_buffer(PyBuffer *b);
 PyObject *share_reduce_vmm(PyVmm *v);
-PyObject *py_load_shared(PyObject *self, PyObject *args);
+PyObject *py_load_shared(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *py_share_point(PyObject *self, PyObject *noargs);
 PyObject *py_share_close(PyObject *self, PyObject *noargs);
 PyObject *py_host_id(PyObject *self, PyObject *noargs);

@@ -51,7 +51,7 @@ static void event_dealloc(PyObject *self)
 
     if (o->weak)
         PyObject_ClearWeakRefs(self);
-    live_del_ptr(o->e);
+    live_del_ptr(o->e, self);
     if (o->pid == py_pid())
         cuc_event_unref(o->e);
     PyObject_Free(self);

@@ -1,5 +1,8 @@
-/* This process's Python object of each cucore object, weakly held, so that
- * a pickle round trip in one process gives back the very same object. */
+/* This process's Python object of each cucore object, not kept alive by
+ * the registry, so that a pickle round trip in one process gives back the
+ * very same object. */
+#include <stdlib.h>
+
 #include "cucore_py.h"
 
 static PyObject *table; /* key -> weakref */
@@ -46,37 +49,58 @@ void live_del(PyObject *key)
     PyErr_Restore(type, value, tb);
 }
 
+/* Objects keyed by their cucore object's address: a C table of borrowed
+ * pointers (no key object, no weak reference to make a lookup or an
+ * insert). Each object removes its own entry before it goes (its close or
+ * its deallocator, live_del_ptr), so an entry never outlives its object;
+ * one whose count already reached zero (being deallocated) is not handed
+ * out. The GIL guards the table. */
+struct live_entry {
+    struct keynode node; /* keyed by the cucore object's address */
+    PyObject *obj;       /* borrowed */
+};
+
+static struct keytab ptrs;
+
+static uint64_t ptr_key(const void *p)
+{
+    return (uint64_t)(uintptr_t)p;
+}
+
 PyObject *live_get_ptr(const void *p)
 {
-    PyObject *key = PyLong_FromVoidPtr((void *)p), *obj;
+    struct keynode *n;
 
-    if (!key)
-        return NULL;
-    obj = live_get(key);
-    Py_DECREF(key);
-    return obj;
+    for (n = keytab_first(&ptrs, ptr_key(p)); n; n = keytab_next(n)) {
+        PyObject *obj = ((struct live_entry *)n)->obj;
+
+        if (Py_REFCNT(obj) > 0)
+            return Py_NewRef(obj);
+    }
+    return NULL;
 }
 
 int live_put_ptr(const void *p, PyObject *obj)
 {
-    PyObject *key = PyLong_FromVoidPtr((void *)p);
-    int rc;
+    struct live_entry *e = malloc(sizeof(*e));
 
-    if (!key)
+    if (!e || (e->node.key = ptr_key(p), keytab_insert(&ptrs, &e->node))) {
+        free(e);
+        PyErr_NoMemory();
         return -1;
-    rc = live_put(key, obj);
-    Py_DECREF(key);
-    return rc;
+    }
+    e->obj = obj;
+    return 0;
 }
 
-void live_del_ptr(const void *p)
+void live_del_ptr(const void *p, const PyObject *obj)
 {
-    PyObject *key = PyLong_FromVoidPtr((void *)p);
+    struct keynode *n;
 
-    if (key) {
-        live_del(key);
-        Py_DECREF(key);
-    } else {
-        PyErr_Clear();
-    }
+    for (n = keytab_first(&ptrs, ptr_key(p)); n; n = keytab_next(n))
+        if (((struct live_entry *)n)->obj == obj) {
+            keytab_remove(&ptrs, n);
+            free(n);
+            return;
+        }
 }

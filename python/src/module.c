@@ -29,7 +29,7 @@ static PyMethodDef methods[] = {
     {"_share_stats", py_share_stats, METH_NOARGS, NULL},
     {"_share_parked", py_share_parked, METH_NOARGS, NULL},
     {"_load", py_load, METH_O, NULL},
-    {"_load_shared", py_load_shared, METH_VARARGS, NULL},
+    {"_load_shared", (PyCFunction)(void (*)(void))py_load_shared, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {

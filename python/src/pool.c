@@ -69,7 +69,7 @@ static void pool_dealloc(PyObject *self)
 
     if (o->weak)
         PyObject_ClearWeakRefs(self);
-    live_del_ptr(o->p);
+    live_del_ptr(o->p, self);
     if (o->pid == py_pid())
         cuc_pool_unref(o->p);
     PyObject_Free(self);

@@ -24,6 +24,7 @@
  * tokens, which the importer reads before its next reply, or after its
  * next round of lease ops (share_conn_drain). */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -899,9 +900,8 @@ static int record_token(cuc_msg *m, uint8_t pool_id[CUC_POOL_ID_LEN], uint64_t *
 /* A buffer from another process: imported here from its record (its pool
  * fetched once), its hold claimed (queued, or asked for when the hold may
  * be near its end: hold.c). */
-static PyObject *load_buffer(const char *path, pid_t pid, Py_buffer *payload)
+static PyObject *load_buffer(struct conn *c, const char *path, pid_t pid, Py_buffer *payload)
 {
-    struct conn *c = conn_for(path, pid);
     uint8_t pool_id[CUC_POOL_ID_LEN];
     uint64_t token;
     cuc_buffer *b;
@@ -909,8 +909,6 @@ static PyObject *load_buffer(const char *path, pid_t pid, Py_buffer *payload)
     PyObject *o;
     int rc, sync;
 
-    if (!c)
-        return PyErr_NoMemory();
     rc = cuc_msg_from_bytes(payload->buf, (size_t)payload->len, &m);
     if (rc)
         return py_raise(rc);
@@ -964,7 +962,7 @@ static PyObject *fetch(const char *kind, const char *path, pid_t pid, Py_buffer 
     if (!c)
         return PyErr_NoMemory();
     if (!strcmp(kind, "buffer"))
-        return load_buffer(path, pid, payload);
+        return load_buffer(c, path, pid, payload);
     return ask(c, kind, !strcmp(kind, "pool") ? REQ_POOL : REQ_VMM, payload->buf,
                (size_t)payload->len);
 }
@@ -1008,8 +1006,60 @@ static PyObject *local(const char *kind, Py_buffer *payload)
     return buffer_wrap(obj);
 }
 
-/* _load_shared(kind, host, path, pid, payload): pickle's loader. */
-PyObject *py_load_shared(PyObject *self, PyObject *args)
+/* One of _load_shared's text arguments: a str without NUL, as UTF-8. */
+static const char *arg_text(PyObject *o, const char *what)
+{
+    Py_ssize_t n;
+    const char *s;
+
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "_load_shared: %s must be str, not %.100s", what,
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (s && strlen(s) != (size_t)n) {
+        PyErr_Format(PyExc_ValueError, "_load_shared: %s holds a NUL", what);
+        return NULL;
+    }
+    return s;
+}
+
+/* _load_shared's pid argument: an int that a pid_t holds, positive. */
+static int arg_pid(PyObject *o, int *pid)
+{
+    long v = PyLong_Check(o) ? PyLong_AsLong(o) : -1;
+
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v <= 0 || v > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "_load_shared: a pid is a positive int, not %R", o);
+        return -1;
+    }
+    *pid = (int)v;
+    return 0;
+}
+
+static PyObject *load_shared(const char *kind, const char *host, const char *path, int pid,
+                             Py_buffer *payload)
+{
+    if (strcmp(kind, "buffer") && strcmp(kind, "pool") && strcmp(kind, "vmm"))
+        return py_raise_fmt(CUC_E_VERSION, "a shared pickle of kind \"%s\"", kind);
+    if (strcmp(host, host_id))
+        return py_raise_named("ForeignHostError", "CUC_E_NOT_SUPPORTED",
+                              "this %s was pickled on host %s and unpickled on host %s: "
+                              "memory does not cross machines (devices, default streams, "
+                              "launch configs and kernels do)", kind, host, host_id);
+    if (pid == py_pid())
+        return local(kind, payload);
+    return fetch(kind, path, pid, payload);
+}
+
+/* _load_shared(kind, host, path, pid, payload): pickle's loader, called
+ * once a buffer a pickle carries, so its arguments are taken apart by
+ * hand (a format string parsed at every call cost more than the rest of
+ * the call but the import). Every one of them may be hostile. */
+PyObject *py_load_shared(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *kind, *host, *path;
     Py_buffer payload;
@@ -1017,19 +1067,18 @@ PyObject *py_load_shared(PyObject *self, PyObject *args)
     int pid;
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "sssiy*", &kind, &host, &path, &pid, &payload))
+    if (nargs != 5)
+        return PyErr_Format(PyExc_TypeError, "_load_shared takes 5 arguments (%zd given)",
+                            nargs);
+    if (!(kind = arg_text(args[0], "kind")) || !(host = arg_text(args[1], "host")) ||
+        !(path = arg_text(args[2], "path")) || arg_pid(args[3], &pid))
         return NULL;
-    if (strcmp(kind, "buffer") && strcmp(kind, "pool") && strcmp(kind, "vmm"))
-        o = py_raise_fmt(CUC_E_VERSION, "a shared pickle of kind \"%s\"", kind);
-    else if (strcmp(host, host_id))
-        o = py_raise_named("ForeignHostError", "CUC_E_NOT_SUPPORTED",
-                           "this %s was pickled on host %s and unpickled on host %s: memory "
-                           "does not cross machines (devices, default streams, launch "
-                           "configs and kernels do)", kind, host, host_id);
-    else if (pid == py_pid())
-        o = local(kind, &payload);
-    else
-        o = fetch(kind, path, pid, &payload);
+    if (PyUnicode_Check(args[4])) /* what "y*" refused: a str is not bytes */
+        return PyErr_Format(PyExc_TypeError, "_load_shared: payload must be bytes-like, "
+                            "not str");
+    if (PyObject_GetBuffer(args[4], &payload, PyBUF_SIMPLE))
+        return NULL;
+    o = load_shared(kind, host, path, pid, &payload);
     PyBuffer_Release(&payload);
     return o;
 }

@@ -77,7 +77,7 @@ static void stream_dealloc(PyObject *self)
     if (o->owned && o->pid == py_pid())
         cuc_stream_destroy(o->s);
     else if (!o->owned)
-        live_del_ptr(o->s);
+        live_del_ptr(o->s, self);
     PyObject_Free(self);
 }
 

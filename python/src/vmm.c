@@ -101,7 +101,7 @@ static void vmm_drop(PyVmm *o)
         return;
     if (o->token)
         share_vmm_forget(o->token);
-    live_del_ptr(v);
+    live_del_ptr(v, (PyObject *)o);
     o->v = NULL;
     Py_BEGIN_ALLOW_THREADS
     cuc_vmm_unref(v);
@@ -116,6 +116,8 @@ static void vmm_dealloc(PyObject *self)
         PyObject_ClearWeakRefs(self);
     if (o->pid == py_pid())
         vmm_drop(o);
+    else if (o->v)
+        live_del_ptr(o->v, self); /* inherited through fork: forgotten, not dropped */
     PyObject_Free(self);
 }
 

@@ -197,3 +197,43 @@ def test_hostile_lease_ops_refused_and_served_on():
         if raw:
             raw.close()
         child.close()
+
+
+def test_hostile_load_shared_arguments():
+    """A pickle names cucore's loader with arguments of its own making: each
+    wrong count, type, text, pid or payload is refused with an exception
+    that says which (a pid of 0 or below, which kill() would take for a
+    process group, among them), and the pool's leases are untouched."""
+    load = cucore._core._load_shared
+    host, path, pid = cucore.host_id(), cucore.share_point(), os.getpid()
+    good_pool = cucore.Pool(0)
+    pool_id = pickle.loads(pickle.dumps(good_pool)).id
+    assert load("pool", host, path, pid, pool_id) is good_pool
+    cases = [
+        ((), TypeError, "takes 5 arguments"),
+        (("pool", host, path, pid), TypeError, "takes 5 arguments"),
+        (("pool", host, path, pid, b"", b""), TypeError, "takes 5 arguments"),
+        ((b"pool", host, path, pid, b""), TypeError, "kind must be str"),
+        (("pool", None, path, pid, b""), TypeError, "host must be str"),
+        (("pool", host, 7, pid, b""), TypeError, "path must be str"),
+        (("po\0ol", host, path, pid, b""), ValueError, "kind holds a NUL"),
+        (("pool", host + "\0x", path, pid, b""), ValueError, "host holds a NUL"),
+        (("pool", host, path, "1", b""), ValueError, "positive int"),
+        (("pool", host, path, 0, b""), ValueError, "positive int"),
+        (("pool", host, path, -1, b""), ValueError, "positive int"),
+        (("pool", host, path, 2 ** 31, b""), ValueError, "positive int"),
+        (("pool", host, path, 2 ** 80, b""), OverflowError, ""),
+        (("pool", host, path, pid, "00" * 16), TypeError, "bytes-like, not str"),
+        (("pool", host, path, pid, 5), TypeError, ""),
+        (("nope", host, path, pid, b""), cucore.Error, "kind \"nope\""),
+        (("pool", "elsewhere/0", path, pid, b""), cucore.ForeignHostError, "elsewhere/0"),
+        (("pool", host, path, pid, b"\0" * 15), cucore.Error, "16 bytes"),
+        (("vmm", host, path, pid, b"\0" * 9), cucore.Error, "8 bytes"),
+        (("buffer", host, path, pid, b"CUCM" + b"\xff" * 20), cucore.Error, ""),
+        (("buffer", host, path, 2 ** 31 - 1, b"CUCM\x01"), cucore.Error, ""),
+    ]
+    for args, exc, text in cases:
+        with pytest.raises(exc) as e:
+            load(*args)
+        assert text in str(e.value), (args, str(e.value))
+    assert good_pool.lease_count() == 0
