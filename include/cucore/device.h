@@ -66,7 +66,10 @@ CUC_API int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev);
 
 /* Makes the device's primary context current on the calling thread
  * (retaining it on first use; cucore keeps it for the process lifetime).
- * Affects the calling thread only. */
+ * Affects the calling thread only. Every cucore call that makes driver
+ * calls for a device's objects (their teardown too) makes that device's
+ * primary context current the same way and leaves it so: code that relies
+ * on the current context sets it again after them. */
 CUC_API int cuc_device_set_current(cuc_device *dev);
 
 /* The device whose primary context is current on the calling thread, or
