@@ -84,12 +84,17 @@ int live_put_ptr(const void *p, PyObject *obj)
 {
     struct live_entry *e = malloc(sizeof(*e));
 
-    if (!e || (e->node.key = ptr_key(p), keytab_insert(&ptrs, &e->node))) {
+    if (!e) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    e->node.key = ptr_key(p);
+    e->obj = obj;
+    if (keytab_insert(&ptrs, &e->node)) {
         free(e);
         PyErr_NoMemory();
         return -1;
     }
-    e->obj = obj;
     return 0;
 }
 
