@@ -149,15 +149,17 @@ static void drop_all_locked(void)
  * already. */
 static void gather_locked(void)
 {
-    int64_t start = now_us(), step;
-    int came = 1;
+    int64_t end = now_us() + BATCH_MAX_US, now;
 
-    while (came && queued < BATCH_ENOUGH && (step = now_us()) < start + BATCH_MAX_US) {
+    while (queued < BATCH_ENOUGH && (now = now_us()) < end) {
         uint64_t seen = arrived;
+        int came;
 
         pthread_mutex_unlock(&mu);
-        came = poll_arrival(seen, step + BATCH_STEP_US);
+        came = poll_arrival(seen, now + BATCH_STEP_US);
         pthread_mutex_lock(&mu);
+        if (!came)
+            break;
     }
 }
 
