@@ -66,10 +66,17 @@ CUC_API int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev);
 
 /* Makes the device's primary context current on the calling thread
  * (retaining it on first use; cucore keeps it for the process lifetime).
- * Affects the calling thread only. Every cucore call that makes driver
- * calls for a device's objects (their teardown too) makes that device's
- * primary context current the same way and leaves it so: code that relies
- * on the current context sets it again after them. */
+ * Affects the calling thread only.
+ *
+ * Other calls: an operation that makes driver calls for a device's objects
+ * (a create, an allocation, an import, a copy, a launch, a synchronize)
+ * makes that device's primary context current the same way and leaves it
+ * so (cucore/stream.h). A teardown (the last unref of a buffer, view,
+ * pool, event, slab or VMM resource, cuc_stream_destroy, a lease ending
+ * inside another call) puts back whatever context the thread had, none
+ * included: it runs wherever the last reference happens to go (a garbage
+ * collector, another thread's release), and a runtime such as PyTorch's
+ * takes its current device from the current context. */
 CUC_API int cuc_device_set_current(cuc_device *dev);
 
 /* The device whose primary context is current on the calling thread, or

@@ -33,7 +33,9 @@
  * (cuc_stream_synchronize, _query, _wait_event), NULL is CUC_E_INVALID.
  *
  * Every operation makes the stream's device context current on the calling
- * thread first (its primary context, as cuc_device_set_current does).
+ * thread first (its primary context, as cuc_device_set_current does) and
+ * leaves it so; teardowns put back the context they found
+ * (cuc_device_set_current's comment).
  *
  * Threads: every function here is thread-safe; a created stream may be
  * used from several threads at once, as the driver allows, but must not be

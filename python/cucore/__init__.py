@@ -16,8 +16,8 @@ from ._errors import (Error, NotVisibleError, PoolNotImportedError, NeedsChannel
                       NotSerializableError, PeerClosedError, TimeoutError,
                       ForeignHostError, ExporterGoneError)
 from ._core import (Device, Stream, Event, Kernel, LaunchConfig, Pool, Buffer, VMM,
-                    Channel, Listener, Slab, devices, launch, listen, driver, share_point,
-                    host_id, version, wrap)
+                    Channel, Listener, Slab, devices, current_device, launch, listen,
+                    driver, share_point, host_id, version, wrap)
 from . import _core
 
 __version__ = version
@@ -44,7 +44,8 @@ __all__ = [
     "Error", "NotVisibleError", "PoolNotImportedError", "NeedsChannelError",
     "NotSerializableError", "PeerClosedError", "TimeoutError", "ForeignHostError",
     "ExporterGoneError", "Device", "Stream", "Event", "Kernel", "LaunchConfig", "Pool",
-    "Buffer", "BufferBatch", "Slab", "VMM", "Channel", "Listener", "devices", "launch", "listen", "driver",
+    "Buffer", "BufferBatch", "Slab", "VMM", "Channel", "Listener", "devices",
+    "current_device", "launch", "listen", "driver",
     "share_point", "host_id", "wrap",
 ]
 

@@ -150,6 +150,7 @@ PyObject *device_wrap(cuc_device *dev);
 /* A Device, an int ordinal, a UUID string, or anything with .uuid. */
 int device_arg(PyObject *o, cuc_device **dev);
 PyObject *py_devices(PyObject *self, PyObject *noargs);
+PyObject *py_current_device(PyObject *self, PyObject *noargs);
 
 /* stream.c: None is NULL (the legacy default stream). */
 int stream_arg(PyObject *o, cuc_stream **s);

@@ -122,6 +122,20 @@ PyObject *py_devices(PyObject *self, PyObject *noargs)
     return list;
 }
 
+/* None when no context is current on this thread, or one that is not a
+ * device's primary context (the application's own). */
+PyObject *py_current_device(PyObject *self, PyObject *noargs)
+{
+    cuc_device *dev;
+    int rc = cuc_device_current(&dev);
+
+    (void)self;
+    (void)noargs;
+    if (rc == CUC_E_NOT_FOUND)
+        return Py_NewRef(Py_None);
+    return rc ? py_raise(rc) : device_wrap(dev);
+}
+
 #define DEV(o) (((PyDevice *)(o))->dev)
 
 static PyObject *get_uuid(PyObject *o, void *c)

@@ -16,6 +16,8 @@ static PyObject *py_driver(PyObject *self, PyObject *noargs)
 
 static PyMethodDef methods[] = {
     {"devices", py_devices, METH_NOARGS, "every device this process sees"},
+    {"current_device", py_current_device, METH_NOARGS,
+     "the device whose primary context is current on this thread, or None"},
     {"launch", py_launch, METH_VARARGS, "launch(stream, config, kernel, *args)"},
     {"listen", py_listen, METH_O, "listen(path) -> Listener"},
     {"driver", py_driver, METH_NOARGS, "the driver in use: path, version, simulated"},

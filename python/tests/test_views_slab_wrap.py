@@ -2,7 +2,6 @@
 CUDA IPC) through pickle, to children that see the GPUs in another order:
 bytes checked both ways, leases, the same part twice is one object."""
 import ctypes
-import gc
 import os
 import pickle
 import tempfile
@@ -93,16 +92,10 @@ def driver_alloc(size):
 
 def test_wrapped_cumemalloc_both_ways(uuids):
     dev = cucore.Device(2 % N)
-    # A cucore object of another device freed in between (an earlier
-    # test's garbage, collected when this allocates) would make its own
-    # context current on this thread: the collector waits.
-    gc.collect()
-    gc.disable()
-    try:
-        dev.set_current()
-        ptr, free = driver_alloc(1 << 16)
-    finally:
-        gc.enable()
+    # An earlier test's garbage collected in between frees on its own
+    # device and puts this context back (test_current_context.py).
+    dev.set_current()
+    ptr, free = driver_alloc(1 << 16)
     child = Child("spawn", reversed_visible())
     try:
         head = cucore.wrap(dev, ptr, 4096)

@@ -1,5 +1,5 @@
-/* Compiler helpers every layer uses: printf checking, branch hints, array
- * length and the enclosing object of an embedded member. */
+/* Compiler helpers every layer uses: printf checking, branch hints, scope
+ * cleanup, array length and the enclosing object of an embedded member. */
 #ifndef CUC_BASE_COMPILER_H
 #define CUC_BASE_COMPILER_H
 
@@ -12,11 +12,10 @@
 /* A function off the hot path (errors, growth, the rare case): kept out of
  * line, so that the hot function that calls it needs no stack frame. */
 #define CUC_COLD __attribute__((noinline, cold))
+/* f(&var) runs when var goes out of scope, on every return path. */
+#define CUC_CLEANUP(f) __attribute__((cleanup(f)))
 #else
-#define CUC_COLD
-#define CUC_PRINTF(a, b)
-#define CUC_LIKELY(x) (x)
-#define CUC_UNLIKELY(x) (x)
+#error "cucore needs GCC or Clang (__atomic builtins, cleanup attributes)"
 #endif
 
 #define CUC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -16,7 +16,6 @@ static pthread_once_t enum_once = PTHREAD_ONCE_INIT;
 static struct cuc__err_saved enum_failure;
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Thread_local const cuc_device *thread_current;
 
 /* A UUID's two halves, as words: its hash and its comparison (every
  * device record a process receives looks one up). */
@@ -332,37 +331,71 @@ static int retain_primary(cuc_device *d, CUcontext *ctx)
     return 0;
 }
 
-int cuc__device_activate(const cuc_device *cd)
+/* The only switch of context that outlives the call: the caller asked. */
+static int make_current(const cuc_device *d, CUcontext ctx)
 {
-    cuc_device *d = (cuc_device *)cd;
-    CUcontext ctx = __atomic_load_n(&d->ctx, __ATOMIC_ACQUIRE);
-    CUcontext cur = NULL;
-    CUresult r;
-    int rc;
+    CUresult r = CUC_DRV->cuCtxSetCurrent(ctx);
 
-    if (!ctx) {
-        rc = retain_primary(d, &ctx);
-        if (rc)
-            return rc;
-    }
-    /* Trust the cache only while the driver agrees: the application may
-     * have made another context current behind our back. */
-    if (thread_current == d && CUC_DRV->cuCtxGetCurrent(&cur) == CUDA_SUCCESS &&
-        cur == ctx)
-        return 0;
-    r = CUC_DRV->cuCtxSetCurrent(ctx);
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuCtxSetCurrent", "device %d (%s)", d->ordinal,
                              d->uuid_str);
-    thread_current = d;
     return 0;
+}
+
+static int primary_of(cuc_device *d, CUcontext *ctx)
+{
+    CUcontext c = __atomic_load_n(&d->ctx, __ATOMIC_ACQUIRE);
+
+    if (c) {
+        *ctx = c;
+        return 0;
+    }
+    return retain_primary(d, ctx);
+}
+
+int cuc__device_activate(struct cuc__ctx_guard *g, const cuc_device *cd)
+{
+    cuc_device *d = (cuc_device *)cd;
+    CUcontext ctx, cur = NULL;
+    int rc;
+
+    if (g->dev == d)
+        return 0;
+    rc = primary_of(d, &ctx);
+    if (rc)
+        return rc;
+    /* Ask the driver at a guard's first activation: the application may
+     * have made another context current behind our back. */
+    if (CUC_DRV->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx) {
+        rc = make_current(d, ctx);
+        if (rc)
+            return rc;
+        if (!g->switched) {
+            g->saved = cur;
+            g->switched = 1;
+        }
+    }
+    g->dev = d;
+    return 0;
+}
+
+void cuc__ctx_guard_end(struct cuc__ctx_guard *g)
+{
+    /* Nothing to report to: the call's own result is what it returns, and
+     * a context that can no longer be made current has been destroyed. */
+    if (g->switched)
+        (void)CUC_DRV->cuCtxSetCurrent(g->saved);
 }
 
 int cuc_device_set_current(cuc_device *dev)
 {
+    CUcontext ctx;
+    int rc;
+
     if (!dev)
         return cuc__seterr(CUC_E_INVALID, "cuc_device_set_current: dev is NULL");
-    return cuc__device_activate(dev);
+    rc = primary_of(dev, &ctx);
+    return rc ? rc : make_current(dev, ctx);
 }
 
 int cuc_device_current(cuc_device **dev)

@@ -51,6 +51,7 @@ cuc_event *cuc__event_wrap(cuc_device *dev, CUevent cu, unsigned flags, int impo
 
 int cuc_event_create(cuc_device *dev, unsigned flags, cuc_event **out)
 {
+    CUC__CTX_KEEP(guard);
     cuc_event *ev;
     CUevent cu;
     CUresult r;
@@ -67,7 +68,7 @@ int cuc_event_create(cuc_device *dev, unsigned flags, cuc_event **out)
                            "interprocess events to record no time "
                            "(CU_EVENT_INTERPROCESS needs CU_EVENT_DISABLE_TIMING); "
                            "drop CUC_EVENT_TIMING, or time with a second, local event");
-    rc = cuc__device_activate(dev);
+    rc = cuc__device_activate(&guard, dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuEventCreate(&cu, driver_flags(flags));
@@ -159,6 +160,7 @@ cuc_event *cuc_event_ref(cuc_event *ev)
 
 void cuc_event_unref(cuc_event *ev)
 {
+    CUC__CTX_RESTORE(guard);
     int last;
 
     if (!ev)
@@ -174,13 +176,14 @@ void cuc_event_unref(cuc_event *ev)
     if (!last)
         return;
     /* Inherited through fork: the driver's event is the parent's. */
-    if (ev->creator == cuc__pid() && cuc__device_activate(ev->dev) == 0)
+    if (ev->creator == cuc__pid() && cuc__device_activate(&guard, ev->dev) == 0)
         CUC_DRV->cuEventDestroy(ev->cu);
     free(ev);
 }
 
 int cuc_event_record(cuc_event *ev, cuc_stream *stream)
 {
+    CUC__CTX_KEEP(guard);
     cuc_stream *s;
     CUresult r;
     int rc;
@@ -196,7 +199,7 @@ int cuc_event_record(cuc_event *ev, cuc_stream *stream)
                            "stream of the event's device", cuc_device_ordinal(ev->dev),
                            cuc_device_uuid_string(ev->dev), cuc_device_ordinal(s->dev),
                            cuc_device_uuid_string(s->dev));
-    rc = cuc__device_activate(ev->dev);
+    rc = cuc__device_activate(&guard, ev->dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuEventRecord(ev->cu, s->cu);
@@ -207,12 +210,13 @@ int cuc_event_record(cuc_event *ev, cuc_stream *stream)
 
 int cuc_event_synchronize(cuc_event *ev)
 {
+    CUC__CTX_KEEP(guard);
     CUresult r;
     int rc;
 
     if (!ev)
         return cuc__seterr(CUC_E_INVALID, "cuc_event_synchronize: event is NULL");
-    rc = cuc__device_activate(ev->dev);
+    rc = cuc__device_activate(&guard, ev->dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuEventSynchronize(ev->cu);
@@ -223,12 +227,13 @@ int cuc_event_synchronize(cuc_event *ev)
 
 int cuc_event_query(cuc_event *ev, int *done)
 {
+    CUC__CTX_KEEP(guard);
     CUresult r;
     int rc;
 
     if (!ev || !done)
         return cuc__seterr(CUC_E_INVALID, "cuc_event_query: NULL argument");
-    rc = cuc__device_activate(ev->dev);
+    rc = cuc__device_activate(&guard, ev->dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuEventQuery(ev->cu);
@@ -241,6 +246,7 @@ int cuc_event_query(cuc_event *ev, int *done)
 
 int cuc_event_elapsed_ms(cuc_event *start, cuc_event *end, float *ms)
 {
+    CUC__CTX_KEEP(guard);
     float v = 0;
     CUresult r;
     int rc;
@@ -253,7 +259,7 @@ int cuc_event_elapsed_ms(cuc_event *start, cuc_event *end, float *ms)
                            !(start->flags & CUC_EVENT_TIMING) ? "start" : "end",
                            (start->imported || end->imported)
                                ? " (an opened IPC event never records time)" : "");
-    rc = cuc__device_activate(start->dev);
+    rc = cuc__device_activate(&guard, start->dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuEventElapsedTime(&v, start->cu, end->cu);
@@ -271,12 +277,13 @@ int cuc_event_elapsed_ms(cuc_event *start, cuc_event *end, float *ms)
  * so that streams need not know events. */
 int cuc_stream_wait_event(cuc_stream *s, cuc_event *ev)
 {
+    CUC__CTX_KEEP(guard);
     CUresult r;
     int rc;
 
     if (!s || !ev)
         return cuc__seterr(CUC_E_INVALID, "cuc_stream_wait_event: NULL argument");
-    rc = cuc__stream_activate(s);
+    rc = cuc__stream_activate(&guard, s);
     if (rc)
         return rc;
     r = CUC_DRV->cuStreamWaitEvent(s->cu, ev->cu, CU_EVENT_WAIT_DEFAULT);

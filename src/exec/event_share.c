@@ -13,13 +13,14 @@ static pthread_mutex_t import_lock = PTHREAD_MUTEX_INITIALIZER;
 /* ev's IPC handle: known, or fetched from the driver now and published. */
 static int export_handle(cuc_event *ev, CUipcEventHandle *h)
 {
+    CUC__CTX_KEEP(guard);
     cuc_event *had;
     CUresult r;
     int rc;
 
     if (cuc__event_known_handle(ev, h))
         return 0;
-    rc = cuc__device_activate(ev->dev);
+    rc = cuc__device_activate(&guard, ev->dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuIpcGetEventHandle(h, ev->cu);
@@ -58,12 +59,13 @@ int cuc_msg_add_event(cuc_msg *m, const cuc_event *cev)
  * another thread published first). */
 static int import_handle(cuc_device *dev, const CUipcEventHandle *h, cuc_event **out)
 {
+    CUC__CTX_KEEP(guard);
     cuc_event *ev, *had;
     CUevent cu;
     CUresult r;
     int rc;
 
-    rc = cuc__device_activate(dev);
+    rc = cuc__device_activate(&guard, dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuIpcOpenEventHandle(&cu, *h);

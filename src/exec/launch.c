@@ -106,6 +106,7 @@ static int launch_err(CUresult r, const cuc_stream *s, const cuc_launch_config *
 int cuc_launch(cuc_stream *stream, const cuc_launch_config *cfg, cuc_kernel *k,
                void **args)
 {
+    CUC__CTX_KEEP(guard);
     CUlaunchAttribute attrs[2];
     CUlaunchConfig lc;
     cuc_stream *s;
@@ -119,7 +120,7 @@ int cuc_launch(cuc_stream *stream, const cuc_launch_config *cfg, cuc_kernel *k,
     if (!rc)
         rc = cuc__stream_or_legacy(NULL, stream, &s);
     if (!rc)
-        rc = cuc__stream_activate(s);
+        rc = cuc__stream_activate(&guard, s);
     if (rc)
         return rc;
     memset(attrs, 0, sizeof(attrs));

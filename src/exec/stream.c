@@ -137,6 +137,7 @@ int cuc_stream_default(cuc_device *dev, cuc_stream **out)
 
 int cuc_stream_create(cuc_device *dev, unsigned flags, int priority, cuc_stream **out)
 {
+    CUC__CTX_KEEP(guard);
     struct cuc_stream *s;
     CUresult r;
     int rc;
@@ -147,7 +148,7 @@ int cuc_stream_create(cuc_device *dev, unsigned flags, int priority, cuc_stream 
         return cuc__seterr(CUC_E_INVALID, "cuc_stream_create: unknown flags 0x%x "
                            "(only CUC_STREAM_NON_BLOCKING is defined)",
                            flags & ~CUC_STREAM_NON_BLOCKING);
-    rc = cuc__device_activate(dev);
+    rc = cuc__device_activate(&guard, dev);
     if (rc)
         return rc;
     s = malloc(sizeof(*s));
@@ -171,11 +172,12 @@ int cuc_stream_create(cuc_device *dev, unsigned flags, int priority, cuc_stream 
 
 void cuc_stream_destroy(cuc_stream *s)
 {
+    CUC__CTX_RESTORE(guard);
     if (!s || s->kind != CUC_STREAM_CREATED)
         return;
     /* The stream's context must be current for the driver to find it; if
      * that fails there is nothing better to do than free our part. */
-    if (s->creator == cuc__pid() && cuc__device_activate(s->dev) == 0)
+    if (s->creator == cuc__pid() && cuc__device_activate(&guard, s->dev) == 0)
         CUC_DRV->cuStreamDestroy(s->cu); /* not the parent's, after fork */
     free(s);
 }
@@ -191,12 +193,13 @@ int cuc__stream_err(CUresult r, const char *call, const cuc_stream *s)
 
 int cuc_stream_synchronize(cuc_stream *s)
 {
+    CUC__CTX_KEEP(guard);
     CUresult r;
     int rc;
 
     if (!s)
         return cuc__seterr(CUC_E_INVALID, "cuc_stream_synchronize: stream is NULL");
-    rc = cuc__stream_activate(s);
+    rc = cuc__stream_activate(&guard, s);
     if (rc)
         return rc;
     r = CUC_DRV->cuStreamSynchronize(s->cu);
@@ -207,12 +210,13 @@ int cuc_stream_synchronize(cuc_stream *s)
 
 int cuc_stream_query(cuc_stream *s, int *done)
 {
+    CUC__CTX_KEEP(guard);
     CUresult r;
     int rc;
 
     if (!s || !done)
         return cuc__seterr(CUC_E_INVALID, "cuc_stream_query: NULL argument");
-    rc = cuc__stream_activate(s);
+    rc = cuc__stream_activate(&guard, s);
     if (rc)
         return rc;
     r = CUC_DRV->cuStreamQuery(s->cu);

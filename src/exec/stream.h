@@ -19,10 +19,10 @@ struct cuc_stream {
  * (cucore/stream.h, "NULL streams"). */
 int cuc__stream_or_legacy(cuc_device *dev, cuc_stream *s, cuc_stream **out);
 
-/* s's device made current, for a driver call on s. */
-static inline int cuc__stream_activate(const cuc_stream *s)
+/* s's device made current until g ends, for a driver call on s. */
+static inline int cuc__stream_activate(struct cuc__ctx_guard *g, const cuc_stream *s)
 {
-    return cuc__device_activate(s->dev);
+    return cuc__device_activate(g, s->dev);
 }
 
 /* A failed driver call on s, naming the stream's kind and device. */

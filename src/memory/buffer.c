@@ -176,6 +176,7 @@ void cuc__buffer_forget_locked(cuc_buffer *b)
 int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stream,
                            cuc_buffer **out)
 {
+    CUC__CTX_KEEP(guard);
     CUdeviceptr ptr = 0;
     cuc_stream *s;
     CUresult r;
@@ -198,7 +199,7 @@ int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stream,
                            "at least one byte)");
     rc = cuc__stream_or_legacy(pool->dev, stream, &s);
     if (!rc)
-        rc = cuc__device_activate(s->dev);
+        rc = cuc__device_activate(&guard, s->dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuMemAllocFromPoolAsync(&ptr, size, pool->cu, s->cu);
@@ -295,13 +296,14 @@ int cuc__buffer_free_on(cuc_buffer *b, cuc_stream *s)
 
 int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
 {
+    CUC__CTX_RESTORE(guard);
     cuc_stream *s;
     CUresult r;
     int rc;
 
     rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
     if (!rc)
-        rc = cuc__device_activate(s->dev);
+        rc = cuc__device_activate(&guard, s->dev);
     if (!rc && b->free_after)
         rc = wait_free_after(b, s);
     if (rc)
@@ -329,6 +331,7 @@ void cuc__ipc_forget_locked(cuc_buffer *root)
 
 int cuc__ipc_free_memory(cuc_buffer *b, cuc_stream *stream)
 {
+    CUC__CTX_RESTORE(guard);
     cuc_stream *s;
     CUresult r = CUDA_SUCCESS;
     int rc;
@@ -337,7 +340,7 @@ int cuc__ipc_free_memory(cuc_buffer *b, cuc_stream *stream)
         return 0; /* the user's memory, nothing to wait for: no driver call */
     rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
     if (!rc)
-        rc = cuc__device_activate(s->dev);
+        rc = cuc__device_activate(&guard, s->dev);
     if (rc)
         return rc;
     if (b->free_after && b->ipc->opened)
@@ -392,6 +395,7 @@ static void note_lost_locked(cuc_pool *pool, size_t bytes)
  * ordered the free after (the same wait as a deferred free's). */
 static int view_wait_free_after(cuc_buffer *v, cuc_stream *stream)
 {
+    CUC__CTX_RESTORE(guard);
     cuc_stream *s;
     int rc;
 
@@ -399,7 +403,7 @@ static int view_wait_free_after(cuc_buffer *v, cuc_stream *stream)
         return 0;
     rc = cuc__stream_or_legacy(v->pool->dev, stream, &s);
     if (!rc)
-        rc = cuc__device_activate(s->dev);
+        rc = cuc__device_activate(&guard, s->dev);
     if (!rc)
         return wait_free_after(v, s);
     CUC_DRV->cuEventDestroy(v->free_after);
@@ -411,6 +415,7 @@ static int view_wait_free_after(cuc_buffer *v, cuc_stream *stream)
  * entered with pool->lock held (released here). */
 static int release_view_locked(cuc_buffer *v, cuc_stream *stream, int rc)
 {
+    CUC__CTX_RESTORE(guard);
     cuc_pool *pool = v->pool;
     cuc_buffer *root = v->root;
     struct cuc__upstream *extra;
@@ -455,7 +460,7 @@ static int release_view_locked(cuc_buffer *v, cuc_stream *stream, int rc)
         CUresult r;
         rc2 = cuc__stream_or_legacy(pool->dev, stream, &s);
         if (!rc2)
-            rc2 = cuc__device_activate(s->dev);
+            rc2 = cuc__device_activate(&guard, s->dev);
         if (!rc2 && (r = CUC_DRV->cuStreamSynchronize(s->cu)) != CUDA_SUCCESS)
             rc2 = cuc__cuda_err(r, "cuStreamSynchronize", "before releasing an "
                                 "imported %zu-byte view", v->size);
@@ -571,6 +576,7 @@ static int order_after(cuc_buffer *b, cuc_stream *s, CUevent *ev)
  * free will wait for what stream has queued so far. */
 static int defer_free(cuc_buffer *b, cuc_stream *stream)
 {
+    CUC__CTX_RESTORE(guard);
     cuc_pool *pool = b->pool;
     CUevent ev = NULL, old = NULL;
     cuc_stream *s;
@@ -578,7 +584,7 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
 
     rc = cuc__stream_or_legacy(pool->dev, stream, &s);
     if (!rc)
-        rc = cuc__device_activate(s->dev);
+        rc = cuc__device_activate(&guard, s->dev);
     /* The later free goes on this device's legacy stream, which orders it
      * after everything already queued there: only another stream needs an
      * event (two driver calls now, two more then, per buffer). */

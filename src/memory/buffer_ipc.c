@@ -348,6 +348,7 @@ static cuc_buffer *root_if_wrapped(cuc_pool *pool, CUdeviceptr base, size_t bsiz
 static int wrap_root(cuc_device *dev, CUdeviceptr ptr, size_t size, CUdeviceptr *basep,
                      cuc_buffer **out)
 {
+    CUC__CTX_KEEP(guard);
     CUdeviceptr base = 0;
     size_t bsize = 0;
     cuc_buffer *root = NULL;
@@ -362,7 +363,7 @@ static int wrap_root(cuc_device *dev, CUdeviceptr ptr, size_t size, CUdeviceptr 
     if (known)
         root = root_if_wrapped(pool, base, bsize);
     if (!root) {
-        rc = cuc__device_activate(dev);
+        rc = cuc__device_activate(&guard, dev);
         if (!rc)
             rc = classify(dev, ptr, &base, &bsize);
         if (!rc && size > bsize - (size_t)(ptr - base))
@@ -450,6 +451,7 @@ static int check_opened(CUdeviceptr ptr, const struct cuc_ipc_buffer_record *rec
 int cuc__ipc_open_locked(cuc_pool *pool, const struct cuc_ipc_buffer_record *rec,
                          cuc_buffer **out)
 {
+    CUC__CTX_KEEP(guard);
     struct cuc__ipc_base *ib = calloc(1, sizeof(*ib));
     CUdeviceptr ptr = 0;
     cuc_buffer *b = NULL;
@@ -461,7 +463,7 @@ int cuc__ipc_open_locked(cuc_pool *pool, const struct cuc_ipc_buffer_record *rec
     memcpy(ib->handle.reserved, rec->handle, CUC_IPC_HANDLE_LEN);
     memcpy(ib->exporter, rec->exporter, 16);
     ib->gen = rec->generation;
-    rc = cuc__device_activate(pool->dev);
+    rc = cuc__device_activate(&guard, pool->dev);
     if (rc)
         goto free_ib;
     r = CUC_DRV->cuIpcOpenMemHandle(&ptr, ib->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);

@@ -19,6 +19,7 @@
  * in the pool's table. */
 int cuc__buffer_export(const cuc_buffer *cb, CUmemPoolPtrExportData *out)
 {
+    CUC__CTX_KEEP(guard);
     cuc_buffer *b = (cuc_buffer *)cb;
     cuc_pool *pool = b->pool;
     CUmemPoolPtrExportData d;
@@ -42,7 +43,7 @@ int cuc__buffer_export(const cuc_buffer *cb, CUmemPoolPtrExportData *out)
     pthread_mutex_unlock(&pool->lock);
     /* ~18 us in the driver: not under the pool's lock. Two threads racing
      * here both ask; the first answer is kept. */
-    rc = cuc__device_activate(pool->dev);
+    rc = cuc__device_activate(&guard, pool->dev);
     if (rc)
         return rc;
     memset(&d, 0, sizeof(d));
@@ -151,10 +152,10 @@ static int check_mapped(cuc_pool *pool, CUdeviceptr ptr, uint64_t alloc_size)
 }
 
 /* A new import of the allocation of export data d, of hash (or 0), with
- * refs 1 and no lease yet. The pool's device is made current unless
- * *active says this thread did so already (then set). */
+ * refs 1 and no lease yet, the pool's device made current under g. */
 static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, uint64_t hash,
-                             uint64_t alloc_size, int *active, cuc_buffer **out)
+                             uint64_t alloc_size, struct cuc__ctx_guard *g,
+                             cuc_buffer **out)
 {
     CUmemPoolPtrExportData copy = *d;
     CUdeviceptr ptr = 0;
@@ -162,12 +163,9 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, ui
     CUresult r;
     int rc;
 
-    if (!*active) {
-        rc = cuc__device_activate(pool->dev);
-        if (rc)
-            return rc;
-        *active = 1;
-    }
+    rc = cuc__device_activate(g, pool->dev);
+    if (rc)
+        return rc;
     r = CUC_DRV->cuMemPoolImportPointer(&ptr, pool->cu, &copy);
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuMemPoolImportPointer", "buffer of %llu bytes of pool "
@@ -199,7 +197,8 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, ui
  * a new one (a size that the first import gave differently is
  * CUC_E_BADMSG). *fresh says it was imported now. */
 static int root_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, uint64_t alloc_size,
-                       int *active, cuc_buffer **out, int *fresh, CUevent *stale)
+                       struct cuc__ctx_guard *g, cuc_buffer **out, int *fresh,
+                       CUevent *stale)
 {
     static const struct cuc__upstream none;
     uint64_t hash;
@@ -214,7 +213,7 @@ static int root_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, uint64_t
                          "this process, has this export data: it was freed here",
                          cuc__pool_id_hex(pool->id).s);
     else
-        rc = import_new_locked(pool, d, hash, alloc_size, active, &b), *fresh = 1;
+        rc = import_new_locked(pool, d, hash, alloc_size, g, &b), *fresh = 1;
     if (!rc)
         *out = b;
     return rc;
@@ -394,7 +393,7 @@ struct run {
     cuc_pool *pool;
     const cuc_uuid *device; /* ipc records: their GPU's UUID; else NULL */
     struct cuc__leases *leases;
-    int active; /* the pool's device made current by this run */
+    struct cuc__ctx_guard *guard; /* get_run's: its imports' device made current */
 };
 
 static int take_pool_locked(const cuc_msg *m, size_t i, struct run *r,
@@ -417,7 +416,7 @@ static int take_pool_locked(const cuc_msg *m, size_t i, struct run *r,
         if (rc)
             return rc;
     }
-    rc = root_locked(r->pool, &d, rec.alloc_size, &r->active, root, &fresh, &stale[0]);
+    rc = root_locked(r->pool, &d, rec.alloc_size, r->guard, root, &fresh, &stale[0]);
     if (!rc)
         rc = attach_locked(*root, fresh, rec.offset, rec.size, up, out, &stale[1]);
     return rc;
@@ -460,9 +459,11 @@ static int get_run(const cuc_msg *m, size_t i, size_t n, int type, struct run *r
     size_t k = 0, most = n < RUN_MAX ? n : RUN_MAX;
     CUevent stale[2 * RUN_MAX];
     cuc_buffer *root = NULL;
+    CUC__CTX_KEEP(guard);
     int rc = 0, t;
 
     memset(stale, 0, 2 * most * sizeof(stale[0]));
+    r->guard = &guard;
     pthread_mutex_lock(&r->pool->lock);
     for (; k < most; k++) {
         struct cuc__upstream up = {r->leases, 0};
@@ -487,7 +488,7 @@ static int get_run(const cuc_msg *m, size_t i, size_t n, int type, struct run *r
     else if (!rc)
         root = NULL; /* every root taken went into a buffer */
     for (size_t j = 0; j < 2 * k + 2 && j < 2 * most; j++)
-        if (stale[j] && cuc__device_activate(r->pool->dev) == 0)
+        if (stale[j] && cuc__device_activate(&guard, r->pool->dev) == 0)
             CUC_DRV->cuEventDestroy(stale[j]);
     if (rc && root)
         cuc_buffer_unref_async(root, NULL); /* the reference the find took */
@@ -510,7 +511,7 @@ static int run_at(const cuc_msg *m, size_t i, int type, struct run *r)
     int rc;
 
     r->leases = cuc__leases_of_msg(m);
-    r->active = 0;
+    r->guard = NULL;
     r->device = NULL;
     if (type == CUC_RECORD_IPC_BUFFER) {
         rc = cuc_msg_read_ipc_buffer(m, i, &ir);

@@ -55,9 +55,10 @@ static size_t take_batch(cuc_buffer *const *bufs, size_t n, cuc_buffer **out,
     return nb;
 }
 
-/* The stream the batch's frees go on, resolved and made current once a
- * run of buffers of one device. */
+/* The stream the batch's frees go on, resolved and made current (under
+ * the call's guard) once a run of buffers of one device. */
 struct free_stream {
+    struct cuc__ctx_guard *guard;
     cuc_device *dev;
     cuc_stream *s;
     int rc;
@@ -70,7 +71,7 @@ static int free_one(cuc_buffer *b, cuc_stream *stream, struct free_stream *fs)
         fs->dev = b->pool->dev;
         fs->rc = cuc__stream_or_legacy(fs->dev, stream, &fs->s);
         if (!fs->rc)
-            fs->rc = cuc__device_activate(fs->s->dev);
+            fs->rc = cuc__device_activate(fs->guard, fs->s->dev);
         if (fs->rc)
             fs->s = NULL;
     }
@@ -79,10 +80,9 @@ static int free_one(cuc_buffer *b, cuc_stream *stream, struct free_stream *fs)
     return b->free_after ? cuc__buffer_free_memory(b, stream, 0) : cuc__buffer_free_on(b, fs->s);
 }
 
-/* Waits once for each distinct stream the batch's frees were queued on;
- * *cur: the device it made current last (NULL: none). */
+/* Waits once for each distinct stream the batch's frees were queued on. */
 static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream,
-                        const cuc_device **cur)
+                        struct cuc__ctx_guard *g)
 {
     CUstream done[8];
     cuc_device *last = NULL;
@@ -103,9 +103,7 @@ static int sync_streams(cuc_buffer **batch, size_t n, cuc_stream *stream,
             ;
         if (k < ndone)
             continue;
-        *cur = NULL;
-        if (cuc__device_activate(s->dev) == 0) {
-            *cur = s->dev;
+        if (cuc__device_activate(g, s->dev) == 0) {
             r = CUC_DRV->cuStreamSynchronize(s->cu);
             if (r != CUDA_SUCCESS && !rc)
                 rc = cuc__cuda_err(r, "cuStreamSynchronize", "after freeing %zu "
@@ -141,15 +139,12 @@ static void release_grouped(cuc_buffer **batch, size_t n, uint64_t *ids)
 }
 
 /* An imported legacy-IPC base of the batch, after its stream was waited
- * for. *cur: the device this call made current last (NULL: none); within
- * the one call nothing else changes the thread's context, so a base of
- * that device needs no cuc__device_activate (its cuCtxGetCurrent a base). */
-static int close_opened(cuc_buffer *b, const cuc_device **cur)
+ * for (a base of the device made current last costs no driver call). */
+static int close_opened(cuc_buffer *b, struct cuc__ctx_guard *g)
 {
     CUresult r;
-    int rc = *cur == b->pool->dev ? 0 : cuc__device_activate(b->pool->dev);
+    int rc = cuc__device_activate(g, b->pool->dev);
 
-    *cur = rc ? NULL : b->pool->dev;
     if (rc)
         return rc;
     r = CUC_DRV->cuIpcCloseMemHandle(b->ptr);
@@ -197,8 +192,9 @@ static void destroy_all(cuc_buffer **batch, size_t n)
 
 int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *stream)
 {
+    CUC__CTX_RESTORE(guard);
     cuc_buffer **batch;
-    struct free_stream fs = {NULL, NULL, 0};
+    struct free_stream fs = {&guard, NULL, NULL, 0};
     uint64_t *ids;
     size_t nb, nothers;
     int rc = 0;
@@ -227,9 +223,8 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
             }
         }
     }
-    const cuc_device *cur = NULL; /* made current last by what follows */
     if (nb) {
-        int rc1 = sync_streams(batch, nb, stream, &cur);
+        int rc1 = sync_streams(batch, nb, stream, &guard);
         if (rc1) {
             /* which frees are done is unknown: none is released */
             for (size_t i = 0; i < nb; i++)
@@ -241,7 +236,7 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
         }
     }
     for (size_t i = 0; i < nb; i++) {
-        int rc1 = batch[i]->ipc ? close_opened(batch[i], &cur) : 0;
+        int rc1 = batch[i]->ipc ? close_opened(batch[i], &guard) : 0;
         if (rc1) {
             cuc__upstream_keep(&batch[i]->anchor, 1); /* as a failed free */
             if (!rc) {

@@ -11,10 +11,10 @@ static int copy_err(CUresult r, const char *call, void *dst, const void *src, si
                          cuc_device_uuid_string(s->dev));
 }
 
-/* The stream n bytes of work go on, its device current; *s NULL when
+/* The stream n bytes of work go on, its device current under g; *s NULL when
  * there is nothing to do (n 0). A NULL pointer with n > 0 is refused. */
 static int start(const char *fn, int null_ptr, size_t n, cuc_stream *stream,
-                 cuc_stream **s)
+                 struct cuc__ctx_guard *g, cuc_stream **s)
 {
     int rc;
 
@@ -24,14 +24,15 @@ static int start(const char *fn, int null_ptr, size_t n, cuc_stream *stream,
     if (n == 0)
         return 0;
     rc = cuc__stream_or_legacy(NULL, stream, s);
-    return rc ? rc : cuc__stream_activate(*s);
+    return rc ? rc : cuc__stream_activate(g, *s);
 }
 
 int cuc_memcpy_async(void *dst, const void *src, size_t n, cuc_stream *stream)
 {
+    CUC__CTX_KEEP(guard);
     cuc_stream *s;
     CUresult r;
-    int rc = start("cuc_memcpy_async", !dst || !src, n, stream, &s);
+    int rc = start("cuc_memcpy_async", !dst || !src, n, stream, &guard, &s);
 
     if (rc || !s)
         return rc;
@@ -59,9 +60,10 @@ int cuc_memcpy(void *dst, const void *src, size_t n, cuc_stream *stream)
 
 int cuc_memset_async(void *dst, uint8_t value, size_t n, cuc_stream *stream)
 {
+    CUC__CTX_KEEP(guard);
     cuc_stream *s;
     CUresult r;
-    int rc = start("cuc_memset_async", !dst, n, stream, &s);
+    int rc = start("cuc_memset_async", !dst, n, stream, &guard, &s);
 
     if (rc || !s)
         return rc;

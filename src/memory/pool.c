@@ -205,6 +205,7 @@ static int export_fd(cuc_pool *p)
 
 int cuc_pool_create(cuc_device *dev, const struct cuc_pool_props *props, cuc_pool **out)
 {
+    CUC__CTX_KEEP(guard);
     CUmemPoolProps dp;
     cuc_pool *p;
     CUresult r;
@@ -214,7 +215,7 @@ int cuc_pool_create(cuc_device *dev, const struct cuc_pool_props *props, cuc_poo
         return cuc__seterr(CUC_E_INVALID, "cuc_pool_create: NULL argument");
     rc = check_props(dev, props);
     if (!rc)
-        rc = cuc__device_activate(dev);
+        rc = cuc__device_activate(&guard, dev);
     if (rc)
         return rc;
     p = pool_new(dev, props->kind, props->flags);
@@ -325,6 +326,7 @@ cuc_pool *cuc_pool_ref(cuc_pool *p)
 
 void cuc_pool_unref(cuc_pool *p)
 {
+    CUC__CTX_RESTORE(guard);
     if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     if (p->flags & CUC_POOL_IPC)
@@ -332,7 +334,7 @@ void cuc_pool_unref(cuc_pool *p)
     /* Buffers hold references, so none is left; the driver keeps an
      * exported pool's memory while other processes still map it. */
     /* Inherited through fork: the driver's pool is the parent's. */
-    if (p->creator == cuc__pid() && cuc__device_activate(p->dev) == 0)
+    if (p->creator == cuc__pid() && cuc__device_activate(&guard, p->dev) == 0)
         CUC_DRV->cuMemPoolDestroy(p->cu);
     pool_free(p);
 }

@@ -33,6 +33,7 @@ int cuc_msg_add_pool(cuc_msg *m, const cuc_pool *pool)
 
 static int import_new(const struct cuc_pool_record *rec, cuc_pool **out)
 {
+    CUC__CTX_KEEP(guard);
     CUmemoryPool cu;
     cuc_device *dev;
     cuc_pool *p;
@@ -41,7 +42,7 @@ static int import_new(const struct cuc_pool_record *rec, cuc_pool **out)
 
     rc = cuc_device_get_by_uuid(&rec->owner, &dev);
     if (!rc)
-        rc = cuc__device_activate(dev);
+        rc = cuc__device_activate(&guard, dev);
     /* Ours to keep, so that the pool can be sent on (the driver does not
      * export an imported pool); the message keeps its own. */
     if (!rc)

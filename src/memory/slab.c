@@ -153,9 +153,10 @@ static struct mark *mark_on(cuc_stream *st, int *synced)
 /* mark_on the device's legacy stream, made current. */
 static struct mark *legacy_mark(cuc_slab *s, int *synced)
 {
+    CUC__CTX_RESTORE(guard);
     cuc_stream *st = NULL;
 
-    if (cuc__stream_or_legacy(s->pool->dev, NULL, &st) || cuc__device_activate(st->dev))
+    if (cuc__stream_or_legacy(s->pool->dev, NULL, &st) || cuc__device_activate(&guard, st->dev))
         st = NULL;
     return mark_on(st, synced);
 }
@@ -230,12 +231,13 @@ static void reap_locked(cuc_slab *s)
  * the slab's list already (s->lock taken here). */
 static void chunk_return(struct cuc__slab_chunk *c, cuc_stream *stream)
 {
+    CUC__CTX_RESTORE(guard);
     cuc_slab *s = c->slab;
     cuc_stream *st = NULL;
     struct cuc__slab_range *r, *next;
     struct mark *waited = NULL;
 
-    if (cuc__stream_or_legacy(s->pool->dev, stream, &st) || cuc__device_activate(st->dev))
+    if (cuc__stream_or_legacy(s->pool->dev, stream, &st) || cuc__device_activate(&guard, st->dev))
         st = NULL;
     pthread_mutex_lock(&s->lock);
     if (c->unmarked) { /* its legacy-stream frees get their event now */
@@ -445,6 +447,7 @@ int cuc_slab_alloc_async(cuc_slab *s, size_t size, cuc_stream *stream, cuc_buffe
 
 static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered)
 {
+    CUC__CTX_RESTORE(guard);
     struct cuc__slab_range *r = (struct cuc__slab_range *)carve;
     struct cuc__slab_chunk *c = r->chunk;
     cuc_slab *s = c->slab;
@@ -460,7 +463,7 @@ static int range_freed(struct cuc__carve *carve, cuc_stream *stream, int ordered
     if (ordered && !later) {
         int synced;
 
-        if (st && cuc__device_activate(st->dev))
+        if (st && cuc__device_activate(&guard, st->dev))
             st = NULL;
         k = mark_on(st, &synced); /* an event of its own marks the range's free */
         lost = !k && !synced;

@@ -264,6 +264,7 @@ static int create_chunks(cuc_vmm *v)
 int cuc_vmm_create(const cuc_device *owner, const cuc_device *const *peers, size_t npeers,
                    const size_t *chunk_sizes, size_t nchunks, cuc_vmm **out)
 {
+    CUC__CTX_KEEP(guard);
     size_t total = 0;
     cuc_vmm *v;
     int rc;
@@ -272,7 +273,7 @@ int cuc_vmm_create(const cuc_device *owner, const cuc_device *const *peers, size
     if (!rc)
         rc = check_sizes(owner, chunk_sizes, nchunks, &total);
     if (!rc)
-        rc = cuc__device_activate(owner);
+        rc = cuc__device_activate(&guard, owner);
     if (rc)
         return rc;
     v = vmm_new((cuc_device *)owner, (cuc_device *const *)peers, npeers, nchunks, 1);
@@ -417,9 +418,8 @@ static int unref_locked(cuc_vmm *v)
  * another call (a lease ending in cuc_channel_recv). */
 static void teardown(cuc_vmm *v)
 {
+    CUC__CTX_RESTORE(guard);
     struct cuc__err_saved saved;
-    CUcontext cur = NULL;
-    int have_cur;
 
     if (v->creator != cuc__pid()) { /* inherited through fork: inert */
         cuc__leases_unref(v->leases_from); /* no release: the parent's */
@@ -427,15 +427,11 @@ static void teardown(cuc_vmm *v)
         return;
     }
     cuc__err_save(&saved, 0);
-    /* nor the thread's current context */
-    have_cur = CUC_DRV->cuCtxGetCurrent(&cur) == CUDA_SUCCESS;
-    cuc__device_activate(v->owner);
+    cuc__device_activate(&guard, v->owner);
     CUC_DRV->cuMemUnmap(v->base, v->size);
     CUC_DRV->cuMemAddressFree(v->base, v->size);
     if (v->handles)
         release_handles(v->handles, v->nchunks);
-    if (have_cur)
-        CUC_DRV->cuCtxSetCurrent(cur);
     if (v->leases_from) {
         /* after the unmap: the exporter may free once it reads this */
         cuc__leases_release(v->leases_from, &v->lease_id, 1);

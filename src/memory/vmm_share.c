@@ -13,9 +13,10 @@
 
 static int export_fds(const cuc_vmm *v, int *fds)
 {
+    CUC__CTX_KEEP(guard);
     char what[64];
     size_t i;
-    int rc = cuc__device_activate(v->owner);
+    int rc = cuc__device_activate(&guard, v->owner);
 
     if (rc)
         return rc;
@@ -156,6 +157,7 @@ static int check_distinct_fds(const struct cuc_vmm_record *o, size_t index)
 
 static int import(const struct cuc_vmm_record *o, size_t index, cuc_vmm **out)
 {
+    CUC__CTX_KEEP(guard);
     CUmemGenericAllocationHandle h[CUC_VMM_MAX_CHUNKS];
     cuc_device *owner, *peers[CUC_VMM_MAX_PEERS];
     uint64_t sizes[CUC_VMM_MAX_CHUNKS];
@@ -169,7 +171,7 @@ static int import(const struct cuc_vmm_record *o, size_t index, cuc_vmm **out)
     for (size_t i = 0; !rc && i < o->npeers; i++)
         rc = cuc__vmm_check_peer_access(owner, peers[i], "");
     if (!rc)
-        rc = cuc__device_activate(owner);
+        rc = cuc__device_activate(&guard, owner);
     if (!rc)
         rc = import_chunks(o, h);
     if (rc)
