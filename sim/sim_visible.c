@@ -3,8 +3,9 @@
  * - unset: every GPU, in physical order;
  * - comma-separated entries; the first entry sets the list's kind:
  *   - an index, read like strtol: leading blanks and '+' allowed, trailing
- *     junk ignored ("0a", "0x0", "0 " are 0); no digits, or negative, or
- *     out of range is invalid;
+ *     junk ignored ("0a", "0x0", "0 " are 0; so is a UUID without "GPU-"
+ *     whose hex begins with 0: "0aefc091-..." on the H200 of 2026-12-04);
+ *     no digits, or negative, or out of range is invalid;
  *   - "GPU-" or "MIG-" (case-sensitive, nothing before it) and then hex
  *     digits (either case) in which dashes are ignored: a prefix of the
  *     GPU's 32 UUID digits (digits past 32 are ignored); any other

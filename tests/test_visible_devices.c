@@ -3,6 +3,8 @@
  * UUIDs it sees, the parent compares them with the physical list. On the
  * real driver the same cases run, sized to the GPUs that are there. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cucore.h"
 #include "check.h"
@@ -11,6 +13,7 @@
 
 static char phys[MAXG][CUC_UUID_STRLEN];
 static int nphys;
+static const char *sim_uuids; /* "CUCORE_SIM_UUIDS=..." for the children, or NULL */
 
 /* Child: "OK n uuid..." or "ERR name cuda". */
 static int child_list(void)
@@ -34,19 +37,20 @@ static int child_list(void)
 static void run_case(const char *cvd, const char *gpus, char *out, size_t outsz)
 {
     char e1[512], e2[64];
-    const char *env[3];
+    const char *env[4];
 
     if (cvd)
         snprintf(e1, sizeof(e1), "CUDA_VISIBLE_DEVICES=%s", cvd);
     else
         snprintf(e1, sizeof(e1), "CUDA_VISIBLE_DEVICES");
     env[0] = e1;
-    env[1] = NULL;
+    env[1] = env[2] = env[3] = NULL;
     if (gpus) {
         snprintf(e2, sizeof(e2), "CUCORE_SIM_GPUS=%s", gpus);
         env[1] = e2;
     }
-    env[2] = NULL;
+    if (sim_uuids)
+        env[gpus ? 2 : 1] = sim_uuids;
     CHECK(spawn_self_capture("list", NULL, env, out, outsz) == 0);
 }
 
@@ -100,6 +104,27 @@ static void read_physical(const char *gpus)
 static const char *const no_device = "ERR CUC_E_NO_DEVICE 100\n";
 static const char *const twice = "ERR CUC_E_DRIVER 101\n";
 
+/* A UUID without "GPU-" is no UUID entry: the driver reads it as an index,
+ * like strtol, so one whose hex begins with digits names the GPU of that
+ * index (the H200 of 2026-12-04, GPU-0aef...: "0aef..." is GPU 0, and
+ * "0,0aef..." names GPU 0 twice), and one that begins with a letter
+ * matches nothing (GPU-ec8f... on 2026-12-02). */
+static void expect_bare_uuid(const char *gpus)
+{
+    const char *u = phys[0] + 4;
+    char *end;
+    long k = strtol(u, &end, 10);
+    char cvd[1024];
+
+    if (end == u || k >= nphys) {
+        expect_error(u, gpus, no_device);
+        return;
+    }
+    expect_devices(u, gpus, (int[]){(int)k, -1});
+    snprintf(cvd, sizeof(cvd), "%ld,%s", k, u);
+    expect_error(cvd, gpus, twice);
+}
+
 /* Cases that hold for any number of GPUs. */
 static void common_cases(const char *gpus)
 {
@@ -125,8 +150,7 @@ static void common_cases(const char *gpus)
     expect_devices(phys[nphys - 1], gpus, last);
     snprintf(cvd, sizeof(cvd), "%.8s", phys[0]);
     expect_devices(cvd, gpus, first);
-    /* A UUID without "GPU-" is not matched: the list is empty. */
-    expect_error(phys[0] + 4, gpus, no_device);
+    expect_bare_uuid(gpus);
     /* The first invalid entry ends the list. */
     snprintf(cvd, sizeof(cvd), "0,%d", nphys);
     expect_devices(cvd, gpus, first);
@@ -166,6 +190,11 @@ int main(int argc, char **argv)
         CHECK(nphys == 1);
         expect_devices("0,1", "1", (int[]){0, -1});
         expect_error("1,0", "1", no_device);
+        /* the H200's UUID, whose hex begins with a digit */
+        sim_uuids = "CUCORE_SIM_UUIDS=GPU-0aefc091-35d4-ba1d-04a4-3830cd47dbf4";
+        common_cases("1");
+        CHECK(strcmp(phys[0], "GPU-0aefc091-35d4-ba1d-04a4-3830cd47dbf4") == 0);
+        sim_uuids = NULL;
     } else {
         common_cases(NULL);
         if (nphys >= 2)
