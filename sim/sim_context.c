@@ -72,6 +72,26 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
     return rc;
 }
 
+/* Active while anyone holds a retain (flags: the sim keeps none). */
+SIM_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags,
+                                                    int *active)
+{
+    CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuDevicePrimaryCtxGetState);
+    if (rc)
+        return rc;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_dev_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_lock();
+    *flags = 0;
+    *active = sim_ctx[dev].refcount > 0;
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
 SIM_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
     CUresult rc = sim_check_init();
@@ -103,6 +123,24 @@ SIM_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
         return CUDA_ERROR_INVALID_VALUE;
     *pctx = sim_tls_ctx;
     return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+    struct CUctx_st *c;
+    CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuCtxGetDevice);
+    if (rc)
+        return rc;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    rc = sim_ctx_current(&c);
+    if (rc == CUDA_SUCCESS)
+        *device = c->dev;
+    sim_unlock();
+    return rc;
 }
 
 static CUresult sync_current(void)

@@ -27,8 +27,10 @@
     X(cuDeviceCanAccessPeer)                                                   \
     X(cuDevicePrimaryCtxRetain)                                                \
     X(cuDevicePrimaryCtxRelease)                                               \
+    X(cuDevicePrimaryCtxGetState)                                              \
     X(cuCtxSetCurrent)                                                         \
     X(cuCtxGetCurrent)                                                         \
+    X(cuCtxGetDevice)                                                          \
     X(cuCtxSynchronize)                                                        \
     X(cuCtxGetStreamPriorityRange)                                             \
     X(cuStreamCreateWithPriority)                                              \

@@ -1,12 +1,14 @@
 /* Devices: singletons, UUID lookup, errors that name what is wrong; the
  * UUID table in fresh processes with other visibility (10 and 2 of 12
- * simulated GPUs: both ways of searching it). */
+ * simulated GPUs: both ways of searching it); the current device when
+ * another runtime made its primary context current. */
 #include <ctype.h>
 #include <pthread.h>
 
 #include "cucore.h"
 #include "check.h"
 #include "devices_test.h"
+#include "driver/driver.h"
 
 #define THREADS 4
 
@@ -157,6 +159,28 @@ static int child_table(int want)
     return 0;
 }
 
+/* A primary context that something else made current (a runtime such as
+ * PyTorch's, before cucore used that GPU) is still its device's: found,
+ * though cucore had not retained it. */
+static int child_foreign(void)
+{
+    cuc_device *d, *cur = NULL;
+    CUcontext c;
+    CUdevice cu;
+    int n;
+
+    CHECK_OK(cuc_device_count(&n));
+    CHECK_OK(cuc_device_get(n - 1, &d));
+    CHECK_RC(cuc_device_current(&cur), CUC_E_NOT_FOUND);
+    CHECK(strstr(cuc_errmsg(), "no context is current") != NULL);
+    CHECK(CUC_DRV->cuDeviceGet(&cu, n - 1) == CUDA_SUCCESS);
+    CHECK(CUC_DRV->cuDevicePrimaryCtxRetain(&c, cu) == CUDA_SUCCESS);
+    CHECK(CUC_DRV->cuCtxSetCurrent(c) == CUDA_SUCCESS);
+    CHECK_OK(cuc_device_current(&cur));
+    CHECK(cur == d);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const char *const none_env[] = {"CUDA_VISIBLE_DEVICES=", NULL};
@@ -169,6 +193,8 @@ int main(int argc, char **argv)
 
     if (argc >= 4 && !strcmp(argv[1], "--child") && !strcmp(argv[2], "table"))
         return child_table(atoi(argv[3]));
+    if (argc >= 3 && !strcmp(argv[1], "--child") && !strcmp(argv[2], "foreign"))
+        return child_foreign();
     if (argc >= 3 && !strcmp(argv[1], "--child"))
         return child_none();
     open_all(); /* the driver opens fds per context: first */
@@ -181,6 +207,7 @@ int main(int argc, char **argv)
     check_each(n);
     check_errors(n);
     CHECK(wait_child(spawn_self("none", NULL, none_env, -1)) == 0);
+    CHECK(wait_child(spawn_self("foreign", NULL, NULL, -1)) == 0);
     if (test_on_sim()) { /* twelve GPUs: the simulator's */
         CHECK(wait_child(spawn_self("table", ten, many_env, -1)) == 0);
         CHECK(wait_child(spawn_self("table", two, few_env, -1)) == 0);

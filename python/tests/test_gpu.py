@@ -110,3 +110,43 @@ def _has(kind):
     return importlib.util.find_spec(kind) is not None
 
 
+
+
+def torch_then_cucore():
+    """In a fresh process: PyTorch makes GPU 0's primary context current
+    before cucore has used the GPU; cucore names it, and dropping cucore
+    objects in a thread with no context leaves that thread with none."""
+    import threading
+    try:
+        import torch
+    except ImportError as e:
+        return ("error", "ImportError", str(e))
+    torch.zeros(1, device="cuda")
+    import cucore as c
+    d = c.current_device()
+    seen = {}
+    pool = c.Pool(d if d is not None else 0)
+    bufs = [pool.allocate(4096) for _ in range(3)]
+
+    def drop():
+        bufs.clear()
+        seen["after"] = c.current_device()
+
+    t = threading.Thread(target=drop)
+    t.start()
+    t.join()
+    return (None if d is None else d.ordinal, torch.cuda.current_device(), seen["after"],
+            c.current_device() is d)
+
+
+def test_torch_context_is_a_cucore_device():
+    import concurrent.futures
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as ex:
+        got = ex.submit(torch_then_cucore).result(timeout=120)
+    if got[0] == "error":
+        pytest.skip("torch not importable in the child: %s" % got[2])
+    ordinal, torch_ordinal, after_in_thread, still = got
+    assert ordinal == torch_ordinal
+    assert after_in_thread is None
+    assert still

@@ -398,8 +398,35 @@ int cuc_device_set_current(cuc_device *dev)
     return rc ? rc : make_current(dev, ctx);
 }
 
+/* The device of the current context cur when cur is its primary context
+ * but cucore has not retained it (PyTorch's runtime made it current, say):
+ * retained now, as cucore keeps every primary context it uses, but only
+ * when the driver says it is active already; a context of the
+ * application's own (cuCtxCreate) must not bring a primary one into being
+ * on its GPU. */
+static cuc_device *primary_found(CUcontext cur)
+{
+    unsigned flags;
+    int active = 0;
+    CUcontext ctx;
+    CUdevice cu;
+
+    if (CUC_DRV->cuCtxGetDevice(&cu) != CUDA_SUCCESS)
+        return NULL;
+    for (int i = 0; i < n_devices; i++) {
+        if (devices[i].cu != cu)
+            continue;
+        if (CUC_DRV->cuDevicePrimaryCtxGetState(cu, &flags, &active) != CUDA_SUCCESS ||
+            !active || retain_primary(&devices[i], &ctx) != 0)
+            return NULL;
+        return ctx == cur ? &devices[i] : NULL;
+    }
+    return NULL;
+}
+
 int cuc_device_current(cuc_device **dev)
 {
+    cuc_device *found = NULL;
     CUcontext cur = NULL;
     CUresult r;
     int i, rc;
@@ -414,14 +441,16 @@ int cuc_device_current(cuc_device **dev)
         return cuc__cuda_err(r, "cuCtxGetCurrent", "the thread's current device");
     if (!cur)
         return cuc__seterr(CUC_E_NOT_FOUND, "no context is current on this thread");
-    for (i = 0; i < n_devices; i++) {
-        if (__atomic_load_n(&devices[i].ctx, __ATOMIC_ACQUIRE) == cur) {
-            *dev = &devices[i];
-            return 0;
-        }
-    }
-    return cuc__seterr(CUC_E_NOT_FOUND, "the current context is not a primary "
-                       "context cucore retained");
+    for (i = 0; i < n_devices && !found; i++)
+        if (__atomic_load_n(&devices[i].ctx, __ATOMIC_ACQUIRE) == cur)
+            found = &devices[i];
+    if (!found)
+        found = primary_found(cur);
+    if (!found)
+        return cuc__seterr(CUC_E_NOT_FOUND, "the current context is not a device's "
+                           "primary context (the application's own)");
+    *dev = found;
+    return 0;
 }
 
 int cuc__device_implicit(cuc_device **out)

@@ -21,8 +21,10 @@
     X(cuDeviceCanAccessPeer, 4000)                  \
     X(cuDevicePrimaryCtxRetain, 7000)               \
     X(cuDevicePrimaryCtxRelease, 11000)             \
+    X(cuDevicePrimaryCtxGetState, 7000)             \
     X(cuCtxSetCurrent, 4000)                        \
     X(cuCtxGetCurrent, 4000)                        \
+    X(cuCtxGetDevice, 2000)                         \
     X(cuCtxSynchronize, 2000)                       \
     X(cuStreamCreateWithPriority, 5050)             \
     X(cuStreamDestroy, 4000)                        \
