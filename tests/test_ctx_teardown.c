@@ -18,6 +18,7 @@
 #include "check.h"
 #include "channel_test.h"
 #include "devices_test.h"
+#include "pool_test.h"
 #include "device/device.h"
 
 #define NBUF 4
@@ -192,20 +193,6 @@ static int child_importer(const char *uuid)
     return 0;
 }
 
-/* CUDA_VISIBLE_DEVICES reversed (the UUID form with one GPU). */
-static void reversed_cvd(char *out, size_t outsz)
-{
-    size_t len;
-
-    if (n_dev == 1) {
-        snprintf(out, outsz, "CUDA_VISIBLE_DEVICES=%s", cuc_device_uuid_string(devs[0]));
-        return;
-    }
-    len = (size_t)snprintf(out, outsz, "CUDA_VISIBLE_DEVICES=");
-    for (int i = n_dev - 1; i >= 0 && len < outsz; i--)
-        len += (size_t)snprintf(out + len, outsz - len, "%d%s", i, i ? "," : "");
-}
-
 static void test_imported(void)
 {
     struct cuc_pool_props props;
@@ -229,7 +216,7 @@ static void test_imported(void)
     CHECK_OK(cuc_buffer_view(b[NBUF - 1], 1024, 1024, &view));
     CHECK_OK(cuc_msg_add_buffer(m, view));
     snprintf(uuid, sizeof(uuid), "%s", cuc_device_uuid_string(devs[0]));
-    reversed_cvd(env, sizeof(env));
+    pt_child_cvd(env, sizeof(env));
     ch = ct_start("importer", args, env, &pid);
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
