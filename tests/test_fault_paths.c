@@ -13,7 +13,10 @@
  *  - a failed cuDeviceGetAttribute while enumerating is an error naming it,
  *    not a device without pools;
  *  - a failed cuCtxGetCurrent is an error naming it, not "no context is
- *    current" (which sent a copy to device 0). */
+ *    current" (which sent a copy to device 0); in a teardown it is not
+ *    an error (the free still runs), and the device's context stays;
+ *  - cuc_device_current's failed cuCtxGetDevice or
+ *    cuDevicePrimaryCtxGetState is an error naming it. */
 #include "pool_test.h"
 #include "../sim/cucore_sim.h"
 
@@ -349,6 +352,68 @@ static void test_current_fails(void)
     CHECK(strcmp(dst, "abc") == 0);
 }
 
+/* A teardown whose cuCtxGetCurrent fails still frees; with nothing known to
+ * put back, its device's context stays current (device.h). With it
+ * answering, the other device's context comes back. */
+static void test_teardown_current_fails(void)
+{
+    cuc_pool *pool = pt_new_pool(devs[0], CUC_POOL_DEVICE, 0);
+    cuc_buffer *b[2];
+    cuc_device *cur;
+
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(cuc_buffer_alloc_async(pool, BUF, NULL, &b[i]));
+    CHECK(pt_used(pool) == 2 * BUF);
+    CHECK_OK(cuc_device_set_current(devs[1]));
+    fail("cuCtxGetCurrent:1");
+    CHECK_OK(cuc_buffer_unref_async(b[0], NULL));
+    fail(NULL);
+    CHECK_OK(cuc_device_current(&cur));
+    CHECK(cur == devs[0]);
+    CHECK(pt_used(pool) == BUF);
+    CHECK_OK(cuc_device_set_current(devs[1]));
+    CHECK_OK(cuc_buffer_unref_async(b[1], NULL));
+    CHECK_OK(cuc_device_current(&cur));
+    CHECK(cur == devs[1]);
+    CHECK(pt_used(pool) == 0);
+    cuc_pool_unref(pool);
+}
+
+/* cuc_device_current with a primary context that the raw driver retained
+ * and made current (as PyTorch's runtime does): the driver failing to say
+ * its device or its state is an error naming the call, not "the
+ * application's own context". */
+static int child_foreign(void)
+{
+    cuc_device *d, *cur = NULL;
+    CUcontext c;
+    CUdevice cu;
+    int n;
+
+    CHECK_OK(cuc_device_count(&n)); /* loads the simulator */
+    sim_controls();
+    CHECK_OK(cuc_device_get(n - 1, &d));
+    CHECK(CUC_DRV->cuDeviceGet(&cu, n - 1) == CUDA_SUCCESS);
+    CHECK(CUC_DRV->cuDevicePrimaryCtxRetain(&c, cu) == CUDA_SUCCESS);
+    CHECK(CUC_DRV->cuCtxSetCurrent(c) == CUDA_SUCCESS);
+    fail("cuCtxGetDevice:1");
+    CHECK_RC(cuc_device_current(&cur), CUC_E_DRIVER);
+    CHECK_ERRMSG("cuCtxGetDevice failed");
+    fail("cuDevicePrimaryCtxGetState:1");
+    CHECK_RC(cuc_device_current(&cur), CUC_E_DRIVER);
+    CHECK_ERRMSG("cuDevicePrimaryCtxGetState failed");
+    fail(NULL);
+    CHECK(cur == NULL);
+    CHECK_OK(cuc_device_current(&cur));
+    CHECK(cur == d);
+    return test_finish();
+}
+
+static void test_foreign_current_fails(void)
+{
+    CHECK(wait_child(spawn_self("foreign", NULL, NULL, -1)) == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
@@ -358,6 +423,8 @@ int main(int argc, char **argv)
             return child_batch();
         if (strcmp(argv[2], "enumerate") == 0)
             return child_enumerate(argc, argv);
+        if (strcmp(argv[2], "foreign") == 0)
+            return child_foreign();
         return 2;
     }
     if (!test_on_sim())
@@ -371,6 +438,8 @@ int main(int argc, char **argv)
     test_batch_import_fails(devs[0]);
     test_attribute_fails();
     test_current_fails();
+    test_teardown_current_fails();
+    test_foreign_current_fails();
     FD_CHECK_NO_LEAK();
     return test_finish();
 }

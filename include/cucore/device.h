@@ -76,15 +76,17 @@ CUC_API int cuc_device_get_by_uuid(const cuc_uuid *uuid, cuc_device **dev);
  * inside another call) puts back whatever context the thread had, none
  * included: it runs wherever the last reference happens to go (a garbage
  * collector, another thread's release), and a runtime such as PyTorch's
- * takes its current device from the current context. */
+ * takes its current device from the current context (if the driver cannot
+ * say what was current, the device's context stays). */
 CUC_API int cuc_device_set_current(cuc_device *dev);
 
 /* The device whose primary context is current on the calling thread,
  * whoever made it current (cucore, or a runtime such as PyTorch's: cucore
  * then retains that active primary context too, as it keeps every one it
  * uses), or CUC_E_NOT_FOUND if no context is current or the current one is
- * the application's own (cuCtxCreate); CUC_E_DRIVER naming cuCtxGetCurrent
- * if the driver could not say. */
+ * the application's own (cuCtxCreate); CUC_E_DRIVER naming the driver call
+ * (cuCtxGetCurrent, cuCtxGetDevice, cuDevicePrimaryCtxGetState) if the
+ * driver could not say. */
 CUC_API int cuc_device_current(cuc_device **dev);
 
 /* The device's ordinal in this process. */

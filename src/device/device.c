@@ -365,16 +365,20 @@ int cuc__device_activate(struct cuc__ctx_guard *g, const cuc_device *cd)
     if (rc)
         return rc;
     /* Ask the driver at a guard's first activation: the application may
-     * have made another context current behind our back. */
-    if (CUC_DRV->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx) {
+     * have made another context current behind our back. When it cannot
+     * say, d's context is made current all the same (a teardown still
+     * frees) and stays: nothing is known to put back. */
+    if (CUC_DRV->cuCtxGetCurrent(&cur) != CUDA_SUCCESS) {
         rc = make_current(d, ctx);
-        if (rc)
-            return rc;
-        if (!g->switched) {
+    } else if (cur != ctx) {
+        rc = make_current(d, ctx);
+        if (rc == 0 && !g->switched) {
             g->saved = cur;
             g->switched = 1;
         }
     }
+    if (rc)
+        return rc;
     g->dev = d;
     return 0;
 }
@@ -403,25 +407,32 @@ int cuc_device_set_current(cuc_device *dev)
  * retained now, as cucore keeps every primary context it uses, but only
  * when the driver says it is active already; a context of the
  * application's own (cuCtxCreate) must not bring a primary one into being
- * on its GPU. */
-static cuc_device *primary_found(CUcontext cur)
+ * on its GPU. *found: the device, or NULL for the application's own. */
+static int primary_found(CUcontext cur, cuc_device **found)
 {
     unsigned flags;
-    int active = 0;
+    int active = 0, rc;
     CUcontext ctx;
     CUdevice cu;
+    CUresult r = CUC_DRV->cuCtxGetDevice(&cu);
 
-    if (CUC_DRV->cuCtxGetDevice(&cu) != CUDA_SUCCESS)
-        return NULL;
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuCtxGetDevice", "the current context's device");
     for (int i = 0; i < n_devices; i++) {
         if (devices[i].cu != cu)
             continue;
-        if (CUC_DRV->cuDevicePrimaryCtxGetState(cu, &flags, &active) != CUDA_SUCCESS ||
-            !active || retain_primary(&devices[i], &ctx) != 0)
-            return NULL;
-        return ctx == cur ? &devices[i] : NULL;
+        r = CUC_DRV->cuDevicePrimaryCtxGetState(cu, &flags, &active);
+        if (r != CUDA_SUCCESS)
+            return cuc__cuda_err(r, "cuDevicePrimaryCtxGetState", "device %d (%s)",
+                                 devices[i].ordinal, devices[i].uuid_str);
+        rc = active ? retain_primary(&devices[i], &ctx) : 0;
+        if (rc)
+            return rc;
+        *found = active && ctx == cur ? &devices[i] : NULL;
+        return 0;
     }
-    return NULL;
+    *found = NULL;
+    return 0;
 }
 
 int cuc_device_current(cuc_device **dev)
@@ -444,8 +455,8 @@ int cuc_device_current(cuc_device **dev)
     for (i = 0; i < n_devices && !found; i++)
         if (__atomic_load_n(&devices[i].ctx, __ATOMIC_ACQUIRE) == cur)
             found = &devices[i];
-    if (!found)
-        found = primary_found(cur);
+    if (!found && (rc = primary_found(cur, &found)) != 0)
+        return rc;
     if (!found)
         return cuc__seterr(CUC_E_NOT_FOUND, "the current context is not a device's "
                            "primary context (the application's own)");

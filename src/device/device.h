@@ -48,7 +48,8 @@ void cuc__ctx_guard_end(struct cuc__ctx_guard *g);
     struct cuc__ctx_guard name CUC_CLEANUP(cuc__ctx_guard_end) = {NULL, 0, NULL}
 
 /* Makes d's primary context current on this thread until g ends (a no-op
- * when it already is current). Within one guard nothing else changes the
+ * when it already is current; if the driver cannot say what is current,
+ * d's stays after g ends). Within one guard nothing else changes the
  * thread's context (an inner guard puts back what it found), so a second
  * activation of the guard's device asks the driver nothing. */
 int cuc__device_activate(struct cuc__ctx_guard *g, const cuc_device *d);
