@@ -159,6 +159,50 @@ static int child_table(int want)
     return 0;
 }
 
+/* cuc_device_context_save / _restore: a scope puts back what it found,
+ * nested scopes in order, and a thread that had no context gets none. */
+static void *scope_in_fresh_thread(void *arg)
+{
+    void *saved = (void *)0x1;
+    cuc_device *cur;
+
+    (void)arg;
+    CHECK_OK(cuc_device_context_save(&saved));
+    CHECK(saved == NULL);
+    CHECK_OK(cuc_device_set_current(devs[0]));
+    CHECK_OK(cuc_device_context_restore(saved));
+    CHECK_RC(cuc_device_current(&cur), CUC_E_NOT_FOUND);
+    return NULL;
+}
+
+static void check_context_scope(int n)
+{
+    void *outer, *inner;
+    cuc_device *cur;
+    pthread_t t;
+
+    CHECK_OK(cuc_device_set_current(devs[0]));
+    CHECK_OK(cuc_device_context_save(&outer));
+    CHECK_OK(cuc_device_set_current(devs[n - 1]));
+    CHECK_OK(cuc_device_context_save(&inner));
+    CHECK_OK(cuc_device_set_current(devs[0]));
+    CHECK_OK(cuc_device_context_restore(inner));
+    CHECK_OK(cuc_device_current(&cur));
+    CHECK(cur == devs[n - 1]);
+    CHECK_OK(cuc_device_context_restore(outer));
+    CHECK_OK(cuc_device_current(&cur));
+    CHECK(cur == devs[0]);
+    CHECK_RC(cuc_device_context_save(NULL), CUC_E_INVALID);
+    if (test_on_sim()) { /* a real driver may not survive a bogus handle */
+        CHECK_RC(cuc_device_context_restore((void *)&outer), CUC_E_DRIVER);
+        CHECK_ERRMSG("cuCtxSetCurrent failed");
+        CHECK_OK(cuc_device_current(&cur));
+        CHECK(cur == devs[0]);
+    }
+    CHECK(pthread_create(&t, NULL, scope_in_fresh_thread, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+}
+
 /* A primary context that something else made current (a runtime such as
  * PyTorch's, before cucore used that GPU) is still its device's: found,
  * though cucore had not retained it. */
@@ -206,6 +250,7 @@ int main(int argc, char **argv)
     check_singletons();
     check_each(n);
     check_errors(n);
+    check_context_scope(n);
     CHECK(wait_child(spawn_self("none", NULL, none_env, -1)) == 0);
     CHECK(wait_child(spawn_self("foreign", NULL, NULL, -1)) == 0);
     if (test_on_sim()) { /* twelve GPUs: the simulator's */

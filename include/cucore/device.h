@@ -89,6 +89,19 @@ CUC_API int cuc_device_set_current(cuc_device *dev);
  * driver could not say. */
 CUC_API int cuc_device_current(cuc_device **dev);
 
+/* A scope that makes a device current and leaves the thread as it found
+ * it (the Python package's `with device:`): cuc_device_context_save takes
+ * the calling thread's current context, whatever it is (none, a primary
+ * context, the application's own), as an opaque handle (NULL: none), and
+ * cuc_device_context_restore makes that handle current again (NULL: none)
+ * on the calling thread. A handle is the driver's context: it stays valid
+ * while that context lives (cucore's primary contexts live as long as the
+ * process). CUC_E_INVALID for a NULL out; CUC_E_DRIVER naming
+ * cuCtxGetCurrent or cuCtxSetCurrent if the driver refused (a context
+ * destroyed meanwhile). Affects the calling thread only. */
+CUC_API int cuc_device_context_save(void **saved);
+CUC_API int cuc_device_context_restore(void *saved);
+
 /* The device's ordinal in this process. */
 CUC_API int cuc_device_ordinal(const cuc_device *dev);
 /* Its UUID (the one identity that crosses processes). */

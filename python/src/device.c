@@ -185,6 +185,44 @@ static PyObject *set_current(PyObject *o, PyObject *noargs)
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 
+/* `with device:` scopes of this thread: what each found current, innermost
+ * last. A device object is shared by every thread, so the stack is the
+ * thread's, not the object's. */
+#define SCOPE_MAX 64
+static _Thread_local void *scope_saved[SCOPE_MAX];
+static _Thread_local int scope_depth;
+
+static PyObject *device_enter(PyObject *o, PyObject *noargs)
+{
+    void *saved;
+    int rc;
+
+    (void)noargs;
+    if (scope_depth == SCOPE_MAX)
+        return PyErr_Format(PyExc_RuntimeError, "`with device:` nested %d deep on this "
+                            "thread: leave some first", SCOPE_MAX);
+    rc = cuc_device_context_save(&saved);
+    if (!rc)
+        rc = cuc_device_set_current(DEV(o));
+    if (rc)
+        return py_raise(rc);
+    scope_saved[scope_depth++] = saved;
+    return Py_NewRef(o);
+}
+
+/* Puts back what the innermost scope found, even when its body raised. */
+static PyObject *device_exit(PyObject *o, PyObject *args)
+{
+    int rc;
+
+    (void)o;
+    (void)args;
+    if (scope_depth == 0)
+        return PyErr_Format(PyExc_RuntimeError, "__exit__ without __enter__ on this thread");
+    rc = cuc_device_context_restore(scope_saved[--scope_depth]);
+    return rc ? py_raise(rc) : Py_NewRef(Py_False);
+}
+
 static PyObject *device_repr(PyObject *o)
 {
     return PyUnicode_FromFormat("<cucore.Device %d %s (%s)>", cuc_device_ordinal(DEV(o)),
@@ -224,6 +262,9 @@ static PyGetSetDef device_getset[] = {
 
 static PyMethodDef device_methods[] = {
     {"set_current", set_current, METH_NOARGS, "make its primary context current"},
+    {"__enter__", device_enter, METH_NOARGS,
+     "make its primary context current until the with block ends"},
+    {"__exit__", device_exit, METH_VARARGS, "put back the context the with block found"},
     {"__reduce__", device_reduce, METH_NOARGS, NULL},
     {"__reduce_ex__", device_reduce_ex, METH_O, NULL},
     {NULL, NULL, 0, NULL}};

@@ -81,3 +81,37 @@ def test_collected_with_another_device_current():
     del objs
     assert gc.collect() > 0
     assert cucore.current_device() is devs[1]
+
+
+def test_with_device_puts_back_what_it_found():
+    """`with device:` makes it current and puts back what the thread had,
+    nested, after an exception too, and none in a thread that had none."""
+    devs = cucore.devices()
+    outer, inner = devs[0], devs[-1]
+    outer.set_current()
+    with inner as d:
+        assert d is inner and cucore.current_device() is inner
+        with outer:
+            assert cucore.current_device() is outer
+        assert cucore.current_device() is inner
+        try:
+            with outer:
+                raise KeyError("inside")
+        except KeyError:
+            pass
+        assert cucore.current_device() is inner
+    assert cucore.current_device() is outer
+    seen = []
+
+    def fresh():
+        seen.append(cucore.current_device())
+        with outer:
+            seen.append(cucore.current_device())
+        seen.append(cucore.current_device())
+
+    t = threading.Thread(target=fresh)
+    t.start()
+    t.join()
+    assert seen == [None, outer, None]
+    with pytest.raises(RuntimeError, match="without __enter__"):
+        outer.__exit__(None, None, None)

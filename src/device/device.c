@@ -402,6 +402,38 @@ int cuc_device_set_current(cuc_device *dev)
     return rc ? rc : make_current(dev, ctx);
 }
 
+int cuc_device_context_save(void **saved)
+{
+    CUcontext cur = NULL;
+    CUresult r;
+    int rc;
+
+    if (!saved)
+        return cuc__seterr(CUC_E_INVALID, "cuc_device_context_save: saved is NULL");
+    rc = ensure_devices();
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuCtxGetCurrent", "the thread's current context");
+    *saved = cur;
+    return 0;
+}
+
+int cuc_device_context_restore(void *saved)
+{
+    CUresult r;
+    int rc = ensure_devices();
+
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuCtxSetCurrent((CUcontext)saved);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuCtxSetCurrent", "the saved context %p (destroyed "
+                             "since it was saved?)", saved);
+    return 0;
+}
+
 /* The device of the current context cur when cur is its primary context
  * but cucore has not retained it (PyTorch's runtime made it current, say):
  * retained now, as cucore keeps every primary context it uses, but only
