@@ -6,6 +6,7 @@
 
 #include "cucore.h"
 #include "check.h"
+#include "driver/driver.h"
 
 #define TEST_MAX_DEVICES 64
 
@@ -21,6 +22,24 @@ static inline void open_all(void)
         CHECK_OK(cuc_device_get(i, &devs[i]));
         CHECK_OK(cuc_device_set_current(devs[i]));
     }
+}
+
+/* The last visible GPU's primary context, retained and made current with
+ * the raw driver (as PyTorch's runtime does before cucore uses that GPU),
+ * in a process where cucore has not made it current: that device. */
+static inline cuc_device *test_foreign_primary_current(void)
+{
+    cuc_device *d;
+    CUcontext c;
+    CUdevice cu;
+    int n;
+
+    CHECK_OK(cuc_device_count(&n));
+    CHECK_OK(cuc_device_get(n - 1, &d));
+    CHECK(CUC_DRV->cuDeviceGet(&cu, n - 1) == CUDA_SUCCESS);
+    CHECK(CUC_DRV->cuDevicePrimaryCtxRetain(&c, cu) == CUDA_SUCCESS);
+    CHECK(CUC_DRV->cuCtxSetCurrent(c) == CUDA_SUCCESS);
+    return d;
 }
 
 /* A message naming the device at ordinal % (devices visible): for the

@@ -8,7 +8,6 @@
 #include "cucore.h"
 #include "check.h"
 #include "devices_test.h"
-#include "driver/driver.h"
 
 #define THREADS 4
 
@@ -209,17 +208,12 @@ static void check_context_scope(int n)
 static int child_foreign(void)
 {
     cuc_device *d, *cur = NULL;
-    CUcontext c;
-    CUdevice cu;
     int n;
 
     CHECK_OK(cuc_device_count(&n));
-    CHECK_OK(cuc_device_get(n - 1, &d));
     CHECK_RC(cuc_device_current(&cur), CUC_E_NOT_FOUND);
     CHECK(strstr(cuc_errmsg(), "no context is current") != NULL);
-    CHECK(CUC_DRV->cuDeviceGet(&cu, n - 1) == CUDA_SUCCESS);
-    CHECK(CUC_DRV->cuDevicePrimaryCtxRetain(&c, cu) == CUDA_SUCCESS);
-    CHECK(CUC_DRV->cuCtxSetCurrent(c) == CUDA_SUCCESS);
+    d = test_foreign_primary_current();
     CHECK_OK(cuc_device_current(&cur));
     CHECK(cur == d);
     return 0;

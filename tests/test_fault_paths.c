@@ -385,17 +385,9 @@ static void test_teardown_current_fails(void)
  * application's own context". */
 static int child_foreign(void)
 {
-    cuc_device *d, *cur = NULL;
-    CUcontext c;
-    CUdevice cu;
-    int n;
+    cuc_device *d = test_foreign_primary_current(), *cur = NULL;
 
-    CHECK_OK(cuc_device_count(&n)); /* loads the simulator */
-    sim_controls();
-    CHECK_OK(cuc_device_get(n - 1, &d));
-    CHECK(CUC_DRV->cuDeviceGet(&cu, n - 1) == CUDA_SUCCESS);
-    CHECK(CUC_DRV->cuDevicePrimaryCtxRetain(&c, cu) == CUDA_SUCCESS);
-    CHECK(CUC_DRV->cuCtxSetCurrent(c) == CUDA_SUCCESS);
+    sim_controls(); /* the simulator is loaded now */
     fail("cuCtxGetDevice:1");
     CHECK_RC(cuc_device_current(&cur), CUC_E_DRIVER);
     CHECK_ERRMSG("cuCtxGetDevice failed");

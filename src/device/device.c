@@ -402,22 +402,34 @@ int cuc_device_set_current(cuc_device *dev)
     return rc ? rc : make_current(dev, ctx);
 }
 
+/* The calling thread's current context (NULL: none), the driver loaded
+ * first; a failed query is an error naming it. */
+static int current_context(CUcontext *cur)
+{
+    CUcontext c = NULL;
+    CUresult r;
+    int rc = ensure_devices();
+
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuCtxGetCurrent(&c);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuCtxGetCurrent", "the thread's current context");
+    *cur = c;
+    return 0;
+}
+
 int cuc_device_context_save(void **saved)
 {
-    CUcontext cur = NULL;
-    CUresult r;
+    CUcontext cur;
     int rc;
 
     if (!saved)
         return cuc__seterr(CUC_E_INVALID, "cuc_device_context_save: saved is NULL");
-    rc = ensure_devices();
-    if (rc)
-        return rc;
-    r = CUC_DRV->cuCtxGetCurrent(&cur);
-    if (r != CUDA_SUCCESS)
-        return cuc__cuda_err(r, "cuCtxGetCurrent", "the thread's current context");
-    *saved = cur;
-    return 0;
+    rc = current_context(&cur);
+    if (!rc)
+        *saved = cur;
+    return rc;
 }
 
 int cuc_device_context_restore(void *saved)
@@ -470,18 +482,14 @@ static int primary_found(CUcontext cur, cuc_device **found)
 int cuc_device_current(cuc_device **dev)
 {
     cuc_device *found = NULL;
-    CUcontext cur = NULL;
-    CUresult r;
+    CUcontext cur;
     int i, rc;
 
     if (!dev)
         return cuc__seterr(CUC_E_INVALID, "cuc_device_current: dev is NULL");
-    rc = ensure_devices();
+    rc = current_context(&cur);
     if (rc)
         return rc;
-    r = CUC_DRV->cuCtxGetCurrent(&cur);
-    if (r != CUDA_SUCCESS)
-        return cuc__cuda_err(r, "cuCtxGetCurrent", "the thread's current device");
     if (!cur)
         return cuc__seterr(CUC_E_NOT_FOUND, "no context is current on this thread");
     for (i = 0; i < n_devices && !found; i++)
