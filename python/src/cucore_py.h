@@ -215,7 +215,7 @@ int hold_apply(struct lessee *l, uint64_t token, int claim);
 void hold_apply_many(struct lessee *l, uint64_t *ops, size_t n, size_t *nstale);
 void hold_sweep(void);
 size_t hold_count(const cuc_buffer *b, const cuc_pool *pool);
-size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms);
+size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms, int64_t spin_until);
 void hold_stats(size_t *unclaimed, size_t *leased);
 void hold_after_fork(void);
 

@@ -35,6 +35,7 @@
  * claim.c's (a lease added counts its user there under it), never after. */
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "cucore_py.h"
@@ -48,6 +49,9 @@
 struct pool_count {
     struct keynode node; /* keyed by the pool's address (never dereferenced) */
     size_t n;            /* holds and leases of the pool's buffers */
+    size_t dropping;     /* ended, their buffers not yet dropped (end_all):
+                          * counted with n until then, so that a waiter
+                          * finds the frees their ends allowed done */
     size_t waiters;      /* hold_wait() calls on it: it stays while any */
     size_t wake_at;      /* the largest count a waiter waits for */
 };
@@ -75,7 +79,6 @@ static struct hold unclaimed = {{NULL, 0}, &unclaimed, &unclaimed, NULL, {NULL, 
 static struct lessee lessees = {.prev = &lessees, .next = &lessees};
 static uint64_t seq;
 static int64_t hold_ms = -1;
-static int wake_due; /* a removal reached a waiter's count: end_all() broadcasts */
 
 int64_t hold_now_ms(void)
 {
@@ -172,7 +175,7 @@ static int insert_locked(struct hold *h)
 /* A count with neither holds nor waiters goes. */
 static void pool_count_drop_locked(struct pool_count *pc)
 {
-    if (pc->n || pc->waiters)
+    if (pc->n || pc->waiters || pc->dropping)
         return;
     keytab_remove(&pools, &pc->node);
     free(pc);
@@ -186,30 +189,35 @@ static void remove_locked(struct hold *h)
     keytab_remove(&table, &h->node);
     unlink_list(h);
     pc->n--;
-    if (pc->waiters && pc->n <= pc->wake_at)
-        wake_due = 1; /* end_all() wakes them, once h is dropped */
-    pool_count_drop_locked(pc);
+    pc->dropping++; /* end_all() counts it off, once h is dropped */
 }
 
 /* Drops what the holds of list kept (unlocked: a last reference frees),
- * then wakes the lease waiters whose count their removal reached: after
- * the drops, so that a waiter woken finds the frees those ends allowed
- * already done (or failed, which its wait reports). */
+ * then counts them off and wakes the lease waiters whose count that
+ * reached: after the drops, so that a waiter finds the frees those ends
+ * allowed already done (or failed, which its wait reports). */
 static void end_all(struct hold *list)
 {
     struct hold *h, *next;
+    int wake = 0;
 
     if (!list)
         return;
-    for (h = list; h; h = next) {
-        next = h->next;
+    for (h = list; h; h = h->next)
         claim_finish(h->b, h->u, NULL); /* our claims on A after our mapping went */
+    pthread_mutex_lock(&mu);
+    for (h = list; h; h = next) {
+        struct pool_count *pc = h->pc;
+
+        next = h->next;
+        pc->dropping--;
+        if (pc->waiters && pc->n + pc->dropping <= pc->wake_at)
+            wake = 1;
+        pool_count_drop_locked(pc);
         free(h);
     }
-    pthread_mutex_lock(&mu);
-    if (wake_due)
+    if (wake)
         pthread_cond_broadcast(&changed);
-    wake_due = 0;
     pthread_mutex_unlock(&mu);
 }
 
@@ -423,7 +431,7 @@ static size_t count_pool_locked(const cuc_pool *pool)
 {
     const struct pool_count *pc = pool_count_find_locked(pool);
 
-    return pc ? pc->n : 0;
+    return pc ? pc->n + pc->dropping : 0;
 }
 
 size_t hold_count(const cuc_buffer *b, const cuc_pool *pool)
@@ -451,32 +459,53 @@ void hold_stats(size_t *nunclaimed, size_t *leased)
     pthread_mutex_unlock(&mu);
 }
 
+static int waiting_locked(const struct pool_count *pc, size_t max_left)
+{
+    return pc->n + pc->dropping > max_left;
+}
+
+/* Looks again and again, yielding the CPU between looks (mu let go), until
+ * the wait is over or the clock (hold_now_ms) reaches until. */
+static void spin_locked(const struct pool_count *pc, size_t max_left, int64_t until)
+{
+    while (waiting_locked(pc, max_left) && hold_now_ms() < until) {
+        pthread_mutex_unlock(&mu);
+        sched_yield();
+        pthread_mutex_lock(&mu);
+    }
+}
+
 /* Waits (the GIL released by the caller) up to ms for the holds and
- * leases of pool to be at most max_left; the count left. Woken once the
- * count is down to it (remove_locked), not at each release. */
-size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms)
+ * leases of pool (those ended counted until their buffers are dropped) to
+ * be at most max_left; the count left. Until the clock (hold_now_ms) reaches spin_until it looks in a
+ * loop, yielding the CPU; then it sleeps, woken once the count is down to
+ * it (remove_locked), not at each release. */
+size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms, int64_t spin_until)
 {
     struct pool_count *pc;
     struct timespec ts;
-    size_t n;
+    size_t n = 0;
 
     hold_sweep();
     pthread_mutex_lock(&mu);
     pc = pool_count_find_locked(pool);
-    n = pc ? pc->n : 0;
-    if (n > max_left && ms > 0) {
+    if (pc && waiting_locked(pc, max_left) && ms > 0) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += (long)(ms % 1000) * 1000000;
         ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000;
         ts.tv_nsec %= 1000000000;
         pc->waiters++;
         pc->wake_at = max_left > pc->wake_at ? max_left : pc->wake_at;
-        while (pc->n > max_left &&
+        spin_locked(pc, max_left, spin_until < hold_now_ms() + ms ? spin_until
+                                                                 : hold_now_ms() + ms);
+        while (waiting_locked(pc, max_left) &&
                pthread_cond_timedwait(&changed, &mu, &ts) == 0)
             ;
-        n = pc->n;
         if (--pc->waiters == 0)
             pc->wake_at = 0;
+    }
+    if (pc) {
+        n = pc->n + pc->dropping;
         pool_count_drop_locked(pc);
     }
     pthread_mutex_unlock(&mu);
@@ -491,7 +520,6 @@ void hold_after_fork(void)
     pthread_mutex_init(&mu, NULL);
     pthread_cond_init(&changed, NULL);
     table = pools = (struct keytab){0};
-    wake_due = 0;
     unclaimed.prev = unclaimed.next = &unclaimed;
     lessees.prev = lessees.next = &lessees;
 }

@@ -115,11 +115,17 @@ static PyObject *pool_leases(PyObject *self, PyObject *noargs)
     return rc ? py_raise(rc) : PyLong_FromSize_t(n);
 }
 
+/* How long a wait for the share point's leases looks in a loop before it
+ * sleeps: a lease end comes from a share point thread, and on the H200's
+ * VM a thread it woke ran tens of microseconds late (the trade the
+ * driver's CU_CTX_SCHED_YIELD makes). docs/PERFORMANCE.md has the A/B. */
+#define LEASE_SPIN_MS 10
+
 /* Waits for the pool's leases of channels (cucore's) and of the share
  * point (hold.c) together, in slices of either wait; the GIL released. */
 static int wait_leases(cuc_pool *p, size_t left, int ms, size_t *now_left)
 {
-    int64_t end = ms < 0 ? -1 : hold_now_ms() + ms, rest;
+    int64_t start = hold_now_ms(), end = ms < 0 ? -1 : start + ms, rest;
     size_t c, h;
     int rc;
 
@@ -140,7 +146,7 @@ static int wait_leases(cuc_pool *p, size_t left, int ms, size_t *now_left)
         if (c > 0 && h <= left)
             rc = cuc_pool_lease_wait(p, NULL, left - h, (int)rest);
         else
-            hold_wait(p, left > c ? left - c : 0, (int)rest);
+            hold_wait(p, left > c ? left - c : 0, (int)rest, start + LEASE_SPIN_MS);
         if (rc && rc != CUC_E_TIMEOUT)
             return rc;
     }

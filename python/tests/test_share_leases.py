@@ -234,3 +234,51 @@ def test_lease_waits_wake_at_their_own_count():
     finally:
         first.close()
         second.close()
+
+
+def sim_calls(name):
+    """The simulator's count of NAME's calls in this process (sim/cucore_sim.h)."""
+    import ctypes
+
+    info = cucore.driver()
+    if not info["simulated"]:
+        pytest.skip("counts the simulator's driver calls")
+    lib = ctypes.CDLL(info["path"], mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+    out = ctypes.c_ulonglong()
+    assert lib.cucore_sim_calls(name.encode(), ctypes.byref(out)) == 0
+    return out.value
+
+
+def test_lease_wait_returns_after_the_frees_its_ends_allowed():
+    """The exporter drops its own references to buffers a child holds
+    (their frees deferred to the leases' end) and waits, in a thread that
+    starts waiting before the child releases: lease_wait returns only once
+    every free those ends allowed has run, though for its first 10 ms it
+    looks at the count in a loop (hold.c counts the holds ended whose
+    buffers are not yet dropped; without that the loop returned while the
+    last release message's frees were still running)."""
+    import threading
+
+    k = 1024
+    pool = cucore.Pool(0)
+    child = Child("spawn", None)
+    seen = {}
+
+    def wait():
+        pool.lease_wait(0, timeout=30)
+        seen["frees"] = sim_calls("cuMemFreeAsync")
+
+    try:
+        bufs = [pool.allocate(64) for _ in range(k)]
+        assert child.call("hold", *bufs) == k
+        wait_claimed(k)
+        bufs = None  # the last reference here: each free waits for its lease's end
+        before = sim_calls("cuMemFreeAsync")
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        assert child.call("drop") == 0
+        waiter.join(30)
+        assert seen["frees"] - before == k
+        assert pool.lease_count() == 0
+    finally:
+        child.close()
