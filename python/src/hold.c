@@ -172,7 +172,7 @@ static int insert_locked(struct hold *h)
     return -1;
 }
 
-/* A count with neither holds nor waiters goes. */
+/* A count with no holds, no waiters and no drops to come goes. */
 static void pool_count_drop_locked(struct pool_count *pc)
 {
     if (pc->n || pc->waiters || pc->dropping)
@@ -477,13 +477,15 @@ static void spin_locked(const struct pool_count *pc, size_t max_left, int64_t un
 
 /* Waits (the GIL released by the caller) up to ms for the holds and
  * leases of pool (those ended counted until their buffers are dropped) to
- * be at most max_left; the count left. Until the clock (hold_now_ms) reaches spin_until it looks in a
- * loop, yielding the CPU; then it sleeps, woken once the count is down to
- * it (remove_locked), not at each release. */
+ * be at most max_left; the count left. Until the clock (hold_now_ms)
+ * reaches spin_until it looks in a loop, yielding the CPU; then it
+ * sleeps, woken once the count is down to it (end_all), not at each
+ * release. */
 size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms, int64_t spin_until)
 {
     struct pool_count *pc;
     struct timespec ts;
+    int64_t until;
     size_t n = 0;
 
     hold_sweep();
@@ -496,8 +498,8 @@ size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms, int64_t spin_unt
         ts.tv_nsec %= 1000000000;
         pc->waiters++;
         pc->wake_at = max_left > pc->wake_at ? max_left : pc->wake_at;
-        spin_locked(pc, max_left, spin_until < hold_now_ms() + ms ? spin_until
-                                                                 : hold_now_ms() + ms);
+        until = hold_now_ms() + ms;
+        spin_locked(pc, max_left, spin_until < until ? spin_until : until);
         while (waiting_locked(pc, max_left) &&
                pthread_cond_timedwait(&changed, &mu, &ts) == 0)
             ;
