@@ -7,7 +7,11 @@
   device_pickle   pickle.loads(pickle.dumps(device)), per round trip;
                   impl=pickle is pickle's own floor for the same shape: a
                   tuple (builtin, (bytes of the same length,)) through
-                  dumps + loads (a global and a bytes object, no call)
+                  dumps + loads (a global and a bytes object, no call);
+                  impl=pickle-global the least any object that is not a
+                  builtin costs: a module-level function (json.loads)
+                  pickled as a bare global (no call, no argument), which
+                  pickle imports on both sides
   pipe_buffers    N pool buffers (4096 B, bench_pool's size, so that the C
                   and Python figures are the same work; allocated before the clock starts)
                   as one plain list through a multiprocessing Pipe to a
@@ -41,6 +45,7 @@ DeviceMemoryResource, buffers pickled through multiprocessing) is skipped,
 saying why, where cuda.core is missing or its API differs. Children are
 spawned (never forked) and warmed up before the clock runs.
 """
+import json
 import multiprocessing as mp
 import pickle
 import sys
@@ -82,6 +87,8 @@ def bench_device_pickle():
     floor = (len, (b"x" * len(blob),))
     line("device_pickle", "pickle", 1,
          per_op_ns(lambda: pickle.loads(pickle.dumps(floor)), 20000), "ns")
+    line("device_pickle", "pickle-global", 1,
+         per_op_ns(lambda: pickle.loads(pickle.dumps(json.loads)), 20000), "ns")
     try:
         from cuda.core import Device
         cd = Device(0)
