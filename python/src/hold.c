@@ -172,6 +172,13 @@ static int insert_locked(struct hold *h)
     return -1;
 }
 
+/* What a pool's lease count and its waiters see: its holds and leases,
+ * and those ended whose buffers are not yet dropped. */
+static size_t counted(const struct pool_count *pc)
+{
+    return pc->n + pc->dropping;
+}
+
 /* A count with no holds, no waiters and no drops to come goes. */
 static void pool_count_drop_locked(struct pool_count *pc)
 {
@@ -211,7 +218,7 @@ static void end_all(struct hold *list)
 
         next = h->next;
         pc->dropping--;
-        if (pc->waiters && pc->n + pc->dropping <= pc->wake_at)
+        if (pc->waiters && counted(pc) <= pc->wake_at)
             wake = 1;
         pool_count_drop_locked(pc);
         free(h);
@@ -431,7 +438,7 @@ static size_t count_pool_locked(const cuc_pool *pool)
 {
     const struct pool_count *pc = pool_count_find_locked(pool);
 
-    return pc ? pc->n + pc->dropping : 0;
+    return pc ? counted(pc) : 0;
 }
 
 size_t hold_count(const cuc_buffer *b, const cuc_pool *pool)
@@ -459,16 +466,11 @@ void hold_stats(size_t *nunclaimed, size_t *leased)
     pthread_mutex_unlock(&mu);
 }
 
-static int waiting_locked(const struct pool_count *pc, size_t max_left)
-{
-    return pc->n + pc->dropping > max_left;
-}
-
 /* Looks again and again, yielding the CPU between looks (mu let go), until
  * the wait is over or the clock (hold_now_ms) reaches until. */
 static void spin_locked(const struct pool_count *pc, size_t max_left, int64_t until)
 {
-    while (waiting_locked(pc, max_left) && hold_now_ms() < until) {
+    while (counted(pc) > max_left && hold_now_ms() < until) {
         pthread_mutex_unlock(&mu);
         sched_yield();
         pthread_mutex_lock(&mu);
@@ -491,7 +493,7 @@ size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms, int64_t spin_unt
     hold_sweep();
     pthread_mutex_lock(&mu);
     pc = pool_count_find_locked(pool);
-    if (pc && waiting_locked(pc, max_left) && ms > 0) {
+    if (pc && counted(pc) > max_left && ms > 0) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += (long)(ms % 1000) * 1000000;
         ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000;
@@ -500,14 +502,14 @@ size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms, int64_t spin_unt
         pc->wake_at = max_left > pc->wake_at ? max_left : pc->wake_at;
         until = hold_now_ms() + ms;
         spin_locked(pc, max_left, spin_until < until ? spin_until : until);
-        while (waiting_locked(pc, max_left) &&
+        while (counted(pc) > max_left &&
                pthread_cond_timedwait(&changed, &mu, &ts) == 0)
             ;
         if (--pc->waiters == 0)
             pc->wake_at = 0;
     }
     if (pc) {
-        n = pc->n + pc->dropping;
+        n = counted(pc);
         pool_count_drop_locked(pc);
     }
     pthread_mutex_unlock(&mu);
