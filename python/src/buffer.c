@@ -60,18 +60,27 @@ struct uses buffer_uses(const PyBuffer *o)
     return u;
 }
 
-/* Drops the reference (on stream s); the object stays, closed. */
-static int buffer_drop(PyBuffer *o, cuc_stream *s)
+/* Takes the reference out of the object, which stays, closed. */
+static cuc_buffer *buffer_detach(PyBuffer *o)
 {
     cuc_buffer *b = o->b;
-    struct uses u = buffer_uses(o);
-    int rc;
 
-    if (!b)
-        return 0;
     live_del_ptr(b, (PyObject *)o);
     o->b = NULL;
     Py_CLEAR(o->rec);
+    return b;
+}
+
+/* Drops the reference (on stream s); the object stays, closed. */
+static int buffer_drop(PyBuffer *o, cuc_stream *s)
+{
+    struct uses u = buffer_uses(o);
+    cuc_buffer *b;
+    int rc;
+
+    if (!o->b)
+        return 0;
+    b = buffer_detach(o);
     if ((u.own || u.up) && !s && claim_drop_later(b, u) == 0)
         return 0; /* with the others closed meanwhile: claim.c */
     Py_BEGIN_ALLOW_THREADS
@@ -110,6 +119,71 @@ static PyObject *buf_close(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     rc = buffer_drop((PyBuffer *)self, s);
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+/* Raises why item i of a close_many() cannot be closed: -1, or 0. */
+static int closable(PyObject *o, Py_ssize_t i)
+{
+    if (!PyObject_TypeCheck(o, &PyBuffer_Type))
+        return PyErr_Format(PyExc_TypeError, "close_many(): item %zd is a %.100s, not a "
+                            "cucore.Buffer; nothing was closed", i, Py_TYPE(o)->tp_name), -1;
+    if (((PyBuffer *)o)->exports)
+        return PyErr_Format(PyExc_BufferError, "close_many(): item %zd has %zd views of its "
+                            "memory still live; nothing was closed", i,
+                            ((PyBuffer *)o)->exports), -1;
+    return py_check_pid(((PyBuffer *)o)->pid, "buffer");
+}
+
+/* Drops the references of the open buffers of tuple t together. */
+static int drop_together(PyObject *t, cuc_stream *s)
+{
+    Py_ssize_t i, n = PyTuple_GET_SIZE(t);
+    struct drop *d = PyMem_New(struct drop, n ? n : 1);
+    size_t k = 0;
+    int rc;
+
+    if (!d)
+        return PyErr_NoMemory(), 1;
+    for (i = 0; i < n; i++) {
+        PyBuffer *o = (PyBuffer *)PyTuple_GET_ITEM(t, i);
+
+        if (!o->b)
+            continue; /* closed, or listed twice */
+        d[k].u = buffer_uses(o);
+        d[k++].b = buffer_detach(o);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = claim_drop_many(d, k, s);
+    claim_send_now(); /* their releases */
+    Py_END_ALLOW_THREADS
+    PyMem_Free(d);
+    return rc ? (py_raise(rc), 1) : 0;
+}
+
+/* Buffer.close_many(buffers, stream=None): close() of each, done together
+ * on this thread (C's cuc_buffer_unref_many_async): an importer's memory
+ * is unmapped, each stream waited for once, and the releases sent, before
+ * it returns. */
+static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"buffers", "stream", NULL};
+    PyObject *arg, *so = Py_None, *t;
+    cuc_stream *s;
+    Py_ssize_t i;
+    int bad = 0;
+
+    (void)cls;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", names, &arg, &so) || stream_arg(so, &s))
+        return NULL;
+    t = PySequence_Tuple(arg); /* a copy: nothing the drops run can change it */
+    if (!t)
+        return NULL;
+    for (i = 0; !bad && i < PyTuple_GET_SIZE(t); i++)
+        bad = closable(PyTuple_GET_ITEM(t, i), i);
+    if (!bad)
+        bad = drop_together(t, s);
+    Py_DECREF(t);
+    return bad ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *buf_enter(PyObject *self, PyObject *noargs)
@@ -368,6 +442,13 @@ static PyMethodDef buf_methods[] = {
      "view(offset, size): a part of the buffer as a Buffer (no driver call)"},
     {"close", (PyCFunction)(void (*)(void))buf_close, METH_VARARGS | METH_KEYWORDS,
      "close(stream=None): drop this object's reference"},
+    {"close_many", (PyCFunction)(void (*)(void))buf_close_many,
+     METH_VARARGS | METH_KEYWORDS | METH_STATIC,
+     "close_many(buffers, stream=None): close() each, together: one synchronize a stream "
+     "and the releases in one message an exporter; imported memory is unmapped and the "
+     "releases sent before it returns (close() leaves that to a background thread); "
+     "closed ones and repeats are skipped; if any item cannot be closed (not a Buffer, "
+     "views live) it raises and closes none"},
     {"__enter__", buf_enter, METH_NOARGS, NULL},
     {"__exit__", buf_exit, METH_VARARGS, NULL},
     {"__dlpack__", (PyCFunction)(void (*)(void))interop_dlpack, METH_VARARGS | METH_KEYWORDS,

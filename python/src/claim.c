@@ -8,7 +8,8 @@
  * the exporter on the kept channel (share.c) without waiting for an
  * answer: they are queued here and a background thread sends what is
  * queued as one message per exporter, so that a list of n buffers costs a
- * few messages, not n. A buffer's claims are released when its last user
+ * few messages, not n (Buffer.close_many drops its list and sends their
+ * releases itself, unless that thread is sending at the time). A buffer's claims are released when its last user
  * has gone: a user is counted off only after its reference was dropped
  * (the last one unmaps the memory and waits for its stream first), and a
  * reference with leases of its own (sent on through a cucore Channel from
@@ -54,10 +55,7 @@ static struct queue *queues;
 static size_t queued; /* ops and drops waiting, over all queues */
 static uint64_t arrived; /* ops and drops ever queued: polled unlocked, atomic */
 static int flushing, started, asleep, closing;
-static struct drop {
-    cuc_buffer *b;  /* a reference to drop */
-    struct uses u;  /* the imports whose user it was */
-} *drops;
+static struct drop *drops;
 static size_t ndrops, drops_cap;
 static size_t nstale; /* entries marked stale: buffer uses look only then */
 
@@ -108,15 +106,54 @@ static int poll_arrival(uint64_t seen, int64_t limit)
     }
 }
 
-/* The buffers closed since the last round, dropped together (one
- * synchronize a stream, cuc_buffer_unref_many_async), then counted off
- * their imports (whose claims, released, go out in this round); those
- * with leases of their own are parked instead. */
+/* No memory for a batch: one cuc_buffer_unref_async() each. */
+static int drop_each(const struct drop *d, size_t n, cuc_stream *s)
+{
+    size_t i;
+    int rc = 0, one;
+
+    for (i = 0; i < n; i++)
+        if (d[i].b && (one = cuc_buffer_unref_async(d[i].b, s)) && !rc)
+            rc = one;
+    return rc;
+}
+
+/* Drops the n references of d together (one synchronize a stream,
+ * cuc_buffer_unref_many_async) on stream s, then counts them off their
+ * imports (whose claims, released, go out with the next ops sent);
+ * those with leases of their own are parked instead. The first failure,
+ * or 0: every reference is dropped whatever happens. */
+int claim_drop_many(struct drop *d, size_t n, cuc_stream *s)
+{
+    cuc_buffer **bufs;
+    size_t i;
+    int rc;
+
+    if (!n)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (park_if_leased(d[i].b, d[i].u))
+            d[i].b = NULL; /* sent on from here: park.c drops it */
+    bufs = calloc(n, sizeof(*bufs));
+    if (bufs) {
+        for (i = 0; i < n; i++)
+            bufs[i] = d[i].b;
+        rc = cuc_buffer_unref_many_async(bufs, n, s);
+        free(bufs);
+    } else {
+        rc = drop_each(d, n, s);
+    }
+    for (i = 0; i < n; i++)
+        if (d[i].b)
+            claim_unuse(d[i].u); /* after the unmap: the exporter may free then */
+    return rc;
+}
+
+/* The buffers closed since the last round, dropped together. */
 static void drop_all_locked(void)
 {
     struct drop *d = drops;
-    size_t n = ndrops, i;
-    cuc_buffer **bufs;
+    size_t n = ndrops;
 
     if (!n)
         return;
@@ -124,22 +161,7 @@ static void drop_all_locked(void)
     ndrops = drops_cap = 0;
     queued -= n;
     pthread_mutex_unlock(&mu);
-    bufs = malloc(n * sizeof(*bufs));
-    for (i = 0; i < n; i++)
-        if (park_if_leased(d[i].b, d[i].u))
-            d[i].b = NULL; /* sent on from here: park.c drops it */
-    for (i = 0; bufs && i < n; i++)
-        bufs[i] = d[i].b;
-    if (bufs)
-        cuc_buffer_unref_many_async(bufs, n, NULL);
-    for (i = 0; i < n; i++) {
-        if (!d[i].b)
-            continue;
-        if (!bufs)
-            cuc_buffer_unref_async(d[i].b, NULL);
-        claim_unuse(d[i].u);
-    }
-    free(bufs);
+    claim_drop_many(d, n, NULL);
     free(d);
     pthread_mutex_lock(&mu);
 }
@@ -173,16 +195,38 @@ static void linger_locked(void)
     pthread_mutex_lock(&mu);
 }
 
+/* Sends each exporter's queued ops as one message (mu let go around
+ * each send). The caller set flushing: one sender at a time, so that the
+ * ops of a token reach its exporter in the order they were queued. */
+static void send_queues_locked(void)
+{
+    struct queue *q;
+
+    for (q = queues; q; q = q->next) {
+        uint64_t *ops = q->ops;
+        size_t n = q->n;
+
+        if (!n)
+            continue;
+        q->ops = NULL;
+        q->n = q->cap = 0;
+        queued -= n;
+        pthread_mutex_unlock(&mu);
+        share_conn_post(q->c, ops, n); /* one message; a gone exporter drops it */
+        share_conn_drain(q->c);        /* stale notices of earlier rounds */
+        free(ops);
+        pthread_mutex_lock(&mu);
+    }
+}
+
 static void *flush_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&mu);
     for (;;) {
-        struct queue *q;
-
         if (!queued)
             linger_locked();
-        while (!queued) {
+        while (!queued || flushing) { /* flushing: claim_send_now() is sending */
             asleep = 1;
             pthread_cond_wait(&wake, &mu);
             asleep = 0;
@@ -190,25 +234,29 @@ static void *flush_main(void *arg)
         flushing = 1;
         gather_locked();
         drop_all_locked();
-        for (q = queues; q; q = q->next) {
-            uint64_t *ops = q->ops;
-            size_t n = q->n;
-
-            if (!n)
-                continue;
-            q->ops = NULL;
-            q->n = q->cap = 0;
-            queued -= n;
-            pthread_mutex_unlock(&mu);
-            share_conn_post(q->c, ops, n); /* one message; a gone exporter drops it */
-            share_conn_drain(q->c);        /* stale notices of earlier rounds */
-            free(ops);
-            pthread_mutex_lock(&mu);
-        }
+        send_queues_locked();
         flushing = 0;
         pthread_cond_broadcast(&idle);
     }
     return NULL;
+}
+
+/* Sends what is queued now on the calling thread (Buffer.close_many's
+ * releases), so that they do not wait for the thread to wake, unless the
+ * thread is sending already (its next round sends them) or the process
+ * is exiting (claim_close: the thread's last round sends them). */
+void claim_send_now(void)
+{
+    pthread_mutex_lock(&mu);
+    if (started && !flushing && !closing) {
+        flushing = 1;
+        send_queues_locked();
+        flushing = 0;
+        pthread_cond_broadcast(&idle);
+        if (queued && asleep)
+            pthread_cond_signal(&wake); /* drops queued meanwhile */
+    }
+    pthread_mutex_unlock(&mu);
 }
 
 static int start_locked(void)

@@ -85,6 +85,12 @@ struct uses {
     const cuc_buffer *own, *up; /* their keys, or NULL */
 };
 
+/* A reference to drop and the imports whose user it was. */
+struct drop {
+    cuc_buffer *b;
+    struct uses u;
+};
+
 typedef struct {
     PyObject_HEAD
     PyObject *weak;
@@ -230,6 +236,8 @@ void claim_use(struct uses u);
 void claim_unuse(struct uses u);
 int claim_finish(cuc_buffer *b, struct uses u, cuc_stream *s);
 int claim_drop_later(cuc_buffer *b, struct uses u);
+int claim_drop_many(struct drop *d, size_t n, cuc_stream *s);
+void claim_send_now(void);
 void claim_flush(void);
 void claim_close(void);
 void claim_after_fork(void);

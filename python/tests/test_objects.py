@@ -1,9 +1,12 @@
 """Objects, errors and pickle in one process."""
+import ctypes
+import os
 import pickle
 
 import pytest
 
 import cucore
+import workers
 
 PTX = (b".version 7.0\n.target sm_70\n.address_size 64\n\n"
        b".visible .entry twice(.param .u64 out, .param .u32 n)\n{\n"
@@ -208,6 +211,51 @@ def test_cuda_array_interface_and_dlpack():
         buf.close()  # a view is live
     del cap
     buf.close()
+
+
+def test_close_many_closes_all_or_none():
+    """Buffer.close_many checks every item before it closes any; closed
+    buffers and repeats are skipped; each open one's memory is freed (the
+    simulator's frees counted) before it returns."""
+    dev = cucore.Device(1 % N)
+    pool = cucore.Pool(dev)
+    bufs = [pool.allocate(32) for _ in range(4)]
+    bufs[1].close()
+    with pytest.raises(TypeError, match="item 4 is a int, not a cucore.Buffer"):
+        cucore.Buffer.close_many(bufs + [7])
+    cap = bufs[2].__dlpack__(stream=None)
+    with pytest.raises(BufferError, match="item 2 has 1 views of its memory still live"):
+        cucore.Buffer.close_many(bufs)
+    assert [b.closed for b in bufs] == [False, True, False, False]
+    del cap
+    with pytest.raises(TypeError):
+        cucore.Buffer.close_many(5)
+    before = workers.sim_count("cuMemFreeAsync")
+    cucore.Buffer.close_many((b for b in bufs + bufs), stream=cucore.Stream(dev))
+    assert [b.closed for b in bufs] == [True] * 4
+    if before is not None:
+        assert workers.sim_count("cuMemFreeAsync") - before == 3
+    cucore.Buffer.close_many([])
+
+
+def test_close_many_drops_every_reference_when_a_free_fails():
+    """The second of three frees fails (the simulator's fault injection):
+    close_many raises the driver's error and every buffer is closed all
+    the same, as C's cuc_buffer_unref_many_async drops every reference."""
+    info = cucore.driver()
+    if not info["simulated"]:
+        pytest.skip("injects a fault into the simulator")
+    lib = ctypes.CDLL(info["path"], mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+    pool = cucore.Pool(0)
+    bufs = [pool.allocate(32) for _ in range(3)]
+    assert lib.cucore_sim_fail(b"cuMemFreeAsync:2", None, 0) == 0
+    try:
+        with pytest.raises(cucore.Error, match="cuMemFreeAsync") as e:
+            cucore.Buffer.close_many(bufs)
+    finally:
+        assert lib.cucore_sim_fail(b"", None, 0) == 0
+    assert e.value.code == "CUC_E_DRIVER"
+    assert [b.closed for b in bufs] == [True] * 3
 
 
 def test_kernel_again_through_a_channel_goes_by_reference():

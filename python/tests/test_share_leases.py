@@ -11,6 +11,7 @@ import time
 import pytest
 
 import cucore
+import workers
 from conftest import fd_count
 from test_multiproc import Child, Raw, wait_claimed
 
@@ -237,16 +238,53 @@ def test_lease_waits_wake_at_their_own_count():
 
 
 def sim_calls(name):
-    """The simulator's count of NAME's calls in this process (sim/cucore_sim.h)."""
-    import ctypes
-
-    info = cucore.driver()
-    if not info["simulated"]:
+    """The simulator's count of NAME's calls in this process."""
+    n = workers.sim_count(name)
+    if n is None:
         pytest.skip("counts the simulator's driver calls")
-    lib = ctypes.CDLL(info["path"], mode=os.RTLD_NOW | os.RTLD_NOLOAD)
-    out = ctypes.c_ulonglong()
-    assert lib.cucore_sim_calls(name.encode(), ctypes.byref(out)) == 0
-    return out.value
+    return n
+
+
+def test_close_many_unmaps_before_it_returns():
+    """A child holding imported buffers closes them with Buffer.close_many:
+    every import is unmapped (the simulator's cuMemFreeAsync counted in
+    the child) and their stream waited for once before the call returns,
+    where close() leaves that to the background thread; their releases
+    follow and the exporter's leases end."""
+    k = 64
+    pool = cucore.Pool(0)
+    child = Child("spawn", None)
+    try:
+        bufs = [pool.allocate(64) for _ in range(k)]
+        assert child.call("hold", *bufs) == k
+        wait_claimed(k)
+        closed, (frees, syncs) = child.call("close_many")
+        assert closed == [True] * k
+        if frees is not None:
+            assert (frees, syncs) == (k, 1)
+        pool.lease_wait(0, timeout=30)
+        assert pool.lease_count() == 0
+    finally:
+        child.close()
+
+
+def test_close_many_beside_the_background_thread():
+    """Rounds in which a child closes some buffers with close() (dropped
+    and released by its background thread) and the others with close_many
+    (dropped and released by the caller, unless the thread is sending):
+    every lease ends, round after round, and the exporter's frees run."""
+    pool = cucore.Pool(0)
+    child = Child("spawn", None)
+    try:
+        for _ in range(20):
+            bufs = [pool.allocate(64) for _ in range(64)]
+            assert child.call("hold", *bufs) == 64
+            bufs = None  # the exporter's frees wait for the leases
+            assert child.call("close_mixed") == 64
+            pool.lease_wait(0, timeout=30)
+        assert pool.lease_count() == 0  # its holds too (the pool's count has them)
+    finally:
+        child.close()
 
 
 def test_lease_wait_returns_after_the_frees_its_ends_allowed():

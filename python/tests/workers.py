@@ -48,6 +48,21 @@ def flat(objs):
     return out
 
 
+def sim_count(name):
+    """The simulator's count of NAME's calls in this process, or None on
+    a real driver (sim/cucore_sim.h)."""
+    import ctypes
+    import cucore
+
+    info = cucore.driver()
+    if not info["simulated"]:
+        return None
+    lib = ctypes.CDLL(info["path"], mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+    out = ctypes.c_ulonglong()
+    assert lib.cucore_sim_calls(name.encode(), ctypes.byref(out)) == 0
+    return out.value
+
+
 def handle(op, objs):
     import cucore
     if op == "describe":
@@ -73,6 +88,23 @@ def handle(op, objs):
                 o.close()
         HELD.clear()
         return 0
+    if op == "close_many":  # what we hold, together: the driver calls it made
+        calls = ("cuMemFreeAsync", "cuStreamSynchronize")
+        before = [sim_count(c) for c in calls]
+        cucore.Buffer.close_many(HELD)
+        closed = [o.closed for o in HELD]
+        HELD.clear()
+        return closed, [None if b is None else sim_count(c) - b for c, b in zip(calls, before)]
+    if op == "close_mixed":  # what we hold, in chunks of 8: close() and close_many by turns
+        for i in range(0, len(HELD), 8):
+            if i % 16:
+                cucore.Buffer.close_many(HELD[i:i + 8])
+            else:
+                for o in HELD[i:i + 8]:
+                    o.close()
+        n = len(HELD)
+        HELD.clear()
+        return n
     if op == "inherited":  # objects this process inherited through fork
         out = []
         for o in HELD:
