@@ -27,7 +27,11 @@
                   clock;
                   impl=cucore+leases+frees drops them before the lease wait,
                   so that the clock also covers the exporter's deferred
-                  frees (more work than the C figure); impl=cucore-slab: buffers
+                  frees (more work than the C figure); impl=cucore-many and
+                  impl=cucore-many+leases: the same two with a child that
+                  closes each list with one Buffer.close_many (as C's
+                  importer, cuc_buffer_unref_many_async) instead of
+                  close() a buffer; impl=cucore-slab: buffers
                   carved from a cucore.Slab whose slab the receiver has
                   imported, impl=cucore-view: views of a buffer it holds
                   (no export, no import a buffer)
@@ -108,7 +112,7 @@ def child_loop(conn, impl):
         dev = Device(0)
         dev.set_current()
     else:
-        import cucore  # noqa: F401 (the unpickler needs it)
+        import cucore  # the unpickler needs it
     while True:
         msg = conn.recv()
         if msg is None:
@@ -117,8 +121,11 @@ def child_loop(conn, impl):
             kept.extend(msg[1])
             conn.send(len(msg[1]))
             continue
-        for b in msg:
-            b.close()
+        if impl == "cucore-many":
+            cucore.Buffer.close_many(msg)
+        else:
+            for b in msg:
+                b.close()
         if impl == "cuda.core":
             dev.sync()
         conn.send(len(msg))
@@ -199,13 +206,8 @@ def bench_pipe_cucore():
         pool.lease_wait(kept, timeout=60)
 
     pipe_rounds(conn, make, 64, 3, leases_end)  # warm: the pool's import, the threads
-    for n in SIZES:
-        line("pipe_buffers", "cucore", n, pipe_rounds(conn, make, n, rounds_for(n)) / 1000,
-             "us_per_buffer")
-        leases_end()
-    for n in SIZES:
-        line("pipe_buffers", "cucore+leases", n,
-             pipe_rounds(conn, make, n, rounds_for(n), leases_end) / 1000, "us_per_buffer")
+    answer_and_lease_end(conn, make, leases_end, "cucore")
+    close_many_rounds(make, leases_end)
     for n in SIZES:
         line("pipe_buffers", "cucore+leases+frees", n,
              pipe_rounds(conn, make, n, rounds_for(n), leases_end, free_in_clock=True) / 1000,
@@ -226,6 +228,30 @@ def bench_pipe_cucore():
              pipe_rounds(conn, lambda k: [whole.view(BUF * i, BUF) for i in range(k)], n,
                          rounds_for(n)) / 1000, "us_per_buffer")
         leases_end(2)
+    conn.send(None)
+    p.join()
+
+
+def answer_and_lease_end(conn, make, leases_end, impl):
+    """IMPL's rounds at every n with the clock stopped at the answer, then
+    at the lease end (IMPL+leases)."""
+    for n in SIZES:
+        line("pipe_buffers", impl, n, pipe_rounds(conn, make, n, rounds_for(n)) / 1000,
+             "us_per_buffer")
+        leases_end()
+    for n in SIZES:
+        line("pipe_buffers", impl + "+leases", n,
+             pipe_rounds(conn, make, n, rounds_for(n), leases_end) / 1000, "us_per_buffer")
+
+
+def close_many_rounds(make, leases_end):
+    """The same rounds with a child that closes each list with one
+    Buffer.close_many (its frees and their synchronize on its own thread,
+    as C's importer does with cuc_buffer_unref_many_async), not close()
+    a buffer (the frees left to its background thread)."""
+    conn, p = spawn(child_loop, "cucore-many")
+    pipe_rounds(conn, make, 64, 3, leases_end)  # warm
+    answer_and_lease_end(conn, make, leases_end, "cucore-many")
     conn.send(None)
     p.join()
 

@@ -5,8 +5,9 @@
 # starts more than the ratios asked for. Prints, for each round, µs a
 # buffer at n = 64 / 256 / 1024 / 4096: Python to the lease end against C
 # (the like-for-like pair: both stop when the exporter has seen every lease
-# end) and, at every n, the Python pipe against cuda.core's (both to the
-# answer). Outputs (each bench's lines) go to OUT_DIR.
+# end), with the child closing a buffer at a time and with one
+# Buffer.close_many a list (as C's importer), and, at every n, the Python
+# pipe against cuda.core's (both to the answer). Outputs (each bench's lines) go to OUT_DIR.
 #
 #   scripts/gpu_python.sh                 # builds the extension for the machine's python
 #   scripts/bench_python_c.sh [OUT_DIR [ROUNDS]]
@@ -48,11 +49,13 @@ for r in $(seq 1 "$rounds"); do
     pyout=$out/bench_python_$r.txt cout=$out/bench_pool_$r.txt
     PYTHONPATH=$ext "$py" bench/bench_python.py >"$pyout" 2>&1 || { echo "bench_python.py failed:"; tail -5 "$pyout"; rc=1; }
     "$build/bench/bench_pool" 16384 4096 100 >"$cout" 2>&1 || { echo "bench_pool failed:"; tail -5 "$cout"; rc=1; }
-    echo "== round $r: Python to the lease end / C first send (µs a buffer)"
-    for n in 64 256 1024 4096; do
-        p=$(figure "$pyout" cucore+leases $n) c=$(c_figure "$cout" $n)
-        awk -v n=$n -v p="$p" -v c="$c" 'BEGIN { if (p == "" || c == "")
-            print "  n=" n ": missing"; else printf "  n=%d: %.2f / %.2f = x%.2f\n", n, p, c, p / c }'
+    for impl in cucore+leases cucore-many+leases; do
+        echo "== round $r: Python ($impl) to the lease end / C first send (µs a buffer)"
+        for n in 64 256 1024 4096; do
+            p=$(figure "$pyout" $impl $n) c=$(c_figure "$cout" $n)
+            awk -v n=$n -v p="$p" -v c="$c" 'BEGIN { if (p == "" || c == "")
+                print "  n=" n ": missing"; else printf "  n=%d: %.2f / %.2f = x%.2f\n", n, p, c, p / c }'
+        done
     done
     echo "== round $r: Python pipe, cucore / cuda.core, to the answer (µs a buffer)"
     for n in 1 4 16 64 256 1024 4096; do
