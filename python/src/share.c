@@ -64,7 +64,7 @@ static struct {
     cuc_listener *l;
     char path[108];
     pthread_t accepter;
-    volatile int stopping;
+    int stopping; /* atomic: accept_main reads it without mu */
     struct vmm_export *vmms;
     size_t nvmm;
     uint64_t next_token;
@@ -275,14 +275,15 @@ static void *accept_main(void *arg)
     int rc;
 
     (void)arg;
-    while (!srv.stopping) {
+    while (!__atomic_load_n(&srv.stopping, __ATOMIC_ACQUIRE)) {
         rc = cuc_listener_accept(srv.l, -1, &ch);
         if (rc) {
             if (rc != CUC_E_PERMISSION) /* a refused peer is not our failure */
                 usleep(10000);
             continue;
         }
-        if (srv.stopping || py_thread_detached(conn_main, ch))
+        if (__atomic_load_n(&srv.stopping, __ATOMIC_ACQUIRE) ||
+            py_thread_detached(conn_main, ch))
             cuc_channel_destroy(ch);
     }
     return NULL;
@@ -331,7 +332,7 @@ static int share_start_locked(void)
         py_raise(rc);
         return -1;
     }
-    srv.stopping = 0;
+    __atomic_store_n(&srv.stopping, 0, __ATOMIC_RELEASE);
     srv.pid = py_pid();
     srv.gen++;
     if (pthread_create(&srv.accepter, NULL, accept_main, NULL)) {
@@ -373,7 +374,7 @@ PyObject *py_share_close(PyObject *self, PyObject *noargs)
     Py_END_ALLOW_THREADS
     pthread_mutex_lock(&srv.mu);
     if (srv.l && srv.pid == py_pid()) {
-        srv.stopping = 1;
+        __atomic_store_n(&srv.stopping, 1, __ATOMIC_RELEASE); /* read unlocked: accept_main */
         Py_BEGIN_ALLOW_THREADS
         if (cuc_channel_connect(srv.path, 0, &wake) == 0) /* wakes the accept */
             cuc_channel_destroy(wake);
