@@ -293,6 +293,9 @@ def test_foreign_host_refused():
     assert pickle.loads(pickle.dumps(cucore.Device(0))) is cucore.Device(0)
 
 
+@pytest.mark.skipif(bool(os.environ.get("CUCORE_TEST_TSAN")),
+                    reason="ThreadSanitizer cannot start threads in the fork child of a "
+                    "threaded process (the plain and ASan suites run it)")
 def test_fork_children(uuids):
     """A fork child inherits our objects inert (CUDA state does not survive
     fork); what it receives by pickle resolves by UUID where that needs no
