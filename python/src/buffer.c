@@ -162,8 +162,8 @@ static int drop_together(PyObject *t, cuc_stream *s)
 
 /* Buffer.close_many(buffers, stream=None): close() of each, done together
  * on this thread (C's cuc_buffer_unref_many_async): an importer's memory
- * is unmapped, each stream waited for once, and the releases sent, before
- * it returns. */
+ * is unmapped, each stream waited for once, before it returns, and the
+ * releases are sent from here unless the release thread is sending. */
 static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"buffers", "stream", NULL};
@@ -445,10 +445,10 @@ static PyMethodDef buf_methods[] = {
     {"close_many", (PyCFunction)(void (*)(void))buf_close_many,
      METH_VARARGS | METH_KEYWORDS | METH_STATIC,
      "close_many(buffers, stream=None): close() each, together: one synchronize a stream "
-     "and the releases in one message an exporter; imported memory is unmapped and the "
-     "releases sent before it returns (close() leaves that to a background thread); "
-     "closed ones and repeats are skipped; if any item cannot be closed (not a Buffer, "
-     "views live) it raises and closes none"},
+     "and the releases in one message an exporter; imported memory is unmapped before it "
+     "returns and the releases sent by it, unless the background thread is sending then "
+     "(close() leaves both to that thread); closed ones and repeats are skipped; if any "
+     "item cannot be closed (not a Buffer, views live) it raises and closes none"},
     {"__enter__", buf_enter, METH_NOARGS, NULL},
     {"__exit__", buf_exit, METH_VARARGS, NULL},
     {"__dlpack__", (PyCFunction)(void (*)(void))interop_dlpack, METH_VARARGS | METH_KEYWORDS,
