@@ -36,8 +36,9 @@ def main():
     workers = {name: {"cls": Nanny, "options": {"nthreads": 1,
                                                 "env": {"CUDA_VISIBLE_DEVICES": v}}}
                for name, v in visible.items()}
-    with SpecCluster(workers=workers, scheduler={
-            "cls": Scheduler, "options": {"dashboard_address": None}}) as cluster, \
+    with SpecCluster(workers=workers, scheduler={  # no dashboard; HTTP on a free port
+            "cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0"}}) \
+            as cluster, \
             Client(cluster) as client:
         pool = cucore.Pool(devs[n - 1])
         buf = pool.allocate(1000)

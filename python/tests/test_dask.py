@@ -38,8 +38,10 @@ def client():
     workers = {name: {"cls": Nanny, "options": {"nthreads": 1, "env": {
         "CUDA_VISIBLE_DEVICES": vis, "DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False"}}}
         for name, vis in VISIBLE.items()}
+    # No dashboard, and the scheduler's HTTP server on a free port: the
+    # default, 8787, is taken when ctest runs the Dask example meanwhile.
     cluster = SpecCluster(workers=workers, scheduler={
-        "cls": Scheduler, "options": {"dashboard_address": None}})
+        "cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0"}})
     c = Client(cluster)
     c.wait_for_workers(2, timeout=120)
     yield c
