@@ -1,6 +1,4 @@
 """Objects, errors and pickle in one process."""
-import ctypes
-import os
 import pickle
 
 import pytest
@@ -242,10 +240,9 @@ def test_close_many_drops_every_reference_when_a_free_fails():
     """The second of three frees fails (the simulator's fault injection):
     close_many raises the driver's error and every buffer is closed all
     the same, as C's cuc_buffer_unref_many_async drops every reference."""
-    info = cucore.driver()
-    if not info["simulated"]:
+    lib = workers.sim_lib()
+    if lib is None:
         pytest.skip("injects a fault into the simulator")
-    lib = ctypes.CDLL(info["path"], mode=os.RTLD_NOW | os.RTLD_NOLOAD)
     pool = cucore.Pool(0)
     bufs = [pool.allocate(32) for _ in range(3)]
     assert lib.cucore_sim_fail(b"cuMemFreeAsync:2", None, 0) == 0

@@ -48,16 +48,26 @@ def flat(objs):
     return out
 
 
-def sim_count(name):
-    """The simulator's count of NAME's calls in this process, or None on
-    a real driver (sim/cucore_sim.h)."""
+def sim_lib():
+    """The simulator cucore loaded in this process, for its test controls
+    (sim/cucore_sim.h), or None on a real driver."""
     import ctypes
     import cucore
 
     info = cucore.driver()
     if not info["simulated"]:
         return None
-    lib = ctypes.CDLL(info["path"], mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+    return ctypes.CDLL(info["path"], mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+
+
+def sim_count(name):
+    """The simulator's count of NAME's calls in this process, or None on
+    a real driver."""
+    import ctypes
+
+    lib = sim_lib()
+    if lib is None:
+        return None
     out = ctypes.c_ulonglong()
     assert lib.cucore_sim_calls(name.encode(), ctypes.byref(out)) == 0
     return out.value
