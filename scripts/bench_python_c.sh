@@ -7,7 +7,8 @@
 # (the like-for-like pair: both stop when the exporter has seen every lease
 # end), with the child closing a buffer at a time and with one
 # Buffer.close_many a list (as C's importer), and, at every n, the Python
-# pipe against cuda.core's (both to the answer). Outputs (each bench's lines) go to OUT_DIR.
+# pipe against cuda.core's (both to the answer). Outputs (each bench's
+# lines) go to OUT_DIR.
 #
 #   scripts/gpu_python.sh                 # builds the extension for the machine's python
 #   scripts/bench_python_c.sh [OUT_DIR [ROUNDS]]

@@ -9,12 +9,12 @@
  * answer: they are queued here and a background thread sends what is
  * queued as one message per exporter, so that a list of n buffers costs a
  * few messages, not n (Buffer.close_many drops its list and sends their
- * releases itself, unless that thread is sending at the time). A buffer's claims are released when its last user
- * has gone: a user is counted off only after its reference was dropped
- * (the last one unmaps the memory and waits for its stream first), and a
- * reference with leases of its own (sent on through a cucore Channel from
- * here) is dropped only once those ended: until then it is parked
- * (park.c).
+ * releases itself, unless that thread is sending at the time). A buffer's
+ * claims are released when its last user has gone: a user is counted off
+ * only after its reference was dropped (the last one unmaps the memory and
+ * waits for its stream first), and a reference with leases of its own
+ * (sent on through a cucore Channel from here) is dropped only once those
+ * ended: until then it is parked (park.c).
  *
  * A claim that reached the exporter after every hold and lease of its
  * token had ended comes back in a stale notice (share.c): the buffer it
