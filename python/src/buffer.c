@@ -24,6 +24,7 @@ PyObject *buffer_wrap(cuc_buffer *b)
     bo->b = b;
     bo->pid = py_pid();
     bo->exports = 0;
+    bo->busy = 0;
     bo->rec = NULL;
     bo->lease_at = 0;
     bo->claimed = 0;
@@ -103,6 +104,29 @@ static void buffer_dealloc(PyObject *self)
     PyObject_Free(self);
 }
 
+/* Raises BufferError (-1) while o's memory is in use beyond the object
+ * (what: the call, and after: what it left undone), else 0: a DLPack
+ * consumer's tensor would dangle, a copy on another thread would reach
+ * unmapped or reused memory. */
+static int in_use(const PyBuffer *o, const char *what, const char *after)
+{
+    if (o->exports)
+        PyErr_Format(PyExc_BufferError, "%s: %zd DLPack capsule(s) or tensor(s) still use "
+                     "the buffer's memory (drop them first)%s", what, o->exports, after);
+    else if (o->busy)
+        PyErr_Format(PyExc_BufferError, "%s: a copy on another thread is using the buffer's "
+                     "memory%s", what, after);
+    else
+        return 0;
+    return -1;
+}
+
+/* Raises why o cannot be closed by what: -1, or 0. */
+static int closable(const PyBuffer *o, const char *what, const char *after)
+{
+    return in_use(o, what, after) || py_check_pid(o->pid, "buffer") ? -1 : 0;
+}
+
 static PyObject *buf_close(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"stream", NULL};
@@ -110,28 +134,23 @@ static PyObject *buf_close(PyObject *self, PyObject *args, PyObject *kw)
     cuc_stream *s;
     int rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &so) || stream_arg(so, &s))
-        return NULL;
-    if (((PyBuffer *)self)->exports)
-        return PyErr_Format(PyExc_BufferError, "close(): %zd views of the buffer still live",
-                            ((PyBuffer *)self)->exports);
-    if (py_check_pid(((PyBuffer *)self)->pid, "buffer"))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &so) || stream_arg(so, &s) ||
+        closable((PyBuffer *)self, "close()", ""))
         return NULL;
     rc = buffer_drop((PyBuffer *)self, s);
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 
 /* Raises why item i of a close_many() cannot be closed: -1, or 0. */
-static int closable(PyObject *o, Py_ssize_t i)
+static int closable_item(PyObject *o, Py_ssize_t i)
 {
+    char what[48];
+
     if (!PyObject_TypeCheck(o, &PyBuffer_Type))
         return PyErr_Format(PyExc_TypeError, "close_many(): item %zd is a %.100s, not a "
                             "cucore.Buffer; nothing was closed", i, Py_TYPE(o)->tp_name), -1;
-    if (((PyBuffer *)o)->exports)
-        return PyErr_Format(PyExc_BufferError, "close_many(): item %zd has %zd views of its "
-                            "memory still live; nothing was closed", i,
-                            ((PyBuffer *)o)->exports), -1;
-    return py_check_pid(((PyBuffer *)o)->pid, "buffer");
+    snprintf(what, sizeof(what), "close_many(): item %zd", i);
+    return closable((PyBuffer *)o, what, "; nothing was closed");
 }
 
 /* Drops the references of the open buffers of tuple t together. */
@@ -179,7 +198,7 @@ static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
     if (!t)
         return NULL;
     for (i = 0; !bad && i < PyTuple_GET_SIZE(t); i++)
-        bad = closable(PyTuple_GET_ITEM(t, i), i);
+        bad = closable_item(PyTuple_GET_ITEM(t, i), i);
     if (!bad)
         bad = drop_together(t, s);
     Py_DECREF(t);
@@ -197,112 +216,40 @@ static PyObject *buf_exit(PyObject *self, PyObject *args)
     int rc;
 
     (void)args;
-    if (py_check_pid(((PyBuffer *)self)->pid, "buffer"))
+    if (closable((PyBuffer *)self, "leaving the with block", ""))
         return NULL;
     rc = buffer_drop((PyBuffer *)self, NULL);
     return rc ? py_raise(rc) : Py_NewRef(Py_False);
 }
 
-/* The stream, or for None the legacy default stream of the memory's own
- * device (cucore's NULL stream would be the current device's). */
-static int stream_or_default(PyObject *so, cuc_device *dev, cuc_stream **s)
-{
-    int rc;
-
-    if (so != Py_None)
-        return stream_arg(so, s);
-    rc = cuc_stream_legacy(dev, s);
-    return rc ? (py_raise(rc), -1) : 0;
-}
-
-/* copy_from(data, offset=0, stream=None): bytes-like into memory at dst. */
-PyObject *mem_copy_from(void *dst, size_t cap, cuc_device *dev, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"data", "offset", "stream", NULL};
-    PyObject *so = Py_None;
-    Py_ssize_t off = 0;
-    cuc_stream *s;
-    Py_buffer v;
-    int rc;
-
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|nO", names, &v, &off, &so))
-        return NULL;
-    if (stream_or_default(so, dev, &s) || off < 0 || (size_t)off > cap ||
-        (size_t)v.len > cap - (size_t)off) {
-        if (!PyErr_Occurred())
-            py_raise_fmt(CUC_E_INVALID, "copy_from: %zd bytes at offset %zd do not fit in "
-                         "%zu bytes", v.len, off, cap);
-        PyBuffer_Release(&v);
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    rc = cuc_memcpy((char *)dst + off, v.buf, (size_t)v.len, s);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&v);
-    return rc ? py_raise(rc) : Py_NewRef(Py_None);
-}
-
-/* to_bytes(size=None, offset=0, stream=None) */
-PyObject *mem_to_bytes(const void *src, size_t cap, cuc_device *dev, PyObject *args,
-                       PyObject *kw)
-{
-    static char *names[] = {"size", "offset", "stream", NULL};
-    PyObject *so = Py_None, *sz = Py_None, *out;
-    Py_ssize_t off = 0, n;
-    cuc_stream *s;
-    int rc;
-
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OnO", names, &sz, &off, &so) ||
-        stream_or_default(so, dev, &s))
-        return NULL;
-    if (off < 0 || (size_t)off > cap)
-        return py_raise_fmt(CUC_E_INVALID, "to_bytes: offset %zd outside %zu bytes", off, cap);
-    n = sz == Py_None ? (Py_ssize_t)(cap - (size_t)off) : PyLong_AsSsize_t(sz);
-    if (n < 0 || (size_t)n > cap - (size_t)off)
-        return PyErr_Occurred() ? NULL : py_raise_fmt(CUC_E_INVALID, "to_bytes: %zd bytes at "
-                                                      "offset %zd do not fit in %zu", n, off, cap);
-    out = PyBytes_FromStringAndSize(NULL, n);
-    if (!out)
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    rc = cuc_memcpy(PyBytes_AS_STRING(out), (const char *)src + off, (size_t)n, s);
-    Py_END_ALLOW_THREADS
-    if (rc) {
-        Py_DECREF(out);
-        return py_raise(rc);
-    }
-    return out;
-}
-
 #define B(o) (((PyBuffer *)(o))->b)
+
+static int buffer_span(PyObject *self, struct span *out)
+{
+    PyBuffer *o = (PyBuffer *)self;
+
+    if (buffer_live(o))
+        return -1;
+    out->ptr = cuc_buffer_ptr(o->b);
+    out->size = cuc_buffer_size(o->b);
+    out->dev = cuc_buffer_device(o->b);
+    out->busy = &o->busy;
+    return 0;
+}
 
 static PyObject *buf_copy_from(PyObject *self, PyObject *args, PyObject *kw)
 {
-    if (buffer_live((PyBuffer *)self))
-        return NULL;
-    return mem_copy_from(cuc_buffer_ptr(B(self)), cuc_buffer_size(B(self)),
-                         cuc_buffer_device(B(self)), args, kw);
+    return mem_copy_from(self, buffer_span, args, kw);
 }
 
 static PyObject *buf_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
 {
-    if (buffer_live((PyBuffer *)self))
-        return NULL;
-    return mem_to_bytes(cuc_buffer_ptr(B(self)), cuc_buffer_size(B(self)),
-                        cuc_buffer_device(B(self)), args, kw);
+    return mem_to_bytes(self, buffer_span, args, kw);
 }
 
 static PyObject *buf_fill(PyObject *self, PyObject *args)
 {
-    unsigned char v;
-    cuc_stream *s;
-    int rc;
-
-    if (!PyArg_ParseTuple(args, "b", &v) || buffer_live((PyBuffer *)self) ||
-        stream_or_default(Py_None, cuc_buffer_device(B(self)), &s))
-        return NULL;
-    rc = cuc_memset(cuc_buffer_ptr(B(self)), v, cuc_buffer_size(B(self)), s);
-    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+    return mem_fill(self, buffer_span, args);
 }
 
 static PyObject *buf_leases(PyObject *self, PyObject *noargs)

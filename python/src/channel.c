@@ -4,21 +4,6 @@
 
 #include "cucore_py.h"
 
-static int ms_arg(PyObject *o, int *ms)
-{
-    double t;
-
-    if (o == Py_None) {
-        *ms = -1;
-        return 0;
-    }
-    t = PyFloat_AsDouble(o);
-    if (t == -1.0 && PyErr_Occurred())
-        return -1;
-    *ms = t < 0 ? -1 : t * 1000 > 2147483647.0 ? 2147483647 : (int)(t * 1000);
-    return 0;
-}
-
 static PyObject *channel_wrap(cuc_channel *ch)
 {
     PyChannel *o = PyObject_New(PyChannel, &PyChannel_Type);
@@ -29,6 +14,7 @@ static PyObject *channel_wrap(cuc_channel *ch)
     }
     o->ch = ch;
     o->pid = py_pid();
+    o->busy = 0;
     return (PyObject *)o;
 }
 
@@ -41,6 +27,19 @@ static int ch_live(PyChannel *c)
         return -1;
     }
     return 0;
+}
+
+/* Raises (-1) while another thread is in a call on c with the GIL let go:
+ * the library's destroy must not race one, so what closes c waits for
+ * that call to return (give recv and pump a timeout to bound it). */
+static int ch_idle(const PyChannel *c, const char *what)
+{
+    if (!c->busy)
+        return 0;
+    py_raise_fmt(CUC_E_BUSY, "%s: another thread is in a call on this channel (a recv or "
+                 "pump without a timeout waits until something comes): close it once that "
+                 "call has returned", what);
+    return -1;
 }
 
 static void channel_close(PyChannel *c)
@@ -89,7 +88,7 @@ static PyObject *ch_connect(PyObject *cls, PyObject *args, PyObject *kw)
     int ms, rc;
 
     (void)cls;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O", names, &path, &to) || ms_arg(to, &ms))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O", names, &path, &to) || timeout_arg(to, &ms))
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_channel_connect(path, ms, &ch);
@@ -99,14 +98,13 @@ static PyObject *ch_connect(PyObject *cls, PyObject *args, PyObject *kw)
 
 static PyObject *ch_from_fd(PyObject *cls, PyObject *arg)
 {
-    long fd = PyLong_AsLong(arg);
     cuc_channel *ch;
-    int rc;
+    int fd, rc;
 
     (void)cls;
-    if (fd == -1 && PyErr_Occurred())
+    if (wire_fd_arg(arg, &fd))
         return NULL;
-    rc = cuc_channel_from_fd((int)fd, &ch);
+    rc = cuc_channel_from_fd(fd, &ch);
     return rc ? py_raise(rc) : channel_wrap(ch);
 }
 
@@ -129,10 +127,12 @@ static PyObject *ch_send(PyObject *self, PyObject *args)
             return NULL;
         }
     }
+    ((PyChannel *)self)->busy++;
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_channel_send(CH(self), m);
     cuc_msg_destroy(m);
     Py_END_ALLOW_THREADS
+    ((PyChannel *)self)->busy--;
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 
@@ -143,12 +143,14 @@ static PyObject *ch_recv(PyObject *self, PyObject *args, PyObject *kw)
     cuc_msg *m;
     int ms, rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || ms_arg(to, &ms) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || timeout_arg(to, &ms) ||
         ch_live((PyChannel *)self))
         return NULL;
+    ((PyChannel *)self)->busy++;
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_channel_recv(CH(self), ms, &m);
     Py_END_ALLOW_THREADS
+    ((PyChannel *)self)->busy--;
     if (rc)
         return py_raise(rc);
     t = wire_resolve(m);
@@ -162,12 +164,14 @@ static PyObject *ch_pump(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *to = Py_None;
     int ms, rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || ms_arg(to, &ms) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || timeout_arg(to, &ms) ||
         ch_live((PyChannel *)self))
         return NULL;
+    ((PyChannel *)self)->busy++;
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_channel_pump(CH(self), ms);
     Py_END_ALLOW_THREADS
+    ((PyChannel *)self)->busy--;
     if (rc == CUC_E_TIMEOUT)
         Py_RETURN_FALSE;
     return rc ? py_raise(rc) : Py_NewRef(Py_True);
@@ -206,6 +210,8 @@ static PyObject *ch_peer_pid(PyObject *self, void *c)
 static PyObject *ch_close(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
+    if (ch_idle((PyChannel *)self, "close()"))
+        return NULL;
     channel_close((PyChannel *)self);
     return Py_NewRef(Py_None);
 }
@@ -219,6 +225,8 @@ static PyObject *ch_enter(PyObject *self, PyObject *noargs)
 static PyObject *ch_exit(PyObject *self, PyObject *args)
 {
     (void)args;
+    if (ch_idle((PyChannel *)self, "leaving the with block"))
+        return NULL;
     channel_close((PyChannel *)self);
     return Py_NewRef(Py_False);
 }
@@ -284,6 +292,7 @@ PyObject *py_listen(PyObject *self, PyObject *arg)
     o->l = l;
     o->path = Py_NewRef(arg);
     o->pid = py_pid();
+    o->busy = 0;
     return (PyObject *)o;
 }
 
@@ -309,21 +318,30 @@ static PyObject *l_accept(PyObject *self, PyObject *args, PyObject *kw)
     cuc_channel *ch;
     int ms, rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || ms_arg(to, &ms))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", names, &to) || timeout_arg(to, &ms))
         return NULL;
     if (!o->l || o->pid != py_pid()) {
         PyErr_SetString(PyExc_ValueError, "the listener is closed");
         return NULL;
     }
+    if (o->busy) /* the library's listener serves one thread at a time */
+        return py_raise_fmt(CUC_E_BUSY, "accept(): another thread is accepting on this "
+                            "listener; accept on one thread and hand the channels on");
+    o->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_listener_accept(o->l, ms, &ch);
     Py_END_ALLOW_THREADS
+    o->busy = 0;
     return rc ? py_raise(rc) : channel_wrap(ch);
 }
 
 static PyObject *l_close(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
+    if (((PyListener *)self)->busy)
+        return py_raise_fmt(CUC_E_BUSY, "close(): another thread is accepting on this "
+                            "listener (an accept without a timeout waits for a peer): close "
+                            "it once that call has returned");
     listener_close((PyListener *)self);
     return Py_NewRef(Py_None);
 }

@@ -39,6 +39,7 @@ struct imp {
     struct claim *claims;
     uint64_t stale;      /* a claim the exporter found nothing for, or 0 */
     long stale_pid;
+    int kept;            /* a drop of it failed: its claims are never released */
 };
 
 struct queue {
@@ -122,12 +123,14 @@ static int drop_each(const struct drop *d, size_t n, cuc_stream *s)
  * cuc_buffer_unref_many_async) on stream s, then counts them off their
  * imports (whose claims, released, go out with the next ops sent);
  * those with leases of their own are parked instead. The first failure,
- * or 0: every reference is dropped whatever happens. */
+ * or 0: every reference is dropped whatever happens. After a failure no
+ * buffer of the batch tells which of them failed, so none of their claims
+ * is released (claim_unuse). */
 int claim_drop_many(struct drop *d, size_t n, cuc_stream *s)
 {
     cuc_buffer **bufs;
     size_t i;
-    int rc;
+    int rc = CUC_E_NOMEM;
 
     if (!n)
         return 0;
@@ -140,12 +143,12 @@ int claim_drop_many(struct drop *d, size_t n, cuc_stream *s)
             bufs[i] = d[i].b;
         rc = cuc_buffer_unref_many_async(bufs, n, s);
         free(bufs);
-    } else {
-        rc = drop_each(d, n, s);
     }
+    if (rc == CUC_E_NOMEM) /* no batch: nothing was dropped */
+        rc = drop_each(d, n, s);
     for (i = 0; i < n; i++)
         if (d[i].b)
-            claim_unuse(d[i].u); /* after the unmap: the exporter may free then */
+            claim_unuse(d[i].u, rc); /* after the unmap: the exporter may free then */
     return rc;
 }
 
@@ -361,6 +364,26 @@ void claim_flush(void)
 
 /* ---- imports ---- */
 
+/* Adds the claim (c, token) to e, and with post queues it to be sent:
+ * 0, or CUC_E_NOMEM with e as it was. */
+static int append_locked(struct imp *e, struct conn *c, uint64_t token, int post)
+{
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 2;
+        struct claim *grown = realloc(e->claims, cap * sizeof(*grown));
+
+        if (!grown)
+            return CUC_E_NOMEM;
+        e->claims = grown;
+        e->cap = cap;
+    }
+    if (post && post_locked(c, token))
+        return CUC_E_NOMEM;
+    e->claims[e->n].c = c;
+    e->claims[e->n++].token = token;
+    return 0;
+}
+
 /* b arrived under (c, token); post: the claim still has to be sent (it
  * was not made synchronously); use: a new user of b (a Python object that
  * did not have it). The same claim twice counts once. */
@@ -379,31 +402,22 @@ int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post, int
             e = NULL;
         }
     }
-    for (i = 0; e && i < e->n; i++)
+    if (!e) {
+        pthread_mutex_unlock(&mu);
+        return CUC_E_NOMEM;
+    }
+    for (i = 0; i < e->n; i++)
         if (e->claims[i].c == c && e->claims[i].token == token)
             break; /* the same pickle loaded again */
-    if (!e) {
-        rc = CUC_E_NOMEM;
-    } else if (i == e->n) {
-        if (e->n == e->cap) {
-            size_t cap = e->cap ? e->cap * 2 : 2;
-            struct claim *grown = realloc(e->claims, cap * sizeof(*grown));
-
-            if (!grown) {
-                rc = CUC_E_NOMEM;
-                goto out_unlock;
-            }
-            e->claims = grown;
-            e->cap = cap;
+    if (i == e->n && (rc = append_locked(e, c, token, post)) != 0) {
+        if (!e->n && !e->users) { /* made for this claim: nothing else needs it */
+            keytab_remove(&table, &e->node);
+            free(e->claims);
+            free(e);
         }
-        e->claims[e->n].c = c;
-        e->claims[e->n++].token = token;
-        if (post)
-            rc = post_locked(c, token);
-    }
-    if (e && use)
+    } else if (use) {
         e->users++;
-out_unlock:
+    }
     pthread_mutex_unlock(&mu);
     return rc;
 }
@@ -422,25 +436,31 @@ void claim_use(struct uses u)
     pthread_mutex_unlock(&mu);
 }
 
-static struct imp *unuse_locked(const cuc_buffer *k)
+static struct imp *unuse_locked(const cuc_buffer *k, int failed)
 {
     struct imp *e = k ? find_locked(k) : NULL;
 
-    if (!e || !e->users || --e->users)
+    if (!e)
+        return NULL;
+    e->kept |= failed != 0;
+    if (!e->users || --e->users)
         return NULL;
     keytab_remove(&table, &e->node);
     return e;
 }
 
-/* A user of the imports u has dropped its reference: an import left with
- * none has its claims released (the exporter may free then). */
-void claim_unuse(struct uses u)
+/* A user of the imports u has dropped its reference (failed: the drop's
+ * status): an import left with none has its claims released (the exporter
+ * may free then), unless a drop of it failed: its memory may still be in
+ * use here (the C library keeps a channel's leases so), and its claims
+ * stay with the exporter until this process's connection to it closes. */
+void claim_unuse(struct uses u, int failed)
 {
     struct imp *own, *up;
 
     pthread_mutex_lock(&mu);
-    own = unuse_locked(u.own);
-    up = unuse_locked(u.up);
+    own = unuse_locked(u.own, failed);
+    up = unuse_locked(u.up, failed);
     pthread_mutex_unlock(&mu);
     claim_release(own);
     claim_release(up);
@@ -471,7 +491,7 @@ int claim_finish(cuc_buffer *b, struct uses u, cuc_stream *s)
     if (park_if_leased(b, u))
         return 0;
     rc = cuc_buffer_unref_async(b, s);
-    claim_unuse(u); /* after the unmap: the exporter may free then */
+    claim_unuse(u, rc); /* after the unmap: the exporter may free then */
     return rc;
 }
 
@@ -542,7 +562,7 @@ static void claim_release(struct imp *e)
     if (!e)
         return;
     pthread_mutex_lock(&mu);
-    for (i = 0; i < e->n; i++)
+    for (i = 0; i < e->n && !e->kept; i++)
         post_locked(e->claims[i].c, e->claims[i].token | RELEASE_BIT);
     pthread_mutex_unlock(&mu);
     free(e->claims);

@@ -96,7 +96,8 @@ typedef struct {
     PyObject *weak;
     cuc_buffer *b; /* NULL once closed */
     pid_t pid;
-    Py_ssize_t exports; /* live buffer-protocol views */
+    Py_ssize_t exports; /* live DLPack capsules and tensors (interop.c) */
+    Py_ssize_t busy;    /* copies running with the GIL let go (copy.c) */
     PyObject *rec;      /* its record's bytes, made at its first pickle (share.c) */
     Py_ssize_t lease_at; /* where in rec the lease id is */
     int claimed;        /* it arrived by pickle: claim.c has its claims */
@@ -109,12 +110,14 @@ typedef struct {
     cuc_vmm *v;
     uint64_t token; /* its share point registration (0: none) */
     pid_t pid;
+    Py_ssize_t busy; /* copies running with the GIL let go (copy.c) */
 } PyVmm;
 
 typedef struct {
     PyObject_HEAD
     cuc_channel *ch;
     pid_t pid;
+    Py_ssize_t busy; /* calls running on it with the GIL let go */
 } PyChannel;
 
 typedef struct {
@@ -122,6 +125,7 @@ typedef struct {
     cuc_listener *l;
     PyObject *path;
     pid_t pid;
+    int busy; /* an accept running with the GIL let go */
 } PyListener;
 
 /* errors.c: raises the cucore.Error subclass of status with cuc_errmsg()'s
@@ -179,6 +183,8 @@ int vmm_live(PyVmm *v);
 /* wire.c: messages of Python objects. */
 int wire_init(PyObject *module);
 int wire_add(cuc_msg *m, PyObject *obj);
+/* An fd number given by Python: an int (not a bool) in 0..INT_MAX; -1 raised. */
+int wire_fd_arg(PyObject *o, int *fd);
 /* Every record of m as objects (a tuple). */
 PyObject *wire_resolve(cuc_msg *m);
 /* One object in m (fd-free) as pickle's (cucore._core._load, (bytes,)). */
@@ -233,7 +239,7 @@ struct imp;
 int claim_add(const cuc_buffer *b, struct conn *c, uint64_t token, int post, int use);
 int claim_give_back(struct conn *c, uint64_t token);
 void claim_use(struct uses u);
-void claim_unuse(struct uses u);
+void claim_unuse(struct uses u, int failed);
 int claim_finish(cuc_buffer *b, struct uses u, cuc_stream *s);
 int claim_drop_later(cuc_buffer *b, struct uses u);
 int claim_drop_many(struct drop *d, size_t n, cuc_stream *s);
@@ -266,9 +272,23 @@ PyObject *interop_cai(PyObject *self, void *closure);
 PyObject *interop_dlpack(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *interop_dlpack_device(PyObject *self, PyObject *noargs);
 
-/* Memory helpers shared by Buffer and VMM (buffer.c). */
-PyObject *mem_copy_from(void *dst, size_t cap, cuc_device *dev, PyObject *args, PyObject *kw);
-PyObject *mem_to_bytes(const void *src, size_t cap, cuc_device *dev, PyObject *args,
-                       PyObject *kw);
+/* timeout.c: seconds (None or negative: no limit) as milliseconds (-1:
+ * no limit); -1 raised for NaN or a non-number. */
+int timeout_arg(PyObject *o, int *ms);
+
+/* copy.c: copy_from / to_bytes / fill of a Buffer's or a VMM resource's
+ * memory. A span is that memory, found (span_fn: -1 raised when the object
+ * is closed) only once the arguments are parsed; busy is the object's count
+ * of copies running with the GIL let go, which its close() refuses. */
+struct span {
+    void *ptr;
+    size_t size;
+    cuc_device *dev;
+    Py_ssize_t *busy;
+};
+typedef int (*span_fn)(PyObject *obj, struct span *out);
+PyObject *mem_copy_from(PyObject *obj, span_fn open_span, PyObject *args, PyObject *kw);
+PyObject *mem_to_bytes(PyObject *obj, span_fn open_span, PyObject *args, PyObject *kw);
+PyObject *mem_fill(PyObject *obj, span_fn open_span, PyObject *args);
 
 #endif

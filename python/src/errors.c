@@ -101,7 +101,7 @@ int py_check_pid(pid_t pid, const char *what)
 {
     if (pid == py_pid())
         return 0;
-    py_raise_fmt(CUC_E_INVALID, "this %s was inherited through fork from process %ld: "
+    py_raise_fmt(CUC_E_FORKED, "this %s was inherited through fork from process %ld: "
                  "objects inherited through fork are inert (CUDA state does not "
                  "survive fork); send it to this process by pickle instead",
                  what, (long)pid);

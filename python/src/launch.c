@@ -3,6 +3,22 @@
 
 #include "cucore_py.h"
 
+/* An int in 0..UINT32_MAX (a bigger or negative one is refused, not
+ * wrapped). */
+static int u32_arg(PyObject *o, const char *what, uint32_t *out)
+{
+    unsigned long v = PyLong_Check(o) ? PyLong_AsUnsignedLong(o) : 0;
+
+    if (!PyLong_Check(o) || PyErr_Occurred() || v > UINT32_MAX) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s: %R is not an int in 0..%lu", what, o,
+                     (unsigned long)UINT32_MAX);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
 /* An int or a tuple of 1-3 ints; missing dimensions are 1. */
 static int dims_arg(PyObject *o, const char *what, uint32_t d[3])
 {
@@ -48,20 +64,19 @@ PyObject *launch_config_wrap(const cuc_launch_config *cfg)
 static PyObject *lc_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"grid", "block", "shared_mem", "cluster", "cooperative", NULL};
-    PyObject *grid, *block, *cluster = Py_None;
-    unsigned int shmem = 0;
+    PyObject *grid, *block, *cluster = Py_None, *shmem = NULL;
     int coop = 0, rc;
     cuc_launch_config cfg;
 
     (void)type;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|IOp", names, &grid, &block, &shmem,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOp", names, &grid, &block, &shmem,
                                      &cluster, &coop))
         return NULL;
     cuc_launch_config_init(&cfg);
     if (dims_arg(grid, "grid", cfg.grid) || dims_arg(block, "block", cfg.block) ||
-        (cluster != Py_None && dims_arg(cluster, "cluster", cfg.cluster)))
+        (cluster != Py_None && dims_arg(cluster, "cluster", cfg.cluster)) ||
+        (shmem && u32_arg(shmem, "shared_mem", &cfg.shared_mem)))
         return NULL;
-    cfg.shared_mem = shmem;
     cfg.cooperative = (uint32_t)coop;
     rc = cuc_launch_config_check(&cfg);
     return rc ? py_raise(rc) : launch_config_wrap(&cfg);

@@ -68,8 +68,9 @@ static void *park_main(void *arg)
         pthread_mutex_unlock(&mu);
         for (; done; done = next) {
             next = done->next;
-            cuc_buffer_unref_async(done->b, NULL); /* the last: unmaps, waits */
-            claim_unuse(done->u);
+            int rc = cuc_buffer_unref_async(done->b, NULL); /* the last: unmaps, waits */
+
+            claim_unuse(done->u, rc);
             free(done);
         }
         if (first) /* pumps lingering links; wakes when the pool's leases change */

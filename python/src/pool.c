@@ -155,20 +155,23 @@ static int wait_leases(cuc_pool *p, size_t left, int ms, size_t *now_left)
 static PyObject *pool_lease_wait(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"max_left", "timeout", NULL};
+    PyObject *to = Py_None;
     Py_ssize_t left = 0;
-    double t = -1;
-    int rc;
-
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|nd", names, &left, &t))
-        return NULL;
     size_t n = 0;
+    int rc, ms;
 
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|nO", names, &left, &to) ||
+        timeout_arg(to, &ms) || !POOL_LIVE(self))
+        return NULL;
+    if (left < 0)
+        return py_raise_fmt(CUC_E_INVALID, "lease_wait: max_left %zd is negative", left);
     Py_BEGIN_ALLOW_THREADS
-    rc = wait_leases(P(self), (size_t)left, t < 0 ? -1 : (int)(t * 1000), &n);
+    rc = wait_leases(P(self), (size_t)left, ms, &n);
     Py_END_ALLOW_THREADS
     if (rc == CUC_E_TIMEOUT)
         return py_raise_fmt(rc, "lease_wait: %zu leases of pool still held after %.3f s "
-                            "(importers that have not released their buffers)", n, t);
+                            "(importers that have not released their buffers)", n,
+                            ms / 1000.0);
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 

@@ -22,6 +22,7 @@ PyObject *vmm_wrap(cuc_vmm *v)
     vo->v = v;
     vo->token = 0;
     vo->pid = py_pid();
+    vo->busy = 0;
     if (live_put_ptr(v, (PyObject *)vo))
         Py_CLEAR(vo);
     return (PyObject *)vo;
@@ -41,19 +42,19 @@ int vmm_live(PyVmm *v)
 /* Up to CUC_VMM_MAX_PEERS devices of a sequence. */
 static int peers_arg(PyObject *o, cuc_device **peers, size_t *n)
 {
-    PyObject *seq = PySequence_Fast(o, "peers is a sequence of devices");
+    PyObject *seq = PySequence_Tuple(o); /* a copy: device_arg runs Python code */
     Py_ssize_t i, len;
 
     if (!seq)
         return -1;
-    len = PySequence_Fast_GET_SIZE(seq);
+    len = PyTuple_GET_SIZE(seq);
     if ((size_t)len > CUC_VMM_MAX_PEERS) {
         Py_DECREF(seq);
         return py_raise_fmt(CUC_E_INVALID, "%zd peers: at most %u", len,
                             CUC_VMM_MAX_PEERS), -1;
     }
     for (i = 0; i < len; i++) {
-        if (device_arg(PySequence_Fast_GET_ITEM(seq, i), &peers[i])) {
+        if (device_arg(PyTuple_GET_ITEM(seq, i), &peers[i])) {
             Py_DECREF(seq);
             return -1;
         }
@@ -128,24 +129,34 @@ static PyObject *vmm_close(PyObject *self, PyObject *noargs)
     (void)noargs;
     if (py_check_pid(((PyVmm *)self)->pid, "VMM resource"))
         return NULL;
+    if (((PyVmm *)self)->busy)
+        return PyErr_Format(PyExc_BufferError, "close(): a copy on another thread is using "
+                            "the VMM resource's memory");
     vmm_drop((PyVmm *)self);
     return Py_NewRef(Py_None);
 }
 
+static int vmm_span(PyObject *self, struct span *out)
+{
+    PyVmm *o = (PyVmm *)self;
+
+    if (vmm_live(o))
+        return -1;
+    out->ptr = cuc_vmm_ptr(o->v);
+    out->size = cuc_vmm_size(o->v);
+    out->dev = cuc_vmm_device(o->v);
+    out->busy = &o->busy;
+    return 0;
+}
+
 static PyObject *vmm_copy_from(PyObject *self, PyObject *args, PyObject *kw)
 {
-    if (vmm_live((PyVmm *)self))
-        return NULL;
-    return mem_copy_from(cuc_vmm_ptr(V(self)), cuc_vmm_size(V(self)), cuc_vmm_device(V(self)),
-                         args, kw);
+    return mem_copy_from(self, vmm_span, args, kw);
 }
 
 static PyObject *vmm_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
 {
-    if (vmm_live((PyVmm *)self))
-        return NULL;
-    return mem_to_bytes(cuc_vmm_ptr(V(self)), cuc_vmm_size(V(self)), cuc_vmm_device(V(self)),
-                        args, kw);
+    return mem_to_bytes(self, vmm_span, args, kw);
 }
 
 static PyObject *vmm_access(PyObject *self, PyObject *d)
@@ -229,12 +240,19 @@ static PyObject *get_imported(PyObject *self, void *c)
     return vmm_live((PyVmm *)self) ? NULL : PyBool_FromLong(cuc_vmm_is_imported(V(self)));
 }
 
+static PyObject *get_closed(PyObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(V(self) == NULL);
+}
+
 static PyGetSetDef vmm_getset[] = {
     {"ptr", get_ptr, NULL, NULL, NULL},
     {"size", get_size, NULL, NULL, NULL},
     {"device", get_device, NULL, "the owner", NULL},
     {"peers", get_peers, NULL, NULL, NULL},
     {"is_imported", get_imported, NULL, NULL, NULL},
+    {"closed", get_closed, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef vmm_methods[] = {

@@ -1,13 +1,34 @@
 /* Python objects in cucore messages: what Channel.send/recv and pickle
  * use. A pickle of an fd-free object is (cucore._core._load, (bytes,)),
  * the bytes a cucore message, so a C program reads it as is. */
+#include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cucore_py.h"
 
+int wire_fd_arg(PyObject *o, int *fd)
+{
+    long v;
+
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "an fd is an int, not %.100s", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0 || v > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "%R is not an fd number (0..%d)", o, INT_MAX);
+        return -1;
+    }
+    *fd = (int)v;
+    return 0;
+}
+
 int wire_add(cuc_msg *m, PyObject *o)
 {
-    int rc;
+    int rc, fd;
 
     if (PyObject_TypeCheck(o, &PyDevice_Type))
         rc = cuc_msg_add_device(m, ((PyDevice *)o)->dev);
@@ -27,7 +48,7 @@ int wire_add(cuc_msg *m, PyObject *o)
     else if (PyObject_TypeCheck(o, &PyVmm_Type))
         rc = vmm_live((PyVmm *)o) ? 1 : cuc_msg_add_vmm(m, ((PyVmm *)o)->v);
     else if (PyLong_Check(o))
-        rc = cuc_msg_add_fd(m, (int)PyLong_AsLong(o), 0); /* a plain fd */
+        rc = wire_fd_arg(o, &fd) ? 1 : cuc_msg_add_fd(m, fd, 0); /* a plain fd */
     else
         return PyErr_Format(PyExc_TypeError, "%.100s is not a cucore object (nor an fd)",
                             Py_TYPE(o)->tp_name), -1;
@@ -39,8 +60,14 @@ int wire_add(cuc_msg *m, PyObject *o)
 static PyObject *resolve_fd(cuc_msg *m, size_t i)
 {
     int fd, rc = cuc_msg_take_fd(m, i, &fd, NULL);
+    PyObject *o;
 
-    return rc ? py_raise(rc) : PyLong_FromLong(fd);
+    if (rc)
+        return py_raise(rc);
+    o = PyLong_FromLong(fd);
+    if (!o)
+        close(fd);
+    return o;
 }
 
 /* Record i as a Python object. */
@@ -90,22 +117,46 @@ static PyObject *resolve_one(cuc_msg *m, size_t i, int type)
     }
 }
 
+/* Closes the fds already taken into t (the records of type FD that are
+ * set), which the message no longer owns. */
+static void close_taken(PyObject *t, cuc_msg *m)
+{
+    size_t i, n = (size_t)PyTuple_GET_SIZE(t);
+    int type;
+
+    for (i = 0; i < n; i++)
+        if (PyTuple_GET_ITEM(t, (Py_ssize_t)i) && cuc_msg_record_type(m, i, &type) == 0 &&
+            type == CUC_RECORD_FD)
+            close((int)PyLong_AsLong(PyTuple_GET_ITEM(t, (Py_ssize_t)i)));
+}
+
+/* The message's records as a tuple. Its fds are taken last, once every
+ * other record resolved, and closed again if one of them cannot be: an
+ * fd taken out of the message has no owner but the tuple. */
 PyObject *wire_resolve(cuc_msg *m)
 {
     size_t n = cuc_msg_record_count(m), i;
     PyObject *t = PyTuple_New((Py_ssize_t)n), *o;
-    int type;
+    int type, fds;
 
-    for (i = 0; t && i < n; i++) {
-        cuc_msg_record_type(m, i, &type);
-        o = resolve_one(m, i, type);
-        if (!o) {
-            Py_CLEAR(t);
-            break;
+    if (!t)
+        return NULL;
+    for (fds = 0; fds < 2; fds++)
+        for (i = 0; i < n; i++) {
+            cuc_msg_record_type(m, i, &type);
+            if ((type == CUC_RECORD_FD) != fds)
+                continue;
+            o = resolve_one(m, i, type);
+            if (!o)
+                goto fail_tuple;
+            PyTuple_SET_ITEM(t, (Py_ssize_t)i, o);
         }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)i, o);
-    }
     return t;
+
+fail_tuple:
+    close_taken(t, m);
+    Py_DECREF(t);
+    return NULL;
 }
 
 static PyObject *load_fn; /* cucore._core._load, for __reduce__ */

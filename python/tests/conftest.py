@@ -1,5 +1,6 @@
 """Shared fixtures: the devices' UUIDs (the simulator has 4), fd counts,
 and children that receive cucore objects through multiprocessing."""
+import gc
 import os
 import sys
 
@@ -26,4 +27,8 @@ def simulated():
 
 
 def fd_count():
+    """This process's open fds, after a collection: an earlier test's
+    garbage (a pool kept by a traceback's frame) would otherwise close its
+    fds in the middle of the count's test."""
+    gc.collect()
     return len(os.listdir("/proc/self/fd"))

@@ -461,3 +461,26 @@ def test_share_point_refuses_junk_and_goes_on():
         ch.close()
     assert cucore._core._share_stats() == before
     assert pickle.loads(held) is buf  # the hold was still there
+
+
+def test_failed_recv_leaves_no_fd(tmp_path):
+    """Messages of an fd and a device the receiver cannot see: each recv
+    raises NotVisibleError and the fd goes with the message (taken only
+    once every other record resolved), so a peer cannot fill the
+    receiver's fd table with messages that fail."""
+    if N < 2:
+        pytest.skip("needs a device the child cannot see")
+    path = str(tmp_path / "r.sock")
+    child = Child("spawn", "0")
+    try:
+        assert child.call("listen", path) is True
+        ch = cucore.Channel.connect(path, timeout=10)
+        with open("/dev/null") as f:
+            for _ in range(20):
+                ch.send(f.fileno(), cucore.Device(N - 1))
+        before, after, errors = child.call("recv_failing", 20)
+        assert errors == ["NotVisibleError"] * 20
+        assert after == before
+        ch.close()
+    finally:
+        child.close()

@@ -211,6 +211,100 @@ def test_cuda_array_interface_and_dlpack():
     buf.close()
 
 
+def test_with_block_keeps_memory_a_dlpack_consumer_uses():
+    """Leaving a with block refuses, as close() does, while a DLPack
+    capsule or tensor still uses the memory: closing it would leave the
+    consumer reading the next allocation at the same address."""
+    pool = cucore.Pool(0)
+    with pytest.raises(BufferError, match="leaving the with block: 1 DLPack"):
+        with pool.allocate(64) as buf:
+            cap = buf.__dlpack__()
+    assert not buf.closed
+    del cap
+    with buf:
+        pass
+    assert buf.closed
+
+
+class ClosesOnIndex:
+    """An offset or size whose __index__ closes the memory's object, then
+    allocates another of the same size (which may take the same address)."""
+
+    def __init__(self, obj, make, value=0):
+        self.obj, self.make, self.value, self.made = obj, make, value, None
+
+    def __index__(self):
+        self.obj.close()
+        self.made = self.make()
+        self.made.copy_from(b"k" * 256)
+        return self.value
+
+
+@pytest.mark.parametrize("kind", ["buffer", "vmm"])
+def test_copy_arguments_that_close_the_memory(kind):
+    """copy_from and to_bytes parse their arguments before they look at
+    the memory: an argument's __index__ that closes the object makes the
+    call raise, and never reaches the memory allocated after it."""
+    pool = cucore.Pool(0)
+
+    def make():
+        return pool.allocate(256) if kind == "buffer" else cucore.VMM(0, 256)
+
+    for call in ("copy_from", "to_bytes"):
+        obj = make()
+        arg = ClosesOnIndex(obj, make)
+        with pytest.raises(ValueError, match="is closed"):
+            if call == "copy_from":
+                obj.copy_from(b"X" * 256, offset=arg)
+            else:
+                obj.to_bytes(size=arg)
+        assert arg.made.to_bytes(size=256) == b"k" * 256
+        arg.made.close()
+
+
+@pytest.mark.parametrize("kind", ["buffer", "vmm"])
+def test_close_refused_while_a_copy_runs(kind):
+    """close() on one thread while copy_from runs on another (the GIL let
+    go) raises BufferError instead of unmapping the memory under the copy;
+    once the copy is over, close() closes. A close that lands between two
+    copies closes the object, and the copying thread then sees it closed:
+    the test tries again with a new object until a close met a copy."""
+    import threading
+
+    size = 64 << 20
+    data = b"c" * size
+    pool = cucore.Pool(0)
+    refused = 0
+    for _ in range(5):
+        obj = pool.allocate(size) if kind == "buffer" else cucore.VMM(0, size)
+        started, stop, seen = threading.Event(), threading.Event(), []
+
+        def copy():
+            started.set()
+            try:
+                while not stop.is_set():
+                    obj.copy_from(data)
+            except ValueError as e:  # a close between two copies
+                seen.append(e)
+
+        t = threading.Thread(target=copy)
+        t.start()
+        started.wait()
+        try:
+            obj.close()
+        except BufferError as e:
+            assert "a copy on another thread is using" in str(e)
+            refused += 1
+        stop.set()
+        t.join()
+        assert obj.closed == (refused == 0) or seen == []
+        obj.close()
+        assert obj.closed
+        if refused:
+            break
+    assert refused == 1
+
+
 def test_close_many_closes_all_or_none():
     """Buffer.close_many checks every item before it closes any; closed
     buffers and repeats are skipped; each open one's memory is freed (the
@@ -222,7 +316,8 @@ def test_close_many_closes_all_or_none():
     with pytest.raises(TypeError, match="item 4 is a int, not a cucore.Buffer"):
         cucore.Buffer.close_many(bufs + [7])
     cap = bufs[2].__dlpack__(stream=None)
-    with pytest.raises(BufferError, match="item 2 has 1 views of its memory still live"):
+    with pytest.raises(BufferError, match=r"item 2: 1 DLPack capsule\(s\) or tensor\(s\) "
+                       r"still use the buffer's memory \(drop them first\); nothing was closed"):
         cucore.Buffer.close_many(bufs)
     assert [b.closed for b in bufs] == [False, True, False, False]
     del cap
@@ -323,3 +418,124 @@ def test_share_point_and_host():
     assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
     assert str(os.getpid()) in sp
     assert "/" in cucore.host_id()
+
+
+def test_timeout_and_count_arguments():
+    """A NaN timeout is refused (it would reach the library as an
+    undefined int); a timeout beyond what an int of milliseconds holds
+    waits that long, None without a limit; a negative count is refused."""
+    import math
+
+    pool = cucore.Pool(0)
+    a, b = cucore.Channel.pair()
+    for call in (lambda t: pool.lease_wait(timeout=t), lambda t: b.recv(timeout=t)):
+        with pytest.raises(ValueError, match="timeout is NaN"):
+            call(math.nan)
+        with pytest.raises(TypeError):
+            call("1")
+    pool.lease_wait(timeout=1e300)  # nothing leased: returns at once
+    pool.lease_wait(0, None)
+    with pytest.raises(cucore.Error, match="max_left -1 is negative"):
+        pool.lease_wait(-1)
+    a.send(cucore.Device(0))
+    assert b.recv(timeout=1e300) == (cucore.Device(0),)
+    a.close()
+    b.close()
+
+
+def waiting_call(start, wake, refuse, attempts=5):
+    """Runs START on a thread until it is inside the library's call (the
+    GIL let go), then REFUSE, which must raise CUC_E_BUSY, then WAKE,
+    which makes START return. A try that ran before the call began is
+    repeated (START's thread then sees the object closed: it returns)."""
+    import threading
+    import time
+
+    for _ in range(attempts):
+        started, out = threading.Event(), []
+        t = threading.Thread(target=lambda: (started.set(), out.append(start())))
+        t.start()
+        started.wait()
+        time.sleep(0.05)  # into the call
+        try:
+            refuse()
+        except cucore.Error as e:
+            assert e.code == "CUC_E_BUSY" and "another thread is" in str(e)
+            wake()
+            t.join()
+            return out[0]
+        t.join()
+    raise AssertionError("the call never started within %d tries" % attempts)
+
+
+def test_channel_close_refused_while_another_thread_waits_in_it(tmp_path):
+    """close() and leaving the with block refuse (CUC_E_BUSY) while another
+    thread is in recv on the channel (the library's destroy must not race
+    it: it would free the channel under that call); a second accept on a
+    listener, and its close, refuse while one thread accepts."""
+    a, b = cucore.Channel.pair()
+    got = waiting_call(lambda: a.recv(timeout=30), lambda: b.send(cucore.Device(0)), a.close)
+    assert got == (cucore.Device(0),)
+    got = waiting_call(lambda: a.recv(timeout=30), lambda: b.send(cucore.Device(0)),
+                       lambda: a.__exit__(None, None, None))
+    a.close()
+    b.close()
+    path = str(tmp_path / "l.sock")
+    with cucore.listen(path) as listener:
+        peer = []
+        accepted = waiting_call(lambda: listener.accept(timeout=30),
+                                lambda: peer.append(cucore.Channel.connect(path, timeout=5)),
+                                lambda: (listener.accept(timeout=0), listener.close()))
+        accepted.close()
+        peer[0].close()
+
+
+def test_fd_numbers_are_ints_in_range():
+    """A bool or an int out of 0..INT_MAX is not an fd: send and from_fd
+    refuse it rather than truncate it to another fd (from_fd would take
+    that one over, and close it on failure)."""
+    import os
+    import tempfile
+
+    a, b = cucore.Channel.pair()
+    with tempfile.TemporaryFile() as f:
+        n = f.fileno()
+        for bad, exc in ((True, TypeError), (2**32 + n, ValueError), (-1, ValueError)):
+            with pytest.raises(exc):
+                a.send(bad)
+            with pytest.raises(exc):
+                cucore.Channel.from_fd(bad)
+        os.fstat(n)  # still ours
+        a.send(n)
+        (got,) = b.recv(timeout=5)
+        assert os.path.sameopenfile(got, n)
+        os.close(got)
+    a.close()
+    b.close()
+
+
+def test_launch_config_shared_mem_is_not_wrapped():
+    for bad in (2**32 + 1024, -(2**32) + 16, -1, 1.5):
+        with pytest.raises(ValueError, match="shared_mem"):
+            cucore.LaunchConfig(1, 1, shared_mem=bad)
+    assert cucore.LaunchConfig(1, 1, shared_mem=1024).shared_mem == 1024
+
+
+def test_vmm_peers_read_once():
+    """The peers are copied before each is looked at: a device-like
+    object whose .uuid shrinks the list changes nothing."""
+    devs = cucore.devices()
+    if len(devs) < 3:
+        pytest.skip("needs 3 devices")
+    peers = []
+
+    class Shrinks:
+        @property
+        def uuid(self):
+            peers.clear()
+            return devs[1].uuid
+
+    peers.extend([Shrinks(), devs[2]])
+    v = cucore.VMM(devs[0], 1000, peers=peers)
+    assert v.peers == (devs[1], devs[2])
+    v.close()

@@ -268,6 +268,39 @@ def test_close_many_unmaps_before_it_returns():
         child.close()
 
 
+@pytest.mark.parametrize("how", ["close_many", "stream", "background"])
+def test_failed_free_keeps_the_exporters_lease(how):
+    """A child whose synchronize after freeing imported buffers fails
+    (the simulator's fault injection) sends no release for them: the
+    memory may still be in use there, so the exporter keeps it until the
+    child's connection closes, as the C library keeps a channel's leases.
+    Closed by close_many (the error raised), by close(stream) (each
+    raised) or by close() (the background thread's batch fails, nothing
+    raised); one more buffer closed afterwards is released."""
+    if workers.sim_lib() is None:
+        pytest.skip("injects a fault into the simulator")
+    k = 8
+    pool = cucore.Pool(0)
+    child = Child("spawn", None)
+    try:
+        bufs = [pool.allocate(64) for _ in range(k)]
+        assert child.call("hold", *bufs) == k
+        wait_claimed(k)
+        closed, codes = child.call("close_failing", how, "cuStreamSynchronize:1+")
+        assert closed == [True] * k
+        assert codes == {"close_many": ["CUC_E_DRIVER"], "stream": ["CUC_E_DRIVER"] * k,
+                         "background": []}[how]
+        assert pool.lease_count() == k
+        more = pool.allocate(64)
+        assert child.call("hold", more) == 1
+        wait_claimed(k + 1)
+        assert child.call("close_failing", how, "")[0] == [True]
+        assert pool.lease_count() == k  # the later release went through
+    finally:
+        child.close()
+    pool.lease_wait(0, timeout=30)  # the child's connection closed: its leases end
+
+
 def test_close_many_beside_the_background_thread():
     """Rounds in which a child closes some buffers with close() (dropped
     and released by its background thread) and the others with close_many

@@ -115,6 +115,30 @@ def handle(op, objs):
         n = len(HELD)
         HELD.clear()
         return n
+    if op == "close_failing":  # (how, spec): what we hold closed while SPEC fails calls
+        how, spec = objs
+        lib = sim_lib()
+        stream = cucore.Stream(HELD[0].device)
+        codes = []
+        assert lib.cucore_sim_fail(spec.encode(), None, 0) == 0
+        try:
+            if how == "close_many":
+                try:
+                    cucore.Buffer.close_many(HELD)
+                except cucore.Error as e:
+                    codes.append(e.code)
+            for o in HELD:
+                try:
+                    o.close(stream=stream if how == "stream" else None)
+                except cucore.Error as e:
+                    codes.append(e.code)
+            cucore._core._share_flush()  # the background thread's drops run with SPEC too
+        finally:
+            assert lib.cucore_sim_fail(b"", None, 0) == 0
+        closed = [o.closed for o in HELD]
+        HELD.clear()
+        cucore._core._share_flush()  # every release sent was served
+        return closed, codes
     if op == "inherited":  # objects this process inherited through fork
         out = []
         for o in HELD:
@@ -185,6 +209,18 @@ def handle(op, objs):
         KEPT["channel"] = ch
         HELD.extend(o for o in got if isinstance(o, cucore.Buffer))
         return [describe(o) for o in HELD]
+    if op == "recv_failing":  # (k,): k messages that cannot resolve here: fds before, after
+        ch = KEPT["listener"].accept(timeout=10)
+        before = len(os.listdir("/proc/self/fd"))
+        errors = []
+        for _ in range(objs[0]):
+            try:
+                ch.recv(timeout=10)
+            except cucore.Error as e:
+                errors.append(type(e).__name__)
+        after = len(os.listdir("/proc/self/fd"))
+        ch.close()
+        return before, after, errors
     if op == "send_on":  # (path,): what we hold, sent with its pool on a cucore Channel
         ch = cucore.Channel.connect(objs[0])
         bufs = [o for o in HELD if isinstance(o, cucore.Buffer)]
