@@ -42,6 +42,7 @@
 
 #define TOKEN_SEQ_BITS 20 /* a token: (claim-synchronously-after ms << 20) | sequence */
 #define DEFAULT_HOLD_MS 60000
+#define MAX_HOLD_MS 2147483648L
 
 /* A pool's holds and leases, counted as they come and go, so that a
  * lease wait neither walks every list nor wakes for each release: its
@@ -99,7 +100,9 @@ static int64_t hold_time(void)
         const char *e = getenv("CUCORE_SHARE_HOLD_MS");
         long v = e ? strtol(e, NULL, 10) : 0;
 
-        hold_ms = v > 0 ? v : DEFAULT_HOLD_MS;
+        /* at most 2^31 ms (24.8 days): a token keeps the time in its high
+         * bits, and bit 63 would read as a release */
+        hold_ms = v > 0 ? (v < MAX_HOLD_MS ? v : MAX_HOLD_MS) : DEFAULT_HOLD_MS;
     }
     return hold_ms;
 }
@@ -274,8 +277,8 @@ int hold_new(cuc_buffer *b, struct uses u, uint64_t *token)
     h->expires_ms = now + t;
     link_tail(&unclaimed, h);
     *token = h->node.key;
+    claim_use(u); /* under mu: a sweep that ends h must find its user counted */
     pthread_mutex_unlock(&mu);
-    claim_use(u); /* the caller's object, a user too, keeps the imports meanwhile */
     end_all(ended);
     return 0;
 }

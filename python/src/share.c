@@ -48,7 +48,9 @@
 #define MAX_LEASE_OPS 65536
 #define GONE_CHECK_MS 10
 #define TEXT_MAX 1024
-#define REQUEST_TIMEOUT_MS 60000
+#define REQUEST_TIMEOUT_MS 60000 /* unless CUCORE_SHARE_TIMEOUT_MS says */
+#define CONNECT_TIMEOUT_MS 10000 /* a burst of importers can fill the listen backlog */
+#define TRANSIENT_WAIT_US 10000
 #define MAX_VMM_EXPORTS 65536
 
 /* ---- the exporter's side ---- */
@@ -72,6 +74,7 @@ static struct {
 } srv = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, "", 0, 0, NULL, 0, 1, 0};
 
 static char host_id[512];
+static uint64_t transient_fails; /* atomic: receives that failed for the moment */
 
 /* A memfd holding n bytes of data, or -1. */
 static int data_fd(const void *data, size_t n)
@@ -258,8 +261,13 @@ static void *conn_main(void *arg)
         rc = l ? cuc_channel_recv(ch, -1, &req) : CUC_E_NOMEM;
         if (rc == CUC_E_BADMSG || rc == CUC_E_VERSION)
             continue; /* dropped; the channel goes on (channel.h) */
+        if (rc == CUC_E_LIMIT || (rc == CUC_E_NOMEM && l)) {
+            __atomic_add_fetch(&transient_fails, 1, __ATOMIC_RELAXED);
+            usleep(TRANSIENT_WAIT_US); /* no fd or memory left for now: the importer lives on */
+            continue;
+        }
         if (rc)
-            break;
+            break; /* the importer closed or died: its leases end */
         serve(ch, req, l);
         cuc_msg_destroy(req);
     }
@@ -363,27 +371,34 @@ PyObject *py_share_point(PyObject *self, PyObject *noargs)
     return PyUnicode_FromString(srv.path);
 }
 
-PyObject *py_share_close(PyObject *self, PyObject *noargs)
+/* Stops accepting and removes the socket. Runs with the GIL let go, all
+ * of it: a thread holding the GIL may be waiting for srv.mu (a pickle
+ * starting the share point), so taking the GIL back under srv.mu would
+ * deadlock (at exit, with a daemon thread still pickling). */
+static void share_stop(void)
 {
     cuc_channel *wake;
 
-    (void)self;
-    (void)noargs;
-    Py_BEGIN_ALLOW_THREADS
-    claim_close(); /* the releases queued go out before we exit; later drops are ours */
-    Py_END_ALLOW_THREADS
     pthread_mutex_lock(&srv.mu);
     if (srv.l && srv.pid == py_pid()) {
         __atomic_store_n(&srv.stopping, 1, __ATOMIC_RELEASE); /* read unlocked: accept_main */
-        Py_BEGIN_ALLOW_THREADS
         if (cuc_channel_connect(srv.path, 0, &wake) == 0) /* wakes the accept */
             cuc_channel_destroy(wake);
         pthread_join(srv.accepter, NULL);
-        Py_END_ALLOW_THREADS
         cuc_listener_destroy(srv.l);
         srv.l = NULL;
     }
     pthread_mutex_unlock(&srv.mu);
+}
+
+PyObject *py_share_close(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    Py_BEGIN_ALLOW_THREADS
+    claim_close(); /* the releases queued go out before we exit; later drops are ours */
+    share_stop();
+    Py_END_ALLOW_THREADS
     return Py_NewRef(Py_None);
 }
 
@@ -570,7 +585,8 @@ struct conn {
     char path[108];
     pid_t owner; /* the exporter */
     cuc_channel *ch; /* NULL until connected, and after the exporter went */
-    int gone;        /* the exporter closed, or could not be reached */
+    int gone;        /* the exporter closed our connection, or died */
+    size_t owed;     /* replies to requests that timed out, still to come */
     pthread_mutex_t mu; /* one request at a time */
     cuc_pool **pools;   /* the pools fetched from it: kept for the process */
     size_t npools;
@@ -620,14 +636,22 @@ static struct conn *conns_next(struct conn *c)
     return n;
 }
 
-/* Connected, or a status (c->mu held). */
+/* 1 once the process pid is gone (not merely unreachable). */
+static int process_gone(pid_t pid)
+{
+    return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Connected, or a status (c->mu held). A connect that fails while the
+ * exporter lives (its listen backlog full, no fd left here) fails this
+ * call only: the exporter counts as gone once it is. */
 static int conn_open_locked(struct conn *c)
 {
     int rc = 0;
 
     if (!c->ch)
-        rc = cuc_channel_connect(c->path, 0, &c->ch);
-    if (rc)
+        rc = cuc_channel_connect(c->path, CONNECT_TIMEOUT_MS, &c->ch);
+    if (rc && process_gone(c->owner))
         __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
     return rc;
 }
@@ -674,11 +698,55 @@ static void read_notice(struct conn *c, int fd)
     free(tokens);
 }
 
+/* How long an importer waits for an exporter's answer. */
+static int request_timeout_ms(void)
+{
+    const char *e = getenv("CUCORE_SHARE_TIMEOUT_MS");
+    long v = e ? strtol(e, NULL, 10) : 0;
+
+    return v > 0 && v <= INT_MAX ? (int)v : REQUEST_TIMEOUT_MS;
+}
+
+/* The next reply (stale notices that come first read on the way, its fd
+ * record taken: *tag and *fd, else -1), waiting up to
+ * request_timeout_ms() (c->mu held). */
+static int next_reply_locked(struct conn *c, cuc_msg **reply, uint32_t *tag, int *fd)
+{
+    int rc;
+
+    for (;;) {
+        rc = cuc_channel_recv(c->ch, request_timeout_ms(), reply);
+        if (rc)
+            return rc;
+        take_fd_record(*reply, tag, fd);
+        if (*fd < 0 || *tag != NOTICE_STALE)
+            return 0;
+        read_notice(c, *fd);
+        cuc_msg_destroy(*reply);
+    }
+}
+
+/* Reads and drops the replies of requests that timed out (c->mu held):
+ * the exporter answers in order, so the next reply is then our own. */
+static int skip_owed_locked(struct conn *c)
+{
+    uint32_t tag;
+    cuc_msg *m;
+    int fd, rc = 0;
+
+    while (c->owed && (rc = next_reply_locked(c, &m, &tag, &fd)) == 0) {
+        if (fd >= 0)
+            close(fd);
+        cuc_msg_destroy(m);
+        c->owed--;
+    }
+    return rc;
+}
+
 /* Sends req and waits for the reply, connecting first if needed (the GIL
- * released); stale notices that come first are read on the way. A reply
- * of one fd record comes with its tag and fd taken (*fd, else -1). A
- * failure is left in cuc_errmsg(); *gone says the exporter could not be
- * reached. */
+ * released). A reply of one fd record comes with its tag and fd taken
+ * (*fd, else -1). A failure is left in cuc_errmsg(); *gone says the
+ * exporter closed our connection or died. */
 static int request(struct conn *c, cuc_msg *req, cuc_msg **reply, uint32_t *tag, int *fd,
                    int *gone)
 {
@@ -686,23 +754,18 @@ static int request(struct conn *c, cuc_msg *req, cuc_msg **reply, uint32_t *tag,
 
     pthread_mutex_lock(&c->mu);
     rc = conn_open_locked(c);
-    *gone = rc != 0;
+    if (rc == 0)
+        rc = skip_owed_locked(c);
     if (rc == 0)
         rc = cuc_channel_send(c->ch, req);
-    while (rc == 0) {
-        rc = cuc_channel_recv(c->ch, REQUEST_TIMEOUT_MS, reply);
-        if (rc)
-            break;
-        take_fd_record(*reply, tag, fd);
-        if (*fd < 0 || *tag != NOTICE_STALE)
-            break;
-        read_notice(c, *fd);
-        cuc_msg_destroy(*reply);
+    if (rc == 0) {
+        rc = next_reply_locked(c, reply, tag, fd);
+        if (rc == CUC_E_TIMEOUT)
+            c->owed++; /* its reply may still come: skipped before the next request */
     }
-    if (rc == CUC_E_PEER_CLOSED) {
-        *gone = 1;
+    if (rc == CUC_E_PEER_CLOSED)
         conn_lost_locked(c);
-    }
+    *gone = __atomic_load_n(&c->gone, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -739,10 +802,14 @@ void share_conn_drain(struct conn *c)
     while (c->ch && !__atomic_load_n(&c->gone, __ATOMIC_RELAXED) &&
            cuc_channel_recv(c->ch, 0, &m) == 0) {
         take_fd_record(m, &tag, &fd);
-        if (fd >= 0 && tag == NOTICE_STALE)
+        if (fd >= 0 && tag == NOTICE_STALE) {
             read_notice(c, fd);
-        else if (fd >= 0)
-            close(fd); /* a reply nobody waits for (its request timed out) */
+        } else {
+            if (fd >= 0)
+                close(fd);
+            if (c->owed)
+                c->owed--; /* a reply nobody waits for (its request timed out) */
+        }
         cuc_msg_destroy(m);
     }
     pthread_mutex_unlock(&c->mu);
@@ -794,10 +861,12 @@ static void give_back(struct conn *c, cuc_msg *reply)
     for (i = 0; i < n; i++)
         if (cuc_msg_read_vmm(reply, i, &vr) == 0)
             ids[k++] = vr.lease_id;
+    Py_BEGIN_ALLOW_THREADS /* c->mu may be held through a whole request */
     pthread_mutex_lock(&c->mu);
     if (k && c->ch)
         cuc_channel_release(c->ch, ids, k);
     pthread_mutex_unlock(&c->mu);
+    Py_END_ALLOW_THREADS
     free(ids);
 }
 
@@ -871,7 +940,7 @@ static int exporter_dead(struct conn *c)
     if (now - c->checked_ms < GONE_CHECK_MS)
         return 0;
     c->checked_ms = now;
-    if (kill(c->owner, 0) == 0 || errno != ESRCH)
+    if (!process_gone(c->owner))
         return 0;
     __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
     return 1;
@@ -1099,7 +1168,12 @@ PyObject *py_share_flush(PyObject *self, PyObject *noargs)
     claim_flush();
     Py_END_ALLOW_THREADS
     for (c = conns_first(); c; c = conns_next(c)) {
-        if (!conn_is_open(c))
+        int open;
+
+        Py_BEGIN_ALLOW_THREADS /* c->mu may be held through a whole request */
+        open = conn_is_open(c);
+        Py_END_ALLOW_THREADS
+        if (!open)
             continue;
         o = ask(c, "share point", REQ_SYNC, "", 0);
         if (!o)
@@ -1117,8 +1191,10 @@ PyObject *py_share_stats(PyObject *self, PyObject *noargs)
     (void)self;
     (void)noargs;
     hold_stats(&unclaimed, &leased);
-    return Py_BuildValue("{snsn}", "holds", (Py_ssize_t)unclaimed, "leases",
-                         (Py_ssize_t)leased);
+    return Py_BuildValue("{snsnsK}", "holds", (Py_ssize_t)unclaimed, "leases",
+                         (Py_ssize_t)leased, "transient_fails",
+                         (unsigned long long)__atomic_load_n(&transient_fails,
+                                                             __ATOMIC_RELAXED));
 }
 
 /* _share_parked(): imported buffers kept for the leases of their sends on

@@ -353,3 +353,125 @@ def test_lease_wait_returns_after_the_frees_its_ends_allowed():
         assert pool.lease_count() == 0
     finally:
         child.close()
+
+
+def test_exit_while_a_thread_pickles():
+    """A daemon thread pickling (which starts the share point) while the
+    main thread stops it, again and again, then exits (atexit stops it
+    once more): the stop runs without the GIL under its lock, so neither
+    waits for the other. It hung every time when the stop took the GIL
+    back under that lock."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import pickle, threading, time, cucore
+        from cucore import _core
+        pool = cucore.Pool(0)
+        buf = pool.allocate(64)
+        def worker():
+            while True:
+                pickle.dumps(buf)
+        threading.Thread(target=worker, daemon=True).start()
+        time.sleep(0.05)
+        for _ in range(50):
+            _core._share_close()
+        print("exiting", flush=True)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "exiting\n"
+
+
+def test_exporter_short_of_fds_keeps_serving_the_importer():
+    """The exporter (a child) has no fd free for a moment when our claim
+    arrives (a message with a memfd, which the library drops: CUC_E_LIMIT).
+    Its share point goes on serving our connection, where it used to end
+    it with every lease on it: the buffer we loaded before stays leased,
+    and one pickled after loads and reads."""
+    child = Child("spawn", None)
+    try:
+        first, second, third = child.call("export_n", 0, 3)
+        a = pickle.loads(first)
+        cucore._core._share_flush()  # our claim served
+        assert child.call("share_stats")[0]["leases"] == 1
+        assert child.call("starve_fds") is True
+        b = pickle.loads(second)  # its claim finds no fd free there
+        assert child.call("feed_fds") >= 1
+        assert child.call("share_stats")[0]["leases"] == 1  # a's
+        c = pickle.loads(third)
+        cucore._core._share_flush()
+        assert c.to_bytes() == b"\x32" * 32 and a.to_bytes() == b"\x30" * 32
+        assert child.call("share_stats")[0]["leases"] == 2  # a's and c's
+        for o in (a, b, c):
+            o.close()
+    finally:
+        child.close()
+
+
+def test_late_answer_is_not_taken_for_the_next():
+    """The exporter (a child) is stopped while we fetch a pool: the load
+    raises cucore.TimeoutError after CUCORE_SHARE_TIMEOUT_MS. Once it runs
+    again it answers that request late; the next request on the
+    connection (another pool) reads past that answer to its own, where it
+    used to take the late one for its answer."""
+    import signal
+
+    if N < 2:
+        pytest.skip("needs two devices: a pool on each")
+    child = Child("spawn", None)
+    try:
+        (on0,) = child.call("export_n", 0, 1)
+        (on1,) = child.call("export_n", 1, 1)
+        os.environ["CUCORE_SHARE_TIMEOUT_MS"] = "300"
+        os.kill(child.proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(cucore.TimeoutError):
+                pickle.loads(on0)
+        finally:
+            os.kill(child.proc.pid, signal.SIGCONT)
+            del os.environ["CUCORE_SHARE_TIMEOUT_MS"]
+        b = pickle.loads(on1)
+        assert b.device is cucore.Device(1) and b.to_bytes() == b"\x30" * 32
+        b.close()
+    finally:
+        child.close()
+
+
+def test_full_listen_backlog_is_not_a_gone_exporter():
+    """The exporter's listen backlog is full (it is stopped while other
+    connections queue: a burst of workers) when we first load one of its
+    buffers: the connect waits for room, and the load goes through once
+    the exporter runs again. A connect that failed at once used to mark
+    the live exporter gone for the rest of the process."""
+    import signal
+    import threading
+
+    class Args(pickle.Unpickler):
+        def find_class(self, module, name):
+            return lambda *args: args
+
+    child = Child("spawn", None)
+    fillers = []
+    try:
+        (data,) = child.call("export_n", 0, 1)
+        path = Args(io.BytesIO(data)).load()[2]
+        os.kill(child.proc.pid, signal.SIGSTOP)
+        try:
+            while len(fillers) < 4096:
+                fillers.append(cucore.Channel.connect(path, timeout=0))
+        except cucore.Error as e:
+            assert e.code == "CUC_E_BUSY", e
+        finally:
+            threading.Timer(0.3, os.kill, (child.proc.pid, signal.SIGCONT)).start()
+        assert 0 < len(fillers) < 4096
+        b = pickle.loads(data)
+        assert b.to_bytes() == b"\x30" * 32
+        b.close()
+    finally:
+        os.kill(child.proc.pid, signal.SIGCONT)
+        for f in fillers:
+            f.close()
+        child.close()

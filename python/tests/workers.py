@@ -167,9 +167,33 @@ def handle(op, objs):
         return data
     if op == "describe_held":
         return [describe(o) for o in HELD]
+    if op == "starve_fds":  # until "feed_fds": no fd free here (RLIMIT_NOFILE), then ours back
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        KEPT["nofile"] = soft
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8, hard))
+        KEPT["starved"] = []
+        try:
+            while True:
+                KEPT["starved"].append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        return True
+    if op == "feed_fds":  # after the share point failed a receive for want of fds
+        import resource
+        import time
+        deadline = time.time() + 30
+        while cucore._core._share_stats()["transient_fails"] == 0 and time.time() < deadline:
+            time.sleep(0.01)
+        for fd in KEPT.pop("starved"):
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           (KEPT.pop("nofile"), resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        return cucore._core._share_stats()["transient_fails"]
     if op == "share_stats":  # our holds and leases, and the pools' lease counts
         pools = [o for o in HELD if isinstance(o, cucore.Pool)]
-        return (cucore._core._share_stats(), [p.lease_count() for p in pools])
+        stats = cucore._core._share_stats()
+        return ({k: stats[k] for k in ("holds", "leases")}, [p.lease_count() for p in pools])
     if op == "lease_wait":  # every pool of ours: all its leases ended within objs[0] s
         try:
             for o in HELD:
