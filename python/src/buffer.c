@@ -29,9 +29,19 @@ PyObject *buffer_wrap(cuc_buffer *b)
     bo->lease_at = 0;
     bo->claimed = 0;
     bo->up = NULL;
+    bo->stream = NULL;
     if (live_put_ptr(b, (PyObject *)bo))
         Py_CLEAR(bo);
     return (PyObject *)bo;
+}
+
+PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *so)
+{
+    PyObject *o = buffer_wrap(b);
+
+    if (o && so != Py_None && !((PyBuffer *)o)->stream)
+        ((PyBuffer *)o)->stream = Py_NewRef(so);
+    return o;
 }
 
 int buffer_sync_default(cuc_buffer *b)
@@ -69,6 +79,7 @@ static cuc_buffer *buffer_detach(PyBuffer *o)
     live_del_ptr(b, (PyObject *)o);
     o->b = NULL;
     Py_CLEAR(o->rec);
+    Py_CLEAR(o->stream);
     return b;
 }
 
@@ -101,6 +112,7 @@ static void buffer_dealloc(PyObject *self)
     else if (o->b)
         live_del_ptr(o->b, self); /* inherited through fork: forgotten, not dropped */
     Py_CLEAR(o->rec);
+    Py_CLEAR(o->stream);
     PyObject_Free(self);
 }
 
@@ -269,7 +281,7 @@ static PyObject *buf_leases(PyObject *self, PyObject *noargs)
 static PyObject *view_wrap(PyBuffer *parent, cuc_buffer *v)
 {
     const cuc_buffer *up = parent->claimed ? parent->b : parent->up;
-    PyObject *o = buffer_wrap(v);
+    PyObject *o = buffer_wrap_on(v, parent->stream ? parent->stream : Py_None);
     struct uses u = {NULL, up};
 
     if (o && up && !((PyBuffer *)o)->up) {

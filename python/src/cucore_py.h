@@ -102,6 +102,8 @@ typedef struct {
     Py_ssize_t lease_at; /* where in rec the lease id is */
     int claimed;        /* it arrived by pickle: claim.c has its claims */
     const cuc_buffer *up; /* a view made here of an import that arrived by pickle */
+    PyObject *stream;   /* the Stream its allocation was ordered on (allocate(stream=s),
+                         * its views too): CAI and DLPack name it; NULL: the legacy one */
 } PyBuffer;
 
 typedef struct {
@@ -266,6 +268,9 @@ PyObject *py_wrap(PyObject *self, PyObject *args, PyObject *kw);
 
 /* launch.c */
 PyObject *py_launch(PyObject *self, PyObject *args);
+
+/* buffer.c: a Buffer allocated on stream so (None: none kept). */
+PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *so);
 
 /* interop.c: __cuda_array_interface__ / __dlpack__ of a buffer. */
 PyObject *interop_cai(PyObject *self, void *closure);

@@ -7,26 +7,52 @@
 
 #include "cucore_py.h"
 
-/* Buffers are allocated and freed on the legacy default stream (cucore's
- * NULL stream): consumers order their work after it. */
-#define CAI_LEGACY_STREAM 1
+/* The protocols' names of the default streams (CUDA Array Interface v3
+ * and DLPack alike); any other stream is its CUstream as an int. */
+#define PROTO_LEGACY_STREAM 1
+#define PROTO_PER_THREAD_STREAM 2
+#define PROTO_NO_SYNC (-1)
 
 static int is_pinned(cuc_buffer *b)
 {
     return cuc_pool_kind(cuc_buffer_pool(b)) == CUC_POOL_PINNED_HOST;
 }
 
+/* The stream the buffer's memory is ready on: the one its allocation was
+ * ordered on, else the legacy default stream of its device (a Buffer is
+ * ready on return from allocate() without a stream, an import and the
+ * synchronous copies; cucore.launch(None, ...) writes on that stream). */
+static int producer_stream(PyBuffer *o, cuc_stream **s, long long *proto)
+{
+    int rc, kind;
+
+    if (o->stream) {
+        *s = ((PyStream *)o->stream)->s;
+    } else {
+        rc = cuc_stream_legacy(cuc_buffer_device(o->b), s);
+        if (rc)
+            return py_raise(rc), -1;
+    }
+    kind = cuc_stream_kind(*s);
+    *proto = kind == CUC_STREAM_LEGACY_DEFAULT       ? PROTO_LEGACY_STREAM
+             : kind == CUC_STREAM_PER_THREAD_DEFAULT ? PROTO_PER_THREAD_STREAM
+                                                     : (long long)(intptr_t)cuc_stream_handle(*s);
+    return 0;
+}
+
 PyObject *interop_cai(PyObject *self, void *closure)
 {
     PyBuffer *o = (PyBuffer *)self;
+    long long stream;
+    cuc_stream *s;
 
     (void)closure;
-    if (buffer_live(o))
+    if (buffer_live(o) || producer_stream(o, &s, &stream))
         return NULL;
-    return Py_BuildValue("{s:(n),s:s,s:(KO),s:i,s:O,s:i}", "shape",
+    return Py_BuildValue("{s:(n),s:s,s:(KO),s:i,s:O,s:L}", "shape",
                          (Py_ssize_t)cuc_buffer_size(o->b), "typestr", "|u1", "data",
                          (unsigned long long)(uintptr_t)cuc_buffer_ptr(o->b), Py_False, "version",
-                         3, "strides", Py_None, "stream", CAI_LEGACY_STREAM);
+                         3, "strides", Py_None, "stream", stream);
 }
 
 struct managed {
@@ -66,21 +92,96 @@ static DLDevice device_of(cuc_buffer *b)
     return d;
 }
 
+/* __dlpack__'s stream (None: the legacy default stream, as the standard
+ * says) as the protocol's int; -1 raised for what the standard refuses. */
+static int consumer_stream(PyObject *o, long long *out)
+{
+    long long v;
+
+    if (o == Py_None) {
+        *out = PROTO_LEGACY_STREAM;
+        return 0;
+    }
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "__dlpack__(stream=%R): a CUDA stream is an int "
+                     "(1 legacy, 2 per-thread, -1 no synchronization, else a CUstream)", o);
+        return -1;
+    }
+    v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v == 0 || v < PROTO_NO_SYNC) {
+        PyErr_Format(PyExc_ValueError, "__dlpack__(stream=%lld): 0 is ambiguous and refused "
+                     "by the DLPack standard; give 1 for the legacy default stream", v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Makes the memory safe to use on the consumer's stream: unless that is
+ * the producer's own stream (or -1: the consumer orders it itself), the
+ * producer's stream is waited for here (the buffer counted busy: its
+ * close() cannot run meanwhile). */
+static int order_for(PyBuffer *o, long long consumer)
+{
+    long long producer;
+    cuc_stream *s;
+    int rc;
+
+    if (producer_stream(o, &s, &producer))
+        return -1;
+    if (consumer == PROTO_NO_SYNC || consumer == producer)
+        return 0;
+    o->busy++;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_stream_synchronize(s);
+    Py_END_ALLOW_THREADS
+    o->busy--;
+    return rc ? (py_raise(rc), -1) : 0;
+}
+
+/* dl_device: None (*type -1), or a (device_type, device_id) tuple; read
+ * before the buffer is looked at (its ints may run Python code). */
+static int dl_device_arg(PyObject *want, int *type, int *id)
+{
+    *type = -1;
+    if (want == Py_None)
+        return 0;
+    return PyArg_ParseTuple(want, "ii;dl_device is a (device_type, device_id) tuple", type,
+                            id) ? 0 : -1;
+}
+
+/* The dl_device asked for must be where the memory is: no copy is made. */
+static int check_dl_device(int type, int id, cuc_buffer *b)
+{
+    DLDevice d = device_of(b);
+
+    if (type < 0 || (type == (int)d.device_type && id == d.device_id))
+        return 0;
+    PyErr_Format(PyExc_BufferError, "__dlpack__(dl_device=(%d, %d)): the buffer is on (%d, "
+                 "%d) and is shared, not copied", type, id, (int)d.device_type, d.device_id);
+    return -1;
+}
+
 PyObject *interop_dlpack(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"stream", "max_version", "dl_device", "copy", NULL};
     PyObject *stream = Py_None, *maxv = Py_None, *dldev = Py_None, *copy = Py_None, *cap;
     PyBuffer *o = (PyBuffer *)self;
+    long long consumer;
     struct managed *m;
+    int type, id;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO", names, &stream, &maxv, &dldev, &copy) ||
-        buffer_live(o))
+        consumer_stream(stream, &consumer) || dl_device_arg(dldev, &type, &id) ||
+        buffer_live(o) || check_dl_device(type, id, o->b))
         return NULL;
     if (copy == Py_True)
         return PyErr_Format(PyExc_BufferError, "__dlpack__(copy=True): a Buffer is shared, "
                             "not copied");
-    /* Nothing to order for stream: every write through the Buffer is
-     * complete when the call returns (synchronous copies). */
+    if (order_for(o, consumer))
+        return NULL;
     m = calloc(1, sizeof(*m));
     if (!m)
         return PyErr_NoMemory();

@@ -100,7 +100,7 @@ static PyObject *pool_allocate(PyObject *self, PyObject *args, PyObject *kw)
             cuc_buffer_unref_async(b, NULL);
     }
     Py_END_ALLOW_THREADS
-    return rc ? py_raise(rc) : buffer_wrap(b);
+    return rc ? py_raise(rc) : buffer_wrap_on(b, so);
 }
 
 static PyObject *pool_leases(PyObject *self, PyObject *noargs)

@@ -72,7 +72,7 @@ static PyObject *slab_allocate(PyObject *self, PyObject *args, PyObject *kw)
             cuc_buffer_unref_async(b, NULL);
     }
     Py_END_ALLOW_THREADS
-    return rc ? py_raise(rc) : buffer_wrap(b);
+    return rc ? py_raise(rc) : buffer_wrap_on(b, so);
 }
 
 static PyObject *slab_stats(PyObject *self, PyObject *noargs)

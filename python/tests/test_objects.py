@@ -539,3 +539,38 @@ def test_vmm_peers_read_once():
     v = cucore.VMM(devs[0], 1000, peers=peers)
     assert v.peers == (devs[1], devs[2])
     v.close()
+
+
+def test_cai_and_dlpack_name_the_allocation_stream():
+    """A buffer allocated on a stream is ready on that stream: the CUDA
+    Array Interface names it (1 legacy, 2 per-thread, else its handle),
+    a view of it too; one allocated without a stream (ready on return)
+    names the legacy stream. __dlpack__(stream=X) waits for the producer's
+    stream when X is another stream (the simulator counts the
+    synchronize), not when X is that stream or -1; the standard's
+    refusals (stream 0, a non-int, another dl_device) raise."""
+    dev = cucore.Device(0)
+    pool = cucore.Pool(dev)
+    created = cucore.Stream(dev, non_blocking=True)
+    cases = [(None, 1), (cucore.Stream.legacy(dev), 1), (cucore.Stream.per_thread(dev), 2),
+             (created, created.handle)]
+    for stream, want in cases:
+        buf = pool.allocate(64, stream=stream)
+        assert buf.__cuda_array_interface__["stream"] == want
+        assert buf.view(8, 8).__cuda_array_interface__["stream"] == want
+        buf.close()
+    buf = pool.allocate(64, stream=created)
+    for consumer, waits in ((created.handle, 0), (-1, 0), (1, 1), (None, 1), (2, 1)):
+        before = workers.sim_count("cuStreamSynchronize")
+        cap = buf.__dlpack__(stream=consumer)
+        if before is not None:
+            assert workers.sim_count("cuStreamSynchronize") - before == waits, consumer
+        del cap
+    with pytest.raises(ValueError, match="0 is ambiguous"):
+        buf.__dlpack__(stream=0)
+    with pytest.raises(TypeError, match="a CUDA stream is an int"):
+        buf.__dlpack__(stream="1")
+    assert buf.__dlpack__(dl_device=buf.__dlpack_device__()) is not None
+    with pytest.raises(BufferError, match="shared, not copied"):
+        buf.__dlpack__(dl_device=(1, 0))  # kDLCPU
+    buf.close()
