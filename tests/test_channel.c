@@ -472,6 +472,42 @@ static void test_listen_connect(void)
     CHECK(rmdir(dir) == 0);
 }
 
+/* A fork child's copy of a listener is inert: its accept would take the
+ * parent's peers (CUC_E_FORKED), and its destroy closes only the child's
+ * fd, leaving the parent listening at the file (no CUDA in the child). */
+static void test_listener_fork_child(void)
+{
+    char dir[] = "/tmp/cuc_chan_XXXXXX", path[256];
+    cuc_channel *ch, *peer;
+    cuc_listener *l;
+    struct stat st;
+    int status;
+    pid_t pid;
+
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof(path), "%s/sock", dir);
+    CHECK_OK(cuc_channel_listen(path, &l));
+    CHECK(cuc_listener_fd(l) >= 0 && cuc_listener_fd(NULL) == CUC_E_INVALID);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int rc = cuc_listener_accept(l, 0, &ch);
+        int named = strstr(cuc_errmsg(), "inherited it through fork") != NULL;
+
+        cuc_listener_destroy(l);
+        _exit(rc == CUC_E_FORKED && named && lstat(path, &st) == 0 ? 0 : 1);
+    }
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)); /* the parent's file stays */
+    CHECK_OK(cuc_channel_connect(path, 1000, &peer));
+    CHECK_OK(cuc_listener_accept(l, 1000, &ch)); /* and it still listens */
+    cuc_channel_destroy(ch);
+    cuc_channel_destroy(peer);
+    cuc_listener_destroy(l);
+    CHECK(lstat(path, &st) < 0 && errno == ENOENT);
+    CHECK(rmdir(dir) == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "--child"))
@@ -488,6 +524,7 @@ int main(int argc, char **argv)
     test_split();
     test_threads();
     test_listen_connect();
+    test_listener_fork_child();
     close(null_fd);
     FD_CHECK_NO_LEAK();
     return test_finish();

@@ -130,12 +130,21 @@ CUC_API int cuc_channel_listen(const char *path, cuc_listener **l);
  * uid (SO_PEERCRED) is not this process's effective uid is disconnected
  * without a word sent to it and the call fails with CUC_E_PERMISSION
  * (the message gives its pid and uid; nothing is logged). CUC_E_TIMEOUT if
- * no peer came. */
+ * no peer came. CUC_E_FORKED in a child that inherited the listener
+ * through fork: its peers are the parent's. */
 CUC_API int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch);
+
+/* The listening socket, still owned by the listener (or CUC_E_INVALID for
+ * NULL): to poll it beside other fds, or, in a fork child that will never
+ * use the inherited listener, to close the child's copy without touching
+ * the listener (which then must not be used or destroyed there). */
+CUC_API int cuc_listener_fd(const cuc_listener *l);
 
 /* Stops listening, unlinks the socket file if it is still the one this
  * listener created, and frees the listener. Channels it accepted live on.
- * NULL is a no-op. */
+ * In a child that inherited it through fork it closes and frees only the
+ * child's copy: the parent keeps listening, and its file stays. NULL is a
+ * no-op. */
 CUC_API void cuc_listener_destroy(cuc_listener *l);
 
 /* Connects to a listener at path. While nothing listens there yet (no

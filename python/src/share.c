@@ -250,13 +250,52 @@ static void serve(cuc_channel *ch, cuc_msg *req, struct lessee *l)
 
 /* One importer: serves its requests and lease ops; its releases and its
  * death end its leases (the deferred frees run here). */
+/* The sockets of the connections this share point serves, so that a fork
+ * child closes its copies: an importer then sees this process's end when
+ * it exits, not when the child does. */
+static struct {
+    pthread_mutex_t mu;
+    int *fds;
+    size_t n, cap;
+} served = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+/* No memory to note it: a fork child keeps that socket open until it exits. */
+static void served_add(int fd)
+{
+    pthread_mutex_lock(&served.mu);
+    if (served.n == served.cap) {
+        size_t cap = served.cap ? served.cap * 2 : 16;
+        int *grown = realloc(served.fds, cap * sizeof(*grown));
+
+        if (grown) {
+            served.fds = grown;
+            served.cap = cap;
+        }
+    }
+    if (served.n < served.cap)
+        served.fds[served.n++] = fd;
+    pthread_mutex_unlock(&served.mu);
+}
+
+static void served_remove(int fd)
+{
+    pthread_mutex_lock(&served.mu);
+    for (size_t i = 0; i < served.n; i++)
+        if (served.fds[i] == fd) {
+            served.fds[i] = served.fds[--served.n];
+            break;
+        }
+    pthread_mutex_unlock(&served.mu);
+}
+
 static void *conn_main(void *arg)
 {
     cuc_channel *ch = arg;
     struct lessee *l = hold_lessee_new();
+    int rc, fd = cuc_channel_fd(ch);
     cuc_msg *req;
-    int rc;
 
+    served_add(fd);
     for (;;) {
         rc = l ? cuc_channel_recv(ch, -1, &req) : CUC_E_NOMEM;
         if (rc == CUC_E_BADMSG || rc == CUC_E_VERSION)
@@ -273,6 +312,7 @@ static void *conn_main(void *arg)
     }
     if (l)
         hold_lessee_end(l);
+    served_remove(fd);
     cuc_channel_destroy(ch);
     return NULL;
 }
@@ -642,18 +682,30 @@ static int process_gone(pid_t pid)
     return kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-/* Connected, or a status (c->mu held). A connect that fails while the
- * exporter lives (its listen backlog full, no fd left here) fails this
- * call only: the exporter counts as gone once it is. */
+/* Connected, or a status (c->mu held). While the exporter lives, a
+ * connect that cannot get through (its listen backlog full: a burst of
+ * workers; no fd left here) is tried again for up to CONNECT_TIMEOUT_MS,
+ * and then fails this call only; the exporter counts as gone once its
+ * process is (looked at between tries: a dead one's socket may linger). */
 static int conn_open_locked(struct conn *c)
 {
-    int rc = 0;
+    int64_t end = hold_now_ms() + CONNECT_TIMEOUT_MS;
+    int rc;
 
-    if (!c->ch)
-        rc = cuc_channel_connect(c->path, CONNECT_TIMEOUT_MS, &c->ch);
-    if (rc && process_gone(c->owner))
-        __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
-    return rc;
+    if (c->ch)
+        return 0;
+    for (;;) {
+        rc = cuc_channel_connect(c->path, 0, &c->ch);
+        if (rc == 0)
+            return 0;
+        if (process_gone(c->owner)) {
+            __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
+            return rc;
+        }
+        if (hold_now_ms() >= end)
+            return rc;
+        usleep(TRANSIENT_WAIT_US);
+    }
 }
 
 static int conn_is_open(struct conn *c)
@@ -1240,10 +1292,33 @@ static void host_id_init(void)
     snprintf(host_id, sizeof(host_id), "%s/%s", name, id);
 }
 
+/* The child's copies of the parent's sockets (its listener, the
+ * connections it serves, those to its exporters), closed: while the child
+ * held them, the parent's importers and exporters did not see the parent
+ * go when it exited. Their handles are the parent's, never used or freed
+ * here. The served list is read only if no thread held it at the fork. */
+static void close_inherited_sockets(void)
+{
+    struct conn *c;
+
+    if (srv.l)
+        close(cuc_listener_fd(srv.l));
+    for (c = conns; c; c = c->next)
+        if (c->ch)
+            close(cuc_channel_fd(c->ch));
+    if (pthread_mutex_trylock(&served.mu) == 0)
+        for (size_t i = 0; i < served.n; i++)
+            close(served.fds[i]);
+    served.fds = NULL; /* the parent's: leaked here */
+    served.n = served.cap = 0;
+    pthread_mutex_init(&served.mu, NULL);
+}
+
 /* A forked child starts with no share point and no connections: the
  * parent's belong to the parent (its threads did not come along). */
 static void after_fork_child(void)
 {
+    close_inherited_sockets();
     pthread_mutex_init(&srv.mu, NULL);
     pthread_mutex_init(&conns_mu, NULL);
     srv.l = NULL;

@@ -475,3 +475,62 @@ def test_full_listen_backlog_is_not_a_gone_exporter():
         for f in fillers:
             f.close()
         child.close()
+
+
+def exit_leaving_a_fork_child(child):
+    """CHILD forks a sleeper (which inherits its sockets), then exits without
+    a word: the sleeper's pid, to kill."""
+    sleeper = child.call("fork_sleeper")
+    child.conn.send(("exit_now", ()))
+    deadline = time.time() + 30
+    while child.proc.exitcode is None and time.time() < deadline:
+        time.sleep(0.01)  # not join(): the sleeper holds multiprocessing's sentinel pipe
+    assert child.proc.exitcode == 0
+    return sleeper
+
+
+def test_importers_fork_child_does_not_keep_its_leases():
+    """An importer forks (the child sleeps on) and dies: its leases end then,
+    not when its fork child exits: the child closed its copy of the
+    importer's connection to us."""
+    import signal
+
+    pool = cucore.Pool(0)
+    child = Child("spawn", None)
+    sleeper = None
+    try:
+        bufs = [pool.allocate(64) for _ in range(2)]
+        assert child.call("hold", *bufs) == 2
+        wait_claimed(2)
+        bufs = None
+        sleeper = exit_leaving_a_fork_child(child)
+        pool.lease_wait(0, timeout=30)  # the sleeper sleeps 120 s
+        assert cucore._core._share_stats()["leases"] == 0
+    finally:
+        if sleeper:
+            os.kill(sleeper, signal.SIGKILL)
+        child.conn.close()
+
+
+def test_exporters_fork_child_does_not_keep_its_share_point():
+    """An exporter forks (the child sleeps on) and dies: loading its pool's
+    pickle then finds nobody listening and names the exporter gone, where
+    the fork child's copy of the listening socket took the connection and
+    the request waited for an answer that never came."""
+    import signal
+
+    child = Child("spawn", None)
+    sleeper = None
+    try:
+        data = child.call("export_pool", 0)
+        sleeper = exit_leaving_a_fork_child(child)
+        os.environ["CUCORE_SHARE_TIMEOUT_MS"] = "20000"
+        try:
+            with pytest.raises(cucore.ExporterGoneError, match="is gone"):
+                pickle.loads(data)
+        finally:
+            del os.environ["CUCORE_SHARE_TIMEOUT_MS"]
+    finally:
+        if sleeper:
+            os.kill(sleeper, signal.SIGKILL)
+        child.conn.close()

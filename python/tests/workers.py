@@ -155,6 +155,19 @@ def handle(op, objs):
         buf.copy_from(b"\x11" * 64)
         HELD.extend([pool, buf])
         return pickle.dumps(buf)
+    if op == "export_pool":  # (ordinal,): a pool's pickle (its fd fetched from us when loaded)
+        pool = cucore.Pool(cucore.Device(objs[0]))
+        HELD.append(pool)
+        return pickle.dumps(pool)
+    if op == "fork_sleeper":  # a fork child that sleeps, holding what it inherited: its pid
+        import time
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(120)
+            os._exit(0)
+        return pid
+    if op == "exit_now":  # no answer, no release: as if killed
+        os._exit(0)
     if op == "export_n":  # (ordinal, n): n pickled buffers; our own references dropped
         pool = cucore.Pool(cucore.Device(objs[0]))
         bufs = [pool.allocate(32) for _ in range(objs[1])]

@@ -3,6 +3,7 @@
 #include "channel/channel.h"
 #include "base/error.h"
 #include "os/clock.h"
+#include "os/proc.h"
 #include "os/sock.h"
 
 #include <errno.h>
@@ -17,6 +18,7 @@
 
 struct cuc_listener {
     int fd;
+    pid_t owner; /* the process that listens; a fork child's copy is inert */
     dev_t dev;
     ino_t ino;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -107,6 +109,7 @@ int cuc_channel_listen(const char *path, cuc_listener **out)
         goto unlink_path;
     }
     l->fd = fd;
+    l->owner = cuc__pid();
     l->dev = st.st_dev;
     l->ino = st.st_ino;
     memcpy(l->path, a.sun_path, sizeof(l->path));
@@ -131,6 +134,11 @@ int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch)
     if (!l || !ch || timeout_ms < -1)
         return cuc__seterr(CUC_E_INVALID, "cuc_listener_accept: %s",
                            l && ch ? "timeout below -1" : "NULL argument");
+    if (l->owner != cuc__pid())
+        return cuc__seterr(CUC_E_FORKED, "cuc_listener_accept: the listener at \"%s\" "
+                           "belongs to process %ld; this process (%ld) inherited it "
+                           "through fork and would take its peers", l->path,
+                           (long)l->owner, (long)cuc__pid());
     for (;;) {
         fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0)
@@ -161,14 +169,23 @@ int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch)
     return cuc__channel_wrap(fd, ch);
 }
 
+int cuc_listener_fd(const cuc_listener *l)
+{
+    if (!l)
+        return cuc__seterr(CUC_E_INVALID, "cuc_listener_fd: NULL listener");
+    return l->fd;
+}
+
 void cuc_listener_destroy(cuc_listener *l)
 {
     struct stat st;
 
     if (!l)
         return;
-    /* remove the file only if it is still ours, not a successor's */
-    if (lstat(l->path, &st) == 0 && st.st_dev == l->dev && st.st_ino == l->ino)
+    /* remove the file only if it is still ours, not a successor's, nor
+     * the parent's when a fork child frees its copy */
+    if (l->owner == cuc__pid() && lstat(l->path, &st) == 0 && st.st_dev == l->dev &&
+        st.st_ino == l->ino)
         unlink(l->path);
     close(l->fd);
     free(l);
