@@ -42,6 +42,10 @@ static int ch_idle(const PyChannel *c, const char *what)
     return -1;
 }
 
+/* In a fork child only the child's copy of the socket is closed (so that
+ * the peer sees the parent's close when it comes): the handle is the
+ * parent's, and its locks may have been held by a thread that did not come
+ * along. */
 static void channel_close(PyChannel *c)
 {
     cuc_channel *ch = c->ch;
@@ -51,6 +55,8 @@ static void channel_close(PyChannel *c)
         Py_BEGIN_ALLOW_THREADS
         cuc_channel_destroy(ch);
         Py_END_ALLOW_THREADS
+    } else if (ch) {
+        close(cuc_channel_fd(ch));
     }
 }
 
@@ -296,10 +302,14 @@ PyObject *py_listen(PyObject *self, PyObject *arg)
     return (PyObject *)o;
 }
 
+/* In a fork child, as channel_close: the child's copy of the socket only
+ * (the parent listens on, at its file). */
 static void listener_close(PyListener *o)
 {
     if (o->l && o->pid == py_pid())
         cuc_listener_destroy(o->l);
+    else if (o->l)
+        close(cuc_listener_fd(o->l));
     o->l = NULL;
 }
 

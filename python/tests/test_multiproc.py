@@ -484,3 +484,44 @@ def test_failed_recv_leaves_no_fd(tmp_path):
         ch.close()
     finally:
         child.close()
+
+
+@pytest.mark.skipif(bool(os.environ.get("CUCORE_TEST_TSAN")),
+                    reason="ThreadSanitizer and fork in a threaded process (as "
+                    "test_fork_children)")
+def test_fork_child_closing_inherited_channels_closes_its_copies(tmp_path):
+    """A fork child that closes the Channel and Listener it inherited
+    closes its copies of their sockets (the handles stay the parent's): the
+    parent's close then reaches the peer while the child lives on, and the
+    parent's listener still accepts at its file."""
+    a, b = cucore.Channel.pair()
+    path = str(tmp_path / "l.sock")
+    listener = cucore.listen(path)
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # no CUDA here: sockets only
+        try:
+            a.close()
+            b.close()
+            listener.close()
+            os.write(ready_w, b"x")
+            os.read(done_r, 1)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(ready_r, 1) == b"x"
+        assert os.path.exists(path)
+        peer = cucore.Channel.connect(path, timeout=5)
+        listener.accept(timeout=5).close()
+        peer.close()
+        a.close()
+        with pytest.raises(cucore.PeerClosedError):
+            b.recv(timeout=10)
+    finally:
+        os.write(done_w, b"x")
+        os.waitpid(pid, 0)
+        for fd in (ready_r, ready_w, done_r, done_w):
+            os.close(fd)
+        b.close()
+        listener.close()
