@@ -43,7 +43,8 @@
 #define REQ_CLAIM 4u  /* one claim, answered */
 #define REPLY_OK 5u
 #define NOTICE_STALE 6u /* exporter to importer: claims that found nothing */
-#define REQ_SYNC 7u     /* answered REPLY_OK once what came before was served */
+#define REQ_SYNC 7u     /* answered REPLY_OK once what came before was served, holding
+                         * the request's 8-byte nonce if it had one */
 #define REPLY_ERROR 0x80000000u
 #define MAX_LEASE_OPS 65536
 #define GONE_CHECK_MS 10
@@ -51,6 +52,8 @@
 #define REQUEST_TIMEOUT_MS 60000 /* unless CUCORE_SHARE_TIMEOUT_MS says */
 #define CONNECT_TIMEOUT_MS 10000 /* a burst of importers can fill the listen backlog */
 #define TRANSIENT_WAIT_US 10000
+#define MAX_NOMEM_RETRIES 100 /* a link's NOMEM can be for good (a message it could not
+                               * reassemble): ended after a second of them */
 #define MAX_VMM_EXPORTS 65536
 
 /* ---- the exporter's side ---- */
@@ -165,14 +168,20 @@ static int serve_one(cuc_channel *ch, uint32_t tag, const void *data, size_t n)
     return rc;
 }
 
-static void send_ok(cuc_channel *ch)
+/* REPLY_OK holding data (a REQ_SYNC's nonce, echoed; else nothing). */
+static void send_ok_data(cuc_channel *ch, const void *data, size_t n)
 {
     cuc_msg *m;
 
-    if (data_msg(REPLY_OK, "", 0, &m) == 0) {
+    if (data_msg(REPLY_OK, data, n, &m) == 0) {
         cuc_channel_send(ch, m);
         cuc_msg_destroy(m);
     }
+}
+
+static void send_ok(cuc_channel *ch)
+{
+    send_ok_data(ch, "", 0);
 }
 
 /* A synchronous claim (claim.c's late path): answered, REPLY_OK or a
@@ -240,8 +249,8 @@ static void serve(cuc_channel *ch, cuc_msg *req, struct lessee *l)
         serve_leases(ch, l, data, (size_t)n / 8);
     } else if (tag == REQ_CLAIM && n == 8) {
         serve_claim(ch, l, data[0]);
-    } else if (tag == REQ_SYNC && n == 0) {
-        send_ok(ch);
+    } else if (tag == REQ_SYNC && (n == 0 || n == 8)) {
+        send_ok_data(ch, data, (size_t)n); /* a nonce comes back: the importer's resync */
     } else {
         serve_one(ch, tag, data, (size_t)n);
     }
@@ -292,7 +301,7 @@ static void *conn_main(void *arg)
 {
     cuc_channel *ch = arg;
     struct lessee *l = hold_lessee_new();
-    int rc, fd = cuc_channel_fd(ch);
+    int rc, fd = cuc_channel_fd(ch), nomem = 0;
     cuc_msg *req;
 
     served_add(fd);
@@ -300,13 +309,14 @@ static void *conn_main(void *arg)
         rc = l ? cuc_channel_recv(ch, -1, &req) : CUC_E_NOMEM;
         if (rc == CUC_E_BADMSG || rc == CUC_E_VERSION)
             continue; /* dropped; the channel goes on (channel.h) */
-        if (rc == CUC_E_LIMIT || (rc == CUC_E_NOMEM && l)) {
+        if (rc == CUC_E_LIMIT || (rc == CUC_E_NOMEM && l && ++nomem < MAX_NOMEM_RETRIES)) {
             __atomic_add_fetch(&transient_fails, 1, __ATOMIC_RELAXED);
             usleep(TRANSIENT_WAIT_US); /* no fd or memory left for now: the importer lives on */
             continue;
         }
         if (rc)
-            break; /* the importer closed or died: its leases end */
+            break; /* the importer closed or died (or the link failed for good): its leases end */
+        nomem = 0;
         serve(ch, req, l);
         cuc_msg_destroy(req);
     }
@@ -418,6 +428,7 @@ PyObject *py_share_point(PyObject *self, PyObject *noargs)
 static void share_stop(void)
 {
     cuc_channel *wake;
+    cuc_listener *l;
 
     pthread_mutex_lock(&srv.mu);
     if (srv.l && srv.pid == py_pid()) {
@@ -425,8 +436,9 @@ static void share_stop(void)
         if (cuc_channel_connect(srv.path, 0, &wake) == 0) /* wakes the accept */
             cuc_channel_destroy(wake);
         pthread_join(srv.accepter, NULL);
-        cuc_listener_destroy(srv.l);
-        srv.l = NULL;
+        l = srv.l;
+        srv.l = NULL; /* before the destroy: a fork child reads it unlocked */
+        cuc_listener_destroy(l);
     }
     pthread_mutex_unlock(&srv.mu);
 }
@@ -626,7 +638,8 @@ struct conn {
     pid_t owner; /* the exporter */
     cuc_channel *ch; /* NULL until connected, and after the exporter went */
     int gone;        /* the exporter closed our connection, or died */
-    size_t owed;     /* replies to requests that timed out, still to come */
+    int out_of_step; /* a request timed out: its reply may still come (resync_locked) */
+    uint64_t nonces; /* the resyncs' REQ_SYNC nonces so far */
     pthread_mutex_t mu; /* one request at a time */
     cuc_pool **pools;   /* the pools fetched from it: kept for the process */
     size_t npools;
@@ -698,7 +711,9 @@ static int conn_open_locked(struct conn *c)
         rc = cuc_channel_connect(c->path, 0, &c->ch);
         if (rc == 0)
             return 0;
-        if (process_gone(c->owner)) {
+        if (process_gone(c->owner) ||
+            (rc != CUC_E_BUSY && rc != CUC_E_IO && rc != CUC_E_NOMEM)) {
+            /* nobody listens (it closed its share point, or died unreaped) */
             __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
             return rc;
         }
@@ -720,8 +735,11 @@ static int conn_is_open(struct conn *c)
 
 static void conn_lost_locked(struct conn *c)
 {
-    cuc_channel_destroy(c->ch); /* imports live on; their releases are no-ops */
-    c->ch = NULL;
+    cuc_channel *ch = c->ch;
+
+    c->ch = NULL; /* before the destroy: a fork child reads it unlocked */
+    c->out_of_step = 0;
+    cuc_channel_destroy(ch); /* imports live on; their releases are no-ops */
     __atomic_store_n(&c->gone, 1, __ATOMIC_RELAXED);
 }
 
@@ -778,20 +796,67 @@ static int next_reply_locked(struct conn *c, cuc_msg **reply, uint32_t *tag, int
     }
 }
 
-/* Reads and drops the replies of requests that timed out (c->mu held):
- * the exporter answers in order, so the next reply is then our own. */
-static int skip_owed_locked(struct conn *c)
+/* Gives back the VMM leases a reply brought (c->mu held): one dropped
+ * unread must not keep the exporter's memory. */
+static void release_vmm_leases_locked(struct conn *c, const cuc_msg *reply)
 {
+    size_t n = cuc_msg_record_count(reply), i, k = 0;
+    uint64_t *ids = calloc(n ? n : 1, sizeof(*ids));
+    struct cuc_vmm_record vr;
+
+    if (!ids)
+        return;
+    for (i = 0; i < n; i++)
+        if (cuc_msg_read_vmm(reply, i, &vr) == 0)
+            ids[k++] = vr.lease_id;
+    if (k && c->ch)
+        cuc_channel_release(c->ch, ids, k);
+    free(ids);
+}
+
+/* A reply nobody waits for (its request timed out), dropped (c->mu held). */
+static void drop_reply_locked(struct conn *c, cuc_msg *m, int fd)
+{
+    if (fd >= 0)
+        close(fd);
+    release_vmm_leases_locked(c, m);
+    cuc_msg_destroy(m);
+}
+
+/* 1 if the reply (tag, fd) is the REPLY_OK of the REQ_SYNC with nonce. */
+static int is_synced(uint32_t tag, int fd, uint64_t nonce)
+{
+    uint64_t got = 0;
+
+    return tag == REPLY_OK && fd >= 0 && pread(fd, &got, sizeof(got), 0) == sizeof(got) &&
+           got == nonce;
+}
+
+/* After a request timed out, its reply may still come, or never (the
+ * exporter dropped the request). A REQ_SYNC with a fresh nonce is
+ * answered after everything before it, holding the nonce: the replies
+ * read until that one are late ones, dropped (c->mu held). On a failure
+ * the connection stays out of step, and the next request tries again. */
+static int resync_locked(struct conn *c)
+{
+    uint64_t nonce = ((uint64_t)py_pid() << 32) ^ ++c->nonces;
     uint32_t tag;
     cuc_msg *m;
-    int fd, rc = 0;
+    int fd, rc, synced = 0;
 
-    while (c->owed && (rc = next_reply_locked(c, &m, &tag, &fd)) == 0) {
-        if (fd >= 0)
-            close(fd);
+    if (!c->out_of_step)
+        return 0;
+    rc = data_msg(REQ_SYNC, &nonce, sizeof(nonce), &m);
+    if (rc == 0) {
+        rc = cuc_channel_send(c->ch, m);
         cuc_msg_destroy(m);
-        c->owed--;
     }
+    while (rc == 0 && !synced && (rc = next_reply_locked(c, &m, &tag, &fd)) == 0) {
+        synced = is_synced(tag, fd, nonce);
+        drop_reply_locked(c, m, fd);
+    }
+    if (synced)
+        c->out_of_step = 0;
     return rc;
 }
 
@@ -807,13 +872,13 @@ static int request(struct conn *c, cuc_msg *req, cuc_msg **reply, uint32_t *tag,
     pthread_mutex_lock(&c->mu);
     rc = conn_open_locked(c);
     if (rc == 0)
-        rc = skip_owed_locked(c);
+        rc = resync_locked(c);
     if (rc == 0)
         rc = cuc_channel_send(c->ch, req);
     if (rc == 0) {
         rc = next_reply_locked(c, reply, tag, fd);
         if (rc == CUC_E_TIMEOUT)
-            c->owed++; /* its reply may still come: skipped before the next request */
+            c->out_of_step = 1; /* its reply may still come: resync_locked() */
     }
     if (rc == CUC_E_PEER_CLOSED)
         conn_lost_locked(c);
@@ -856,13 +921,10 @@ void share_conn_drain(struct conn *c)
         take_fd_record(m, &tag, &fd);
         if (fd >= 0 && tag == NOTICE_STALE) {
             read_notice(c, fd);
+            cuc_msg_destroy(m);
         } else {
-            if (fd >= 0)
-                close(fd);
-            if (c->owed)
-                c->owed--; /* a reply nobody waits for (its request timed out) */
+            drop_reply_locked(c, m, fd); /* a late reply: the resync still runs */
         }
-        cuc_msg_destroy(m);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -904,22 +966,11 @@ static int reply_status(int fd, uint32_t tag, pid_t pid)
  * exporter ignores), not when this process ends. */
 static void give_back(struct conn *c, cuc_msg *reply)
 {
-    size_t n = cuc_msg_record_count(reply), i, k = 0;
-    uint64_t *ids = calloc(n ? n : 1, sizeof(*ids));
-    struct cuc_vmm_record vr;
-
-    if (!ids)
-        return;
-    for (i = 0; i < n; i++)
-        if (cuc_msg_read_vmm(reply, i, &vr) == 0)
-            ids[k++] = vr.lease_id;
     Py_BEGIN_ALLOW_THREADS /* c->mu may be held through a whole request */
     pthread_mutex_lock(&c->mu);
-    if (k && c->ch)
-        cuc_channel_release(c->ch, ids, k);
+    release_vmm_leases_locked(c, reply);
     pthread_mutex_unlock(&c->mu);
     Py_END_ALLOW_THREADS
-    free(ids);
 }
 
 /* One request (tag, data) and its reply: the reply's last object (pools
@@ -1044,7 +1095,7 @@ static PyObject *load_buffer(struct conn *c, const char *path, pid_t pid, Py_buf
     if (sync) {
         o = ask(c, "buffer", REQ_CLAIM, &token, sizeof(token));
         if (!o)
-            goto fail_msg;
+            goto fail_claim; /* it may have been served late: claimed and released */
         Py_DECREF(o);
     }
     rc = cuc_msg_get_buffer(m, 0, &b);

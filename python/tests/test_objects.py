@@ -1,4 +1,5 @@
 """Objects, errors and pickle in one process."""
+import os
 import pickle
 
 import pytest
@@ -443,27 +444,36 @@ def test_timeout_and_count_arguments():
     b.close()
 
 
-def waiting_call(start, wake, refuse, attempts=5):
-    """Runs START on a thread until it is inside the library's call (the
-    GIL let go), then REFUSE, which must raise CUC_E_BUSY, then WAKE,
-    which makes START return. A try that ran before the call began is
-    repeated (START's thread then sees the object closed: it returns)."""
+def waiting_call(make, start, wake, refuse, attempts=5):
+    """Makes an object (MAKE), runs START(obj) on a thread until it is
+    inside the library's call (the GIL let go), then REFUSE(obj), which
+    must raise CUC_E_BUSY, then WAKE(obj), which makes START return: the
+    object and START's result. A try whose REFUSE came before the call
+    began (it closed the object) is repeated with a new object."""
     import threading
     import time
 
     for _ in range(attempts):
-        started, out = threading.Event(), []
-        t = threading.Thread(target=lambda: (started.set(), out.append(start())))
+        obj, started, out = make(), threading.Event(), []
+
+        def run():
+            started.set()
+            try:
+                out.append(start(obj))
+            except (ValueError, cucore.Error) as e:  # closed before it began
+                out.append(e)
+
+        t = threading.Thread(target=run)
         t.start()
         started.wait()
         time.sleep(0.05)  # into the call
         try:
-            refuse()
+            refuse(obj)
         except cucore.Error as e:
             assert e.code == "CUC_E_BUSY" and "another thread is" in str(e)
-            wake()
+            wake(obj)
             t.join()
-            return out[0]
+            return obj, out[0]
         t.join()
     raise AssertionError("the call never started within %d tries" % attempts)
 
@@ -473,21 +483,33 @@ def test_channel_close_refused_while_another_thread_waits_in_it(tmp_path):
     thread is in recv on the channel (the library's destroy must not race
     it: it would free the channel under that call); a second accept on a
     listener, and its close, refuse while one thread accepts."""
-    a, b = cucore.Channel.pair()
-    got = waiting_call(lambda: a.recv(timeout=30), lambda: b.send(cucore.Device(0)), a.close)
-    assert got == (cucore.Device(0),)
-    got = waiting_call(lambda: a.recv(timeout=30), lambda: b.send(cucore.Device(0)),
-                       lambda: a.__exit__(None, None, None))
-    a.close()
-    b.close()
+    for refuse in (lambda p: p[0].close(), lambda p: p[0].__exit__(None, None, None)):
+        (a, b), got = waiting_call(cucore.Channel.pair, lambda p: p[0].recv(timeout=30),
+                                   lambda p: p[1].send(cucore.Device(0)), refuse)
+        assert got == (cucore.Device(0),)
+        a.close()
+        b.close()
     path = str(tmp_path / "l.sock")
-    with cucore.listen(path) as listener:
-        peer = []
-        accepted = waiting_call(lambda: listener.accept(timeout=30),
-                                lambda: peer.append(cucore.Channel.connect(path, timeout=5)),
-                                lambda: (listener.accept(timeout=0), listener.close()))
-        accepted.close()
-        peer[0].close()
+    peer = []
+
+    def make():
+        if os.path.exists(path):
+            os.unlink(path)
+        return cucore.listen(path)
+
+    def refuse(listener):  # a second accept refuses too; then the close (its error)
+        try:
+            listener.accept(timeout=0)
+        except cucore.Error as e:
+            assert e.code in ("CUC_E_BUSY", "CUC_E_TIMEOUT")  # TIMEOUT: not yet accepting
+        listener.close()
+
+    listener, accepted = waiting_call(
+        make, lambda listener: listener.accept(timeout=30),
+        lambda listener: peer.append(cucore.Channel.connect(path, timeout=5)), refuse)
+    accepted.close()
+    peer[0].close()
+    listener.close()
 
 
 def test_fd_numbers_are_ints_in_range():

@@ -173,9 +173,11 @@ def test_hostile_lease_ops_refused_and_served_on():
         got = raw.request(REQ_CLAIM, size=(1 << 32) - 1)
         assert refused(got)
         assert refused(raw.request(REQ_CLAIM, fd=r))
-        # replies and notices are not requests
-        for tag in (REPLY_OK, NOTICE_STALE, REQ_SYNC):
+        # replies and notices are not requests; a sync holds nothing or a nonce
+        for tag in (REPLY_OK, NOTICE_STALE):
             assert refused(raw.request(tag, ops(held_token)))
+        assert refused(raw.request(REQ_SYNC, ops(held_token, held_token)))
+        assert raw.request(REQ_SYNC, ops(held_token)) == [(REPLY_OK, ops(held_token))]
         for fd in (r, w, a, b):
             os.close(fd)
         assert state() == before  # nothing ended, nothing leased

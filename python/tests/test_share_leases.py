@@ -534,3 +534,62 @@ def test_exporters_fork_child_does_not_keep_its_share_point():
         if sleeper:
             os.kill(sleeper, signal.SIGKILL)
         child.conn.close()
+
+
+def test_request_the_exporter_dropped_does_not_jam_the_connection():
+    """The exporter, short of fds, drops our pool request (CUC_E_LIMIT): no
+    answer ever comes and the load times out. Once it has fds again, the
+    next request on the connection resynchronizes (a REQ_SYNC whose nonce
+    comes back after everything before it) and goes through, where it
+    used to wait for the missing answer, and time out, every time."""
+    if N < 2:
+        pytest.skip("needs two devices: a pool on each")
+    child = Child("spawn", None)
+    try:
+        (on0,) = child.call("export_n", 0, 1)
+        a = pickle.loads(on0)  # the connection up
+        cucore._core._share_flush()
+        os.environ["CUCORE_SHARE_TIMEOUT_MS"] = "1000"
+        try:
+            for _ in range(5):  # until the request meets the starved exporter
+                (on1,) = child.call("export_n", 1, 1)
+                assert child.call("starve_fds") is True
+                try:
+                    pickle.loads(on1).close()  # an fd came free there meanwhile
+                except cucore.TimeoutError:
+                    break
+                finally:
+                    child.call("feed_fds")
+            else:
+                raise AssertionError("no request met the starved exporter")
+        finally:
+            del os.environ["CUCORE_SHARE_TIMEOUT_MS"]
+        b = pickle.loads(on1)
+        assert b.device is cucore.Device(1) and b.to_bytes() == b"\x30" * 32
+        for o in (a, b):
+            o.close()
+    finally:
+        child.close()
+
+
+def test_dead_unreaped_exporter_is_gone_at_once():
+    """An exporter that died and is not yet reaped (a zombie: kill(pid, 0)
+    still finds it) has nobody listening: loading its pool names it gone
+    at once, where the connect was retried for 10 s each time."""
+    child = Child("spawn", None)
+    data = child.call("export_pool", 0)
+    pid = child.proc.pid
+    child.conn.send(("exit_now", ()))
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.01)
+    try:
+        for _ in range(2):
+            with pytest.raises(cucore.ExporterGoneError):
+                pickle.loads(data)
+    finally:
+        child.proc.join(30)
+        child.conn.close()
