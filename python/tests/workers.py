@@ -195,7 +195,7 @@ def handle(op, objs):
     if op == "feed_fds":  # after the share point failed a receive for want of fds
         import resource
         import time
-        deadline = time.time() + 30
+        deadline = time.time() + (objs[0] if objs else 30)
         while cucore._core._share_stats()["transient_fails"] == 0 and time.time() < deadline:
             time.sleep(0.01)
         for fd in KEPT.pop("starved"):
