@@ -492,7 +492,7 @@ static void test_listener_fork_child(void)
     CHECK(pid >= 0);
     if (pid == 0) {
         int rc = cuc_listener_accept(l, 0, &ch);
-        int named = strstr(cuc_errmsg(), "inherited it through fork") != NULL;
+        int named = strstr(cuc_errmsg(), "inherited by this process") != NULL;
 
         cuc_listener_destroy(l);
         _exit(rc == CUC_E_FORKED && named && lstat(path, &st) == 0 ? 0 : 1);

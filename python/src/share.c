@@ -257,8 +257,6 @@ static void serve(cuc_channel *ch, cuc_msg *req, struct lessee *l)
     free(data);
 }
 
-/* One importer: serves its requests and lease ops; its releases and its
- * death end its leases (the deferred frees run here). */
 /* The sockets of the connections this share point serves, so that a fork
  * child closes its copies: an importer then sees this process's end when
  * it exits, not when the child does. */
@@ -297,6 +295,8 @@ static void served_remove(int fd)
     pthread_mutex_unlock(&served.mu);
 }
 
+/* One importer: serves its requests and lease ops; its releases and its
+ * death end its leases (the deferred frees run here). */
 static void *conn_main(void *arg)
 {
     cuc_channel *ch = arg;

@@ -134,11 +134,8 @@ int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch)
     if (!l || !ch || timeout_ms < -1)
         return cuc__seterr(CUC_E_INVALID, "cuc_listener_accept: %s",
                            l && ch ? "timeout below -1" : "NULL argument");
-    if (l->owner != cuc__pid())
-        return cuc__seterr(CUC_E_FORKED, "cuc_listener_accept: the listener at \"%s\" "
-                           "belongs to process %ld; this process (%ld) inherited it "
-                           "through fork and would take its peers", l->path,
-                           (long)l->owner, (long)cuc__pid());
+    if (cuc__check_owner(l->owner, "cuc_listener_accept", "listener"))
+        return CUC_E_FORKED; /* its peers are the parent's */
     for (;;) {
         fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0)
