@@ -50,5 +50,6 @@ __all__ = [
 ]
 
 # The share point is gone at exit (its socket file removed); the threads
-# serving importers end with the process.
-atexit.register(_core._share_close)
+# serving importers end with the process. A pickle of an object with memory
+# after this (a daemon thread) raises instead of starting another.
+atexit.register(_core._share_exit)

@@ -5,6 +5,7 @@ Every error carries ``code`` (the ``CUC_E_*`` name) and ``message`` (what
 so a worker's error reaches the parent intact.
 """
 import builtins
+import errno
 import pickle
 
 
@@ -41,7 +42,14 @@ class PeerClosedError(Error):
 
 
 class TimeoutError(Error, builtins.TimeoutError):
-    """Nothing came in time."""
+    """Nothing came in time. As every OSError, ``errno`` is a number
+    (ETIMEDOUT); ``code`` is the CUC_E_* name."""
+
+    def __init__(self, code, message):
+        super().__init__(code, message)
+        # OSError took the two arguments as (errno, strerror).
+        self.errno = errno.ETIMEDOUT
+        self.strerror = message
 
 
 class ForeignHostError(Error):

@@ -200,6 +200,7 @@ PyObject *share_reduce_vmm(PyVmm *v);
 PyObject *py_load_shared(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *py_share_point(PyObject *self, PyObject *noargs);
 PyObject *py_share_close(PyObject *self, PyObject *noargs);
+PyObject *py_share_exit(PyObject *self, PyObject *noargs);
 PyObject *py_host_id(PyObject *self, PyObject *noargs);
 void share_vmm_forget(uint64_t token);
 int share_init(PyObject *module);

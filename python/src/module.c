@@ -24,6 +24,7 @@ static PyMethodDef methods[] = {
     {"share_point", py_share_point, METH_NOARGS, "this process's share point (starts it)"},
     {"host_id", py_host_id, METH_NOARGS, "hostname/machine-id, as pickles carry it"},
     {"_share_close", py_share_close, METH_NOARGS, NULL},
+    {"_share_exit", py_share_exit, METH_NOARGS, NULL},
     {"_share_flush", py_share_flush, METH_NOARGS, NULL},
     {"wrap", (PyCFunction)(void (*)(void))py_wrap, METH_VARARGS | METH_KEYWORDS,
      "wrap(device, ptr, size): cuMemAlloc'd memory as a Buffer (legacy CUDA IPC); the "

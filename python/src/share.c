@@ -74,7 +74,8 @@ static struct {
     size_t nvmm;
     uint64_t next_token;
     unsigned gen; /* counts starts: the strings of share_strings() follow it */
-} srv = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, "", 0, 0, NULL, 0, 1, 0};
+    pid_t exited; /* the process whose atexit stop ran: it starts no other */
+} srv = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, "", 0, 0, NULL, 0, 1, 0, 0};
 
 static char host_id[512];
 static uint64_t transient_fails; /* atomic: receives that failed for the moment */
@@ -375,6 +376,13 @@ static int share_start_locked(void)
 
     if (srv.l && srv.pid == py_pid())
         return 0;
+    if (srv.exited == py_pid()) {
+        /* A daemon thread pickling after atexit: a new socket would outlive us. */
+        py_raise_fmt(CUC_E_INVALID, "pid %ld is exiting: its share point closed at exit, "
+                     "so objects with memory can no longer be pickled here; pickle "
+                     "them before the interpreter exits", (long)py_pid());
+        return -1;
+    }
     if (share_dir(dir, sizeof(dir))) {
         py_raise_fmt(CUC_E_PERMISSION, "no private directory for the share point: "
                      "set XDG_RUNTIME_DIR, or fix /tmp/cucore-%ld (mode 0700, ours)",
@@ -443,14 +451,34 @@ static void share_stop(void)
     pthread_mutex_unlock(&srv.mu);
 }
 
+static void share_close(int at_exit)
+{
+    Py_BEGIN_ALLOW_THREADS
+    claim_close(); /* the releases queued go out before we exit; later drops are ours */
+    if (at_exit) {
+        pthread_mutex_lock(&srv.mu);
+        srv.exited = py_pid();
+        pthread_mutex_unlock(&srv.mu);
+    }
+    share_stop();
+    Py_END_ALLOW_THREADS
+}
+
+/* _share_close(): stops the share point; the next pickle starts another. */
 PyObject *py_share_close(PyObject *self, PyObject *noargs)
 {
     (void)self;
     (void)noargs;
-    Py_BEGIN_ALLOW_THREADS
-    claim_close(); /* the releases queued go out before we exit; later drops are ours */
-    share_stop();
-    Py_END_ALLOW_THREADS
+    share_close(0);
+    return Py_NewRef(Py_None);
+}
+
+/* _share_exit(): atexit's stop; no share point starts again in this process. */
+PyObject *py_share_exit(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    share_close(1);
     return Py_NewRef(Py_None);
 }
 

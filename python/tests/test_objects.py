@@ -1,4 +1,5 @@
 """Objects, errors and pickle in one process."""
+import errno
 import os
 import pickle
 
@@ -379,8 +380,12 @@ def test_channel_pair_in_process():
     assert got[0] is d and got[1] is cucore.Stream.per_thread(d)
     assert got[2] == cucore.LaunchConfig(1, 32)
     assert got[3] is pool and got[4] is buf
-    with pytest.raises(cucore.TimeoutError):
+    with pytest.raises(cucore.TimeoutError) as e:
         b.recv(timeout=0)
+    assert e.value.errno == errno.ETIMEDOUT and e.value.code == "CUC_E_TIMEOUT"
+    again = rt(e.value)
+    assert type(again) is cucore.TimeoutError and again.errno == errno.ETIMEDOUT
+    assert again.code == "CUC_E_TIMEOUT" and again.message == e.value.message
     with pytest.raises(cucore.NotSerializableError):
         pickle.dumps(a)
     # The buffer's lease is still held by b's side: closing a keeps the

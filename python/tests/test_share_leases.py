@@ -385,6 +385,38 @@ def test_exit_while_a_thread_pickles():
     assert p.stdout == "exiting\n"
 
 
+def test_no_share_point_starts_after_exit():
+    """A pickle after cucore's atexit stop (an atexit handler that runs
+    later, or a daemon thread) is refused, naming the pid: a share point
+    started then would leave its socket file behind. Before, it started
+    one, and the file stayed after the process had gone."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import atexit, os, pickle
+        def late():  # registered first: runs after cucore's own handler
+            try:
+                pickle.dumps(buf)
+                print("pickled", flush=True)
+            except cucore.Error as e:
+                print(e.code, str(os.getpid()) in e.message, flush=True)
+        atexit.register(late)
+        import cucore
+        buf = cucore.Pool(0).allocate(64)
+        print(os.getpid(), cucore.share_point(), flush=True)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    first, outcome = p.stdout.splitlines()
+    pid, path = first.split(" ", 1)
+    assert outcome == "CUC_E_INVALID True"
+    assert not [f for f in os.listdir(os.path.dirname(path))
+                if f.startswith("cucore-share-%s-" % pid)]
+
+
 def test_exporter_short_of_fds_keeps_serving_the_importer():
     """The exporter (a child) has no fd free for a moment when our claim
     arrives (a message with a memfd, which the library drops: CUC_E_LIMIT).
