@@ -140,6 +140,7 @@ static int launch(int simulated, cuc_stream *s, const cuc_launch_config *cfg, cu
     cuc_buffer *buf;
     void *dptr;
     void *args[2] = {&dptr, &n}; /* one pointer per kernel parameter */
+    size_t sizes[2] = {sizeof(dptr), sizeof(n)}; /* checked against the kernel's */
     int rc;
 
     rc = alloc_output(s, bytes, &pool, &buf);
@@ -148,7 +149,7 @@ static int launch(int simulated, cuc_stream *s, const cuc_launch_config *cfg, cu
         return rc;
     }
     dptr = cuc_buffer_ptr(buf);
-    rc = cuc_launch(s, cfg, k, args);
+    rc = cuc_launch_checked(s, cfg, k, args, sizes, 2);
     if (simulated) {
         /* The simulator validates the launch but runs no device code: it
          * must refuse it, with CUC_E_NOT_SUPPORTED. */

@@ -52,6 +52,8 @@
     X(cuLibraryUnload)                                                         \
     X(cuLibraryGetKernel)                                                      \
     X(cuKernelGetFunction)                                                     \
+    X(cuKernelGetParamInfo)                                                    \
+    X(cuFuncGetParamInfo)                                                      \
     X(cuLaunchKernelEx)                                                        \
     X(cuMemcpyAsync)                                                           \
     X(cuMemcpyHtoDAsync)                                                       \

@@ -1,7 +1,10 @@
-/* Module images: finds the kernel names of PTX text, cubin (ELF64, EM_CUDA)
- * and fatbin images. Images are untrusted: every offset, size and count is
- * checked against the extent the image's own headers declare (cuLibraryLoad-
- * Data gets no length), or against the entry that holds it. */
+/* Module images: finds the kernels of PTX text, cubin (ELF64, EM_CUDA) and
+ * fatbin images, and each kernel's parameters as the device lays them out
+ * (cuKernelGetParamInfo): from the .entry's parameter list in PTX, from the
+ * EIATTR_KPARAM_INFO records of .nv.info.NAME in a cubin. Images are
+ * untrusted: every offset, size and count is checked against the extent the
+ * image's own headers declare (cuLibraryLoadData gets no length), or against
+ * the entry or section that holds it. */
 #include "sim_internal.h"
 #include "sim_decompress.h"
 
@@ -18,6 +21,20 @@
 #define ELF_STT_FUNC 2
 #define ELF_STB_LOCAL 0
 #define ELF_STO_CUDA_ENTRY 0x10
+#define ELF_SHT_CUDA_INFO 0x70000000u /* .nv.info and .nv.info.NAME */
+
+/* .nv.info records: {u8 format, u8 attribute, ...} */
+#define EIFMT_NVAL 1 /* no value: 4 bytes in all */
+#define EIFMT_BVAL 2 /* a byte value: 4 bytes in all */
+#define EIFMT_HVAL 3 /* the u16 at +2: 4 bytes in all */
+#define EIFMT_SVAL 4 /* u16 size at +2, then that many bytes */
+#define EIATTR_PARAM_CBANK 0x0a
+#define EIATTR_KPARAM_INFO 0x17
+#define EIATTR_CBANK_PARAM_SIZE 0x19
+#define EIATTR_KPARAM_INFO_V2 0x45
+#define KPARAM_INFO_LEN 12
+#define PARAM_CBANK_LEN 8
+#define NVINFO_PREFIX ".nv.info."
 
 #define FATBIN_MAGIC 0xBA55ED50u
 #define FATBIN_WRAPPER_MAGIC 0x466243b1u
@@ -43,42 +60,106 @@ static uint64_t rd64(const unsigned char *p)
     return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
 }
 
+/* A parameter list being built; handed to names_add. */
+struct plist {
+    struct sim_param *v;
+    size_t n, cap;
+};
+
+static void plist_free(struct plist *pl)
+{
+    free(pl->v);
+    pl->v = NULL;
+    pl->n = pl->cap = 0;
+}
+
+/* Appends a parameter. -1 past SIM_PARAMS_MAX, or out of memory. */
+static int plist_push(struct plist *pl, uint32_t offset, uint32_t size)
+{
+    if (pl->n >= SIM_PARAMS_MAX)
+        return -1;
+    if (pl->n == pl->cap) {
+        size_t nc = pl->cap ? pl->cap * 2 : 8;
+        struct sim_param *nv = realloc(pl->v, nc * sizeof(*nv));
+        if (!nv)
+            return -1;
+        pl->v = nv;
+        pl->cap = nc;
+    }
+    pl->v[pl->n].offset = offset;
+    pl->v[pl->n].size = size;
+    pl->n++;
+    return 0;
+}
+
+static void kname_set_params(struct sim_kname *k, struct plist *pl,
+                             enum sim_params_src src)
+{
+    free(k->params);
+    k->params = pl->n ? pl->v : NULL;
+    k->nparams = pl->n;
+    k->src = src;
+    if (!pl->n)
+        free(pl->v);
+    pl->v = NULL;
+    pl->n = pl->cap = 0;
+}
+
 void sim_names_free(struct sim_names *names)
 {
-    for (size_t i = 0; i < names->n; i++)
-        free(names->v[i]);
+    for (size_t i = 0; i < names->n; i++) {
+        free(names->v[i].name);
+        free(names->v[i].params);
+    }
     free(names->v);
     names->v = NULL;
     names->n = names->cap = 0;
 }
 
-/* Adds a copy of [s, s+len) unless present. 0, or -1 on failure. */
-static int names_add(struct sim_names *names, const char *s, size_t len)
+/* Adds a copy of [s, s+len) with the parameters in pl (taken from src),
+ * unless the name is there: then its parameters are replaced only when src
+ * ranks higher (a fatbin's cubin over its PTX). pl is consumed either way.
+ * 0, or -1 on failure. */
+static int names_add(struct sim_names *names, const char *s, size_t len,
+                     struct plist *pl, enum sim_params_src src)
 {
+    struct sim_kname *k;
     char *c;
 
     if (len == 0 || len > SIM_NAME_MAX)
-        return -1;
-    for (size_t i = 0; i < names->n; i++)
-        if (strlen(names->v[i]) == len && memcmp(names->v[i], s, len) == 0)
+        goto fail;
+    for (size_t i = 0; i < names->n; i++) {
+        k = &names->v[i];
+        if (strlen(k->name) == len && memcmp(k->name, s, len) == 0) {
+            if (src > k->src)
+                kname_set_params(k, pl, src);
+            plist_free(pl);
             return 0;
+        }
+    }
     if (names->n >= SIM_NAMES_MAX)
-        return -1;
+        goto fail;
     if (names->n == names->cap) {
         size_t nc = names->cap ? names->cap * 2 : 8;
-        char **nv = realloc(names->v, nc * sizeof(*nv));
+        struct sim_kname *nv = realloc(names->v, nc * sizeof(*nv));
         if (!nv)
-            return -1;
+            goto fail;
         names->v = nv;
         names->cap = nc;
     }
     c = malloc(len + 1);
     if (!c)
-        return -1;
+        goto fail;
     memcpy(c, s, len);
     c[len] = '\0';
-    names->v[names->n++] = c;
+    k = &names->v[names->n++];
+    memset(k, 0, sizeof(*k));
+    k->name = c;
+    kname_set_params(k, pl, src);
     return 0;
+fail:
+    plist_free(pl);
+    return -1;
 }
 
 /* ---- PTX ---------------------------------------------------------------- */
@@ -99,6 +180,291 @@ static int ptx_space(int c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
            c == '\v';
+}
+
+/* ---- PTX parameter lists ------------------------------------------------
+ * .entry NAME ( .param [.align N] TYPE [.ptr [SPACE]] [.align M] NAME[D],
+ * ... ): the PTX ISA's grammar ("Kernel Function Parameters", the .ptr
+ * attribute) as ptxas 13.0 takes it, and what nvcc writes (`.param .u64
+ * k_param_0`, `.param .align 16 .b8 k_param_6[32]`). What ptxas
+ * (-arch=sm_90) made of hand-written lists, read back from the cubin's
+ * KPARAM_INFO records, decides the rest:
+ *  - a parameter is aligned to the larger of its element's size and the
+ *    .align N before its type; the .align M after it moves nothing, with
+ *    .ptr (where it is the pointee's) or without;
+ *  - the alignment holds for the parameter's address in sm_90's constant
+ *    bank, where the parameters start at 0x210 (PARAM_CBANK's offset), not
+ *    for its offset: `.param .u8 a, .param .align 64 .b8 b[4]` puts b at
+ *    48; below 32 the two agree;
+ *  - one dimension at most (`x[2][3]` is a syntax error), not 0, not
+ *    empty; no .pred, .f16x2 or .bf16 parameter;
+ *  - at most 32764 bytes, from 0 to the last parameter's end (ptxas
+ *    checks its limit with the alignments counted from 0, and so takes a
+ *    lone `.align 65536` parameter it puts at 65008: the sim does not);
+ *  - no .texref / .samplerref / .surfref: ptxas gives the first and last
+ *    no place in the parameter space (offset 0xffff, size 0), which the
+ *    sim does not model, so it refuses them all.
+ * No list, or (), is no parameters. */
+
+#define SIM_PARAM_BANK_BASE 0x210u /* sm_90: the parameters in c[0x0] */
+
+/* Skips blanks and comments; an unterminated comment runs to the end. */
+static size_t ptx_skip(const char *t, size_t n, size_t i)
+{
+    for (;;) {
+        while (i < n && ptx_space((unsigned char)t[i]))
+            i++;
+        if (i + 1 < n && t[i] == '/' && t[i + 1] == '/') {
+            while (i < n && t[i] != '\n')
+                i++;
+        } else if (i + 1 < n && t[i] == '/' && t[i + 1] == '*') {
+            i += 2;
+            while (i + 1 < n && !(t[i] == '*' && t[i + 1] == '/'))
+                i++;
+            i = i + 1 < n ? i + 2 : n;
+        } else {
+            return i;
+        }
+    }
+}
+
+/* Length of the directive at t[i] ('.' and identifier characters, so that
+ * ".ptr.global.align" is three), 0 when there is none. */
+static size_t ptx_word(const char *t, size_t n, size_t i)
+{
+    size_t j = i + 1;
+
+    if (i >= n || t[i] != '.')
+        return 0;
+    while (j < n && ptx_ident_char((unsigned char)t[j]))
+        j++;
+    return j - i;
+}
+
+static int word_is(const char *t, size_t i, size_t len, const char *w)
+{
+    return len == strlen(w) && memcmp(t + i, w, len) == 0;
+}
+
+static int digit_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return 99;
+}
+
+/* An integer constant as PTX writes them (decimal, 0x hex, 0b binary, 0
+ * octal, an optional U) at t[*i]. Anything above UINT32_MAX is refused:
+ * no dimension or alignment that large fits the parameter space. */
+static int ptx_uint(const char *t, size_t n, size_t *i, uint32_t *out)
+{
+    size_t j = *i, digits = 0;
+    unsigned base = 10;
+    uint64_t v = 0;
+
+    if (j >= n || t[j] < '0' || t[j] > '9')
+        return -1;
+    if (t[j] == '0' && j + 1 < n && (t[j + 1] == 'x' || t[j + 1] == 'X')) {
+        base = 16;
+        j += 2;
+    } else if (t[j] == '0' && j + 1 < n &&
+               (t[j + 1] == 'b' || t[j + 1] == 'B')) {
+        base = 2;
+        j += 2;
+    } else if (t[j] == '0') {
+        base = 8; /* its own 0 is a digit: "0" is zero */
+    }
+    for (; j < n && (unsigned)digit_value(t[j]) < base; j++, digits++) {
+        v = v * base + (unsigned)digit_value(t[j]);
+        if (v > UINT32_MAX)
+            return -1;
+    }
+    if (digits == 0)
+        return -1;
+    if (j < n && t[j] == 'U')
+        j++;
+    if (j < n && ptx_ident_char((unsigned char)t[j]))
+        return -1; /* "12abc", "09" */
+    *i = j;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int pow2(uint32_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+/* Bytes of a parameter type, 0 for one a kernel parameter cannot have. */
+static uint32_t ptx_type_size(const char *t, size_t i, size_t len)
+{
+    static const struct {
+        const char *name;
+        uint32_t size;
+    } types[] = {
+        {".b8", 1},  {".u8", 1},  {".s8", 1},  {".b16", 2}, {".u16", 2},
+        {".s16", 2}, {".f16", 2}, {".b32", 4}, {".u32", 4}, {".s32", 4},
+        {".f32", 4}, {".b64", 8}, {".u64", 8}, {".s64", 8}, {".f64", 8},
+        {".b128", 16},
+    };
+
+    for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++)
+        if (word_is(t, i, len, types[k].name))
+            return types[k].size;
+    return 0;
+}
+
+/* `.align N` at t[*pos], if there: *align = N, a power of two. */
+static int ptx_align(const char *t, size_t n, size_t *pos, uint32_t *align)
+{
+    size_t i = *pos, w = ptx_word(t, n, i);
+
+    if (!word_is(t, i, w, ".align"))
+        return 0;
+    i = ptx_skip(t, n, i + w);
+    if (ptx_uint(t, n, &i, align) || !pow2(*align))
+        return -1; /* (at most 2^31: no overflow in ptx_param) */
+    *pos = ptx_skip(t, n, i);
+    return 0;
+}
+
+/* `[.ptr [.const|.global|.local|.shared]] [.align M]` after a parameter's
+ * type: what it points to, which leaves its own layout alone. */
+static int ptx_pointee(const char *t, size_t n, size_t *pos)
+{
+    size_t i = *pos, w = ptx_word(t, n, i);
+    uint32_t ignored = 0;
+
+    if (word_is(t, i, w, ".ptr")) {
+        i = ptx_skip(t, n, i + w);
+        w = ptx_word(t, n, i);
+        if (word_is(t, i, w, ".const") || word_is(t, i, w, ".global") ||
+            word_is(t, i, w, ".local") || word_is(t, i, w, ".shared"))
+            i = ptx_skip(t, n, i + w);
+    }
+    if (ptx_align(t, n, &i, &ignored))
+        return -1;
+    *pos = i;
+    return 0;
+}
+
+/* An array dimension after a parameter's name, if there: size (the
+ * element's on entry) times it, within the parameter space. */
+static int ptx_dim(const char *t, size_t n, size_t *pos, uint64_t *size)
+{
+    size_t i = ptx_skip(t, n, *pos);
+    uint32_t dim;
+
+    if (i >= n || t[i] != '[')
+        return 0;
+    i = ptx_skip(t, n, i + 1);
+    if (ptx_uint(t, n, &i, &dim) || dim == 0)
+        return -1;
+    *size *= dim; /* both below 2^32: no overflow */
+    i = ptx_skip(t, n, i);
+    if (i >= n || t[i] != ']' || *size > SIM_PARAM_SPACE)
+        return -1;
+    *pos = i + 1;
+    return 0;
+}
+
+/* One `.param ...` at t[*pos], placed after *end (the bytes so far). */
+static int ptx_param(const char *t, size_t n, size_t *pos, struct plist *pl,
+                     uint32_t *end)
+{
+    size_t i = ptx_skip(t, n, *pos), w = ptx_word(t, n, i);
+    uint32_t align = 1, elem;
+    uint64_t size, at;
+
+    if (!word_is(t, i, w, ".param"))
+        return -1;
+    i = ptx_skip(t, n, i + w);
+    if (ptx_align(t, n, &i, &align))
+        return -1;
+    w = ptx_word(t, n, i);
+    elem = ptx_type_size(t, i, w);
+    if (elem == 0)
+        return -1;
+    i = ptx_skip(t, n, i + w);
+    if (ptx_pointee(t, n, &i))
+        return -1;
+    if (i >= n || !ptx_ident_first((unsigned char)t[i]))
+        return -1; /* no name */
+    for (i++; i < n && ptx_ident_char((unsigned char)t[i]); i++)
+        ;
+    size = elem;
+    if (ptx_dim(t, n, &i, &size))
+        return -1;
+    if (align < elem)
+        align = elem;
+    at = sim_round_up(SIM_PARAM_BANK_BASE + (uint64_t)*end, align) -
+         SIM_PARAM_BANK_BASE;
+    if (at + size > SIM_PARAM_SPACE ||
+        plist_push(pl, (uint32_t)at, (uint32_t)size))
+        return -1;
+    *end = (uint32_t)(at + size);
+    *pos = i;
+    return 0;
+}
+
+/* The parameter list that follows `.entry NAME` at t[*pos], if one does;
+ * *pos moves past its ')'. -1 when it is malformed or too large. */
+static int ptx_param_list(const char *t, size_t n, size_t *pos,
+                          struct plist *pl)
+{
+    size_t i = ptx_skip(t, n, *pos);
+    uint32_t end = 0;
+
+    if (i >= n || t[i] != '(')
+        return 0;
+    i = ptx_skip(t, n, i + 1);
+    if (i < n && t[i] == ')') {
+        *pos = i + 1;
+        return 0;
+    }
+    for (;;) {
+        if (ptx_param(t, n, &i, pl, &end))
+            return -1;
+        i = ptx_skip(t, n, i);
+        if (i < n && t[i] == ',') {
+            i++;
+            continue;
+        }
+        if (i < n && t[i] == ')') {
+            *pos = i + 1;
+            return 0;
+        }
+        return -1; /* cut short, or something else than ',' or ')' */
+    }
+}
+
+/* `.entry NAME [(params)]` after the directive at t[*pos]. */
+static CUresult ptx_entry(const char *t, size_t n, size_t *pos,
+                          struct sim_names *out)
+{
+    struct plist pl = {NULL, 0, 0};
+    size_t j = *pos, s;
+
+    while (j < n && ptx_space((unsigned char)t[j]))
+        j++;
+    s = j;
+    if (j >= n || !ptx_ident_first((unsigned char)t[j]))
+        return CUDA_ERROR_INVALID_PTX;
+    j++;
+    while (j < n && ptx_ident_char((unsigned char)t[j]))
+        j++;
+    *pos = j;
+    if (ptx_param_list(t, n, pos, &pl)) {
+        plist_free(&pl);
+        return CUDA_ERROR_INVALID_PTX;
+    }
+    if (names_add(out, t + s, j - s, &pl, SIM_PARAMS_PTX) != 0)
+        return CUDA_ERROR_INVALID_PTX;
+    return CUDA_SUCCESS;
 }
 
 /* Scans PTX text t[0..n) (no NUL inside) for `.version` and `.entry NAME`,
@@ -141,19 +507,12 @@ static CUresult scan_ptx(const char *t, size_t n, struct sim_names *out)
             if (j - i == 8 && memcmp(t + i, ".version", 8) == 0) {
                 have_version = 1;
             } else if (j - i == 6 && memcmp(t + i, ".entry", 6) == 0) {
-                size_t s;
+                CUresult rc;
                 if (!have_version)
                     return CUDA_ERROR_INVALID_IMAGE;
-                while (j < n && ptx_space((unsigned char)t[j]))
-                    j++;
-                s = j;
-                if (j >= n || !ptx_ident_first((unsigned char)t[j]))
-                    return CUDA_ERROR_INVALID_PTX;
-                j++;
-                while (j < n && ptx_ident_char((unsigned char)t[j]))
-                    j++;
-                if (names_add(out, t + s, j - s) != 0)
-                    return CUDA_ERROR_INVALID_PTX;
+                rc = ptx_entry(t, n, &j, out);
+                if (rc != CUDA_SUCCESS)
+                    return rc;
             }
             i = j;
             continue;
@@ -218,16 +577,16 @@ static int elf_section(const unsigned char *p, size_t ext, unsigned i,
     return 0;
 }
 
-static CUresult scan_elf(const unsigned char *p, size_t avail,
-                         struct sim_names *out)
+/* The kernels of the ELF at p[0..ext): defined global STT_FUNC symbols,
+ * only those flagged STO_CUDA_ENTRY when any is; their parameters unknown
+ * as yet. */
+static CUresult elf_kernels(const unsigned char *p, size_t ext,
+                            struct sim_names *out)
 {
-    size_t ext = elf_extent(p, avail);
-    unsigned shnum, pass;
+    unsigned shnum = rd16(p + 60), pass;
     int any_entry_flag = 0, found_symtab = 0;
+    struct plist none = {NULL, 0, 0};
 
-    if (ext == 0)
-        return CUDA_ERROR_INVALID_IMAGE;
-    shnum = rd16(p + 60);
     /* pass 0: validate and see whether kernels carry STO_CUDA_ENTRY;
      * pass 1: collect. */
     for (pass = 0; pass < 2; pass++) {
@@ -272,12 +631,246 @@ static CUresult scan_elf(const unsigned char *p, size_t avail,
                     continue; /* a device function, not a kernel */
                 if ((const char *)nul == str)
                     continue;
-                if (names_add(out, str, (size_t)((const char *)nul - str)))
+                if (names_add(out, str, (size_t)((const char *)nul - str),
+                              &none, SIM_PARAMS_UNKNOWN))
                     return CUDA_ERROR_INVALID_IMAGE;
             }
         }
     }
     return found_symtab ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+}
+
+
+/* One .nv.info record at s[o..len): its format, attribute and value (an
+ * SVAL's data, else the 2 bytes at +2). The offset of the next record, or
+ * 0 when this one is cut short or of an unknown format. */
+static uint64_t nvinfo_record(const unsigned char *s, uint64_t len,
+                              uint64_t o, unsigned *attr,
+                              const unsigned char **data, unsigned *dlen)
+{
+    if (len - o < 4)
+        return 0;
+    *attr = s[o + 1];
+    *data = s + o + 2;
+    *dlen = 2;
+    switch (s[o]) {
+    case EIFMT_NVAL:
+    case EIFMT_BVAL:
+    case EIFMT_HVAL:
+        return o + 4;
+    case EIFMT_SVAL:
+        *dlen = rd16(s + o + 2);
+        *data = s + o + 4;
+        if (*dlen > len - o - 4)
+            return 0;
+        return o + 4 + *dlen;
+    default:
+        return 0;
+    }
+}
+
+/* First pass over a .nv.info.NAME section: checks every record's framing,
+ * counts the KPARAM_INFO records and takes the least of the sizes that
+ * CBANK_PARAM_SIZE and PARAM_CBANK give the parameter space (*bound,
+ * UINT32_MAX when neither is there). */
+static int nvinfo_survey(const unsigned char *s, uint64_t len, size_t *count,
+                         uint32_t *bound)
+{
+    uint64_t o = 0;
+
+    *count = 0;
+    *bound = UINT32_MAX;
+    while (o < len) {
+        const unsigned char *d;
+        unsigned attr, dlen;
+        uint32_t b = UINT32_MAX;
+        uint64_t next = nvinfo_record(s, len, o, &attr, &d, &dlen);
+
+        if (next == 0)
+            return -1;
+        if (attr == EIATTR_KPARAM_INFO || attr == EIATTR_KPARAM_INFO_V2) {
+            if (s[o] != EIFMT_SVAL || dlen != KPARAM_INFO_LEN)
+                return -1;
+            (*count)++;
+        } else if (attr == EIATTR_CBANK_PARAM_SIZE && s[o] == EIFMT_HVAL) {
+            b = rd16(d);
+        } else if (attr == EIATTR_PARAM_CBANK && s[o] == EIFMT_SVAL) {
+            if (dlen != PARAM_CBANK_LEN)
+                return -1;
+            b = rd16(d + 6); /* u32 section, u16 offset, u16 size */
+        }
+        if (b < *bound)
+            *bound = b;
+        o = next;
+    }
+    return *count > SIM_PARAMS_MAX ? -1 : 0;
+}
+
+/* The parameters a .nv.info.NAME section lists (its framing checked by
+ * nvinfo_survey), one record each, last ordinal first as nvcc writes them.
+ * EIATTR_KPARAM_INFO, 12 bytes: u32 index (0), u16 ordinal, u16 offset,
+ * u32 with the size in bits 18-31 (below them the pointee's log2
+ * alignment, the space and the constant bank, as cuobjdump decodes them;
+ * not needed here). Where a size does not fit those 14 bits (a 20000-byte
+ * struct, or a 16384-byte array), nvcc 13.0 writes EIATTR_KPARAM_INFO_V2
+ * for every parameter of the kernel instead: u32 index, u16 ordinal, u16
+ * offset, u32 size. The ordinals must be 0..count-1, each once; the
+ * parameters must not overlap and must end within the parameter space and
+ * the bound the section gives. A section without either record is a
+ * kernel without parameters, which is what nvcc writes for one (and no
+ * CBANK_PARAM_SIZE either). */
+static int nvinfo_params(const unsigned char *s, uint64_t len,
+                         struct plist *pl)
+{
+    size_t count;
+    uint32_t bound, end = 0;
+    uint64_t o = 0;
+
+    if (nvinfo_survey(s, len, &count, &bound))
+        return -1;
+    if (count == 0)
+        return bound == UINT32_MAX || bound == 0 ? 0 : -1;
+    pl->v = calloc(count, sizeof(*pl->v));
+    if (!pl->v)
+        return -1;
+    pl->n = pl->cap = count;
+    while (o < len) {
+        const unsigned char *d;
+        unsigned attr, dlen, ord;
+        uint32_t off, size;
+
+        o = nvinfo_record(s, len, o, &attr, &d, &dlen);
+        if (o == 0)
+            return -1; /* (nvinfo_survey read the same bytes) */
+        if (attr != EIATTR_KPARAM_INFO && attr != EIATTR_KPARAM_INFO_V2)
+            continue;
+        ord = rd16(d + 4);
+        off = rd16(d + 6);
+        size = rd32(d + 8);
+        if (attr == EIATTR_KPARAM_INFO)
+            size >>= 18;
+        if (ord >= count || pl->v[ord].size != 0 || size == 0 ||
+            size > SIM_PARAM_SPACE || off + size > SIM_PARAM_SPACE)
+            return -1; /* (size bounded first: off + size cannot wrap) */
+        pl->v[ord].offset = off;
+        pl->v[ord].size = size; /* a size is never 0: ordinal taken */
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (pl->v[i].offset < end)
+            return -1; /* overlaps the one before: a size lies */
+        end = pl->v[i].offset + pl->v[i].size;
+    }
+    return end > bound ? -1 : 0;
+}
+
+static int kname_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct sim_kname *)a)->name,
+                  ((const struct sim_kname *)b)->name);
+}
+
+static int kname_key_cmp(const void *key, const void *b)
+{
+    return strcmp(key, ((const struct sim_kname *)b)->name);
+}
+
+/* Section i's name, when it is a .nv.info.NAME section: NAME, else NULL.
+ * *bad is set when the name lies outside the string table. */
+static const char *nvinfo_kernel(const unsigned char *p, unsigned i,
+                                 uint64_t stroff, uint64_t strsize, int *bad)
+{
+    const unsigned char *sh = p + rd64(p + 40) + (uint64_t)i * 64;
+    uint32_t nm = rd32(sh);
+    const char *name;
+
+    if (rd32(sh + 4) != ELF_SHT_CUDA_INFO)
+        return NULL;
+    if (nm >= strsize || !memchr(p + stroff + nm, '\0', strsize - nm)) {
+        *bad = 1;
+        return NULL;
+    }
+    name = (const char *)p + stroff + nm;
+    if (strncmp(name, NVINFO_PREFIX, sizeof(NVINFO_PREFIX) - 1) != 0)
+        return NULL;
+    return name + sizeof(NVINFO_PREFIX) - 1;
+}
+
+/* Gives the kernels in found (sorted here) the parameters of their
+ * .nv.info.NAME sections, found by the section names of e_shstrndx (an ELF
+ * without them has none). A kernel without such a section keeps
+ * SIM_PARAMS_UNKNOWN; one with two, or with a malformed one, makes the
+ * image invalid. */
+static CUresult elf_params(const unsigned char *p, size_t ext,
+                           struct sim_names *found)
+{
+    unsigned shnum = rd16(p + 60), shstr = rd16(p + 62);
+    uint32_t type, link;
+    uint64_t stroff, strsize, ent;
+
+    if (found->n == 0 || shstr == 0 || shstr >= shnum)
+        return CUDA_SUCCESS;
+    if (elf_section(p, ext, shstr, &type, &stroff, &strsize, &link, &ent))
+        return CUDA_ERROR_INVALID_IMAGE;
+    if (type != ELF_SHT_STRTAB)
+        return CUDA_SUCCESS;
+    qsort(found->v, found->n, sizeof(found->v[0]), kname_cmp);
+    for (unsigned i = 0; i < shnum; i++) {
+        struct plist pl = {NULL, 0, 0};
+        struct sim_kname *k;
+        uint64_t off, size;
+        int bad = 0;
+        const char *name = nvinfo_kernel(p, i, stroff, strsize, &bad);
+
+        if (bad)
+            return CUDA_ERROR_INVALID_IMAGE;
+        if (!name)
+            continue;
+        k = bsearch(name, found->v, found->n, sizeof(found->v[0]),
+                    kname_key_cmp);
+        if (!k)
+            continue; /* not a kernel's */
+        if (k->src == SIM_PARAMS_CUBIN ||
+            elf_section(p, ext, i, &type, &off, &size, &link, &ent) ||
+            nvinfo_params(p + off, size, &pl)) {
+            plist_free(&pl);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        kname_set_params(k, &pl, SIM_PARAMS_CUBIN);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Moves the kernels of from into out (names_add's rules). */
+static int names_merge(struct sim_names *out, struct sim_names *from)
+{
+    for (size_t i = 0; i < from->n; i++) {
+        struct sim_kname *k = &from->v[i];
+        struct plist pl = {k->params, k->nparams, k->nparams};
+
+        k->params = NULL;
+        k->nparams = 0;
+        if (names_add(out, k->name, strlen(k->name), &pl, k->src))
+            return -1;
+    }
+    return 0;
+}
+
+static CUresult scan_elf(const unsigned char *p, size_t avail,
+                         struct sim_names *out)
+{
+    struct sim_names found = {NULL, 0, 0};
+    size_t ext = elf_extent(p, avail);
+    CUresult rc;
+
+    if (ext == 0)
+        return CUDA_ERROR_INVALID_IMAGE;
+    rc = elf_kernels(p, ext, &found);
+    if (rc == CUDA_SUCCESS)
+        rc = elf_params(p, ext, &found);
+    if (rc == CUDA_SUCCESS && names_merge(out, &found))
+        rc = CUDA_ERROR_INVALID_IMAGE;
+    sim_names_free(&found);
+    return rc;
 }
 
 /* ---- fatbin ------------------------------------------------------------- */

@@ -167,14 +167,42 @@ CUresult sim_event_check(CUevent e);
 
 /* ---- libraries (sim_library.c, sim_image.c) --------------------------- */
 
-/* Kernel names found in an image. */
+/* What a kernel may take since CUDA 12.1 (and PTX ISA 8.1): 32764 bytes of
+ * parameters; the sim also refuses more than 4096 of them. An image that
+ * declares more is invalid. */
+#define SIM_PARAMS_MAX 4096
+#define SIM_PARAM_SPACE 32764
+
+/* One parameter in the device-side layout (cuKernelGetParamInfo). */
+struct sim_param {
+    uint32_t offset, size;
+};
+
+/* Where a kernel's parameter list came from. A fatbin may describe one
+ * kernel twice (its cubin and its PTX): the higher source wins. */
+enum sim_params_src {
+    SIM_PARAMS_UNKNOWN = 0, /* a cubin without .nv.info.NAME */
+    SIM_PARAMS_PTX,         /* the .entry's parameter list */
+    SIM_PARAMS_CUBIN        /* .nv.info.NAME: EIATTR_KPARAM_INFO records */
+};
+
+/* A kernel found in an image, with its parameters in ordinal order. */
+struct sim_kname {
+    char *name;
+    struct sim_param *params; /* nparams of them; NULL when none */
+    size_t nparams;
+    enum sim_params_src src;
+};
+
+/* The kernels found in an image. */
 struct sim_names {
-    char **v;
+    struct sim_kname *v;
     size_t n, cap;
 };
 void sim_names_free(struct sim_names *names);
 /* Reads a module image (PTX text, cubin ELF, fatbin) whose extent is only
- * known from its own headers. CUDA_ERROR_INVALID_IMAGE when malformed. */
+ * known from its own headers. CUDA_ERROR_INVALID_IMAGE when malformed,
+ * CUDA_ERROR_INVALID_PTX for PTX whose .entry or parameter list is. */
 CUresult sim_image_scan(const void *code, struct sim_names *out);
 /* Same with a known length (the test and fuzz entry). */
 CUresult sim_image_scan_len(const void *code, size_t len,

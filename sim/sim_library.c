@@ -1,6 +1,7 @@
-/* Libraries, kernels, functions and cuLaunchKernelEx. A library is the
- * list of kernel names found in its image (sim_image.c), or the reason the
- * image could not be read. As on the H200 (driver 580.159, lazy loading,
+/* Libraries, kernels, functions, their parameters (cuKernelGetParamInfo,
+ * cuFuncGetParamInfo) and cuLaunchKernelEx. A library is the list of
+ * kernels found in its image, each with its parameters (sim_image.c), or
+ * the reason the image could not be read. As on the H200 (driver 580.159, lazy loading,
  * EAGER too), cuLibraryLoadData takes any bytes and cuLibraryGetKernel is
  * where a malformed image is refused; the image is read at load all the
  * same, since the API gives no length and the caller may free it. The sim
@@ -25,6 +26,7 @@ struct CUkern_st {
     uint32_t magic;
     struct CUlib_st *lib;
     const char *name;
+    const struct sim_kname *info; /* its parameters, in lib->names */
     struct CUfunc_st *func[SIM_MAX_GPUS]; /* by context (visible ordinal) */
 };
 
@@ -137,7 +139,8 @@ SIM_API CUresult CUDAAPI cuLibraryLoadData(
     for (size_t i = 0; i < l->names.n; i++) {
         l->kernels[i].magic = SIM_KERN_MAGIC;
         l->kernels[i].lib = l;
-        l->kernels[i].name = l->names.v[i];
+        l->kernels[i].name = l->names.v[i].name;
+        l->kernels[i].info = &l->names.v[i];
     }
     sim_lock();
     l->next = sim_libs;
@@ -190,7 +193,7 @@ SIM_API CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel,
     } else {
         rc = CUDA_ERROR_NOT_FOUND;
         for (size_t i = 0; i < l->names.n; i++)
-            if (strcmp(l->names.v[i], name) == 0) {
+            if (strcmp(l->names.v[i].name, name) == 0) {
                 *pKernel = &l->kernels[i];
                 rc = CUDA_SUCCESS;
                 break;
@@ -234,6 +237,66 @@ SIM_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc,
     }
     *pFunc = k->func[cur->dev];
 out:
+    sim_unlock();
+    return rc;
+}
+
+/* Parameter idx of k; outputs written only on success. A kernel of a
+ * cubin without its .nv.info.NAME section (nvcc writes one for every
+ * kernel, parameters or not) has no known parameters: the sim says
+ * CUDA_ERROR_INVALID_IMAGE for it (its own choice: a driver would not have
+ * loaded it, as far as anyone measured). Locked. */
+static CUresult param_info(const struct CUkern_st *k, size_t idx,
+                           size_t *offset, size_t *size)
+{
+    const struct sim_kname *info = k->info;
+
+    if (!offset)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (info->src == SIM_PARAMS_UNKNOWN)
+        return CUDA_ERROR_INVALID_IMAGE;
+    if (idx >= info->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    *offset = info->params[idx].offset;
+    if (size)
+        *size = info->params[idx].size;
+    return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel,
+                                              size_t paramIndex,
+                                              size_t *paramOffset,
+                                              size_t *paramSize)
+{
+    struct CUkern_st *k;
+    CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuKernelGetParamInfo);
+    if (rc)
+        return rc;
+    sim_lock();
+    k = find_kernel(kernel);
+    rc = k ? param_info(k, paramIndex, paramOffset, paramSize)
+           : CUDA_ERROR_INVALID_HANDLE;
+    sim_unlock();
+    return rc;
+}
+
+SIM_API CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func,
+                                            size_t paramIndex,
+                                            size_t *paramOffset,
+                                            size_t *paramSize)
+{
+    struct CUfunc_st *f;
+    CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuFuncGetParamInfo);
+    if (rc)
+        return rc;
+    sim_lock();
+    f = find_function(func);
+    rc = f ? param_info(f->kernel, paramIndex, paramOffset, paramSize)
+           : CUDA_ERROR_INVALID_HANDLE;
     sim_unlock();
     return rc;
 }

@@ -118,6 +118,8 @@ static const struct sim_entry sim_table[] = {
     E(cuLibraryUnload, 12000)
     E(cuLibraryGetKernel, 12000)
     E(cuKernelGetFunction, 12000)
+    E(cuKernelGetParamInfo, 12040)
+    E(cuFuncGetParamInfo, 12040)
     E(cuLaunchKernelEx, 11060)
     P(cuLaunchKernelEx, 11060, cuLaunchKernelEx_ptsz)
     E(cuMemcpyAsync, 4000)

@@ -36,6 +36,21 @@ static const char ptx_twice[] =
     "  ret;\n"
     "}\n";
 
+/* mixed(u8, u16, f32, u64, 24-byte struct aligned to 16, f64): does
+ * nothing; its parameter layout is PTX's (each aligned to its own size,
+ * .align where given): offsets 0 / 2 / 4 / 8 / 16 / 40, sizes 1 / 2 / 4 /
+ * 8 / 24 / 8. */
+static const char ptx_mixed[] =
+    ".version 7.0\n"
+    ".target sm_70\n"
+    ".address_size 64\n"
+    "\n"
+    ".visible .entry mixed(.param .u8 a, .param .u16 b, .param .f32 c,\n"
+    "    .param .u64 d, .param .align 16 .b8 e[24], .param .f64 f)\n"
+    "{\n"
+    "  ret;\n"
+    "}\n";
+
 /* A different image with one kernel. */
 static const char ptx_other[] =
     ".version 7.0\n"

@@ -16,8 +16,12 @@
  *    current" (which sent a copy to device 0); in a teardown it is not
  *    an error (the free still runs), and the device's context stays;
  *  - cuc_device_current's failed cuCtxGetDevice or
- *    cuDevicePrimaryCtxGetState is an error naming it. */
+ *    cuDevicePrimaryCtxGetState is an error naming it;
+ *  - a failed cuKernelGetParamInfo is an error naming the kernel and the
+ *    parameter, in cuc_kernel_params and cuc_launch_checked (which then
+ *    launches nothing), and is not remembered: the next call asks again. */
 #include "pool_test.h"
+#include "ptx_kernels.h"
 #include "../sim/cucore_sim.h"
 
 #include <dlfcn.h>
@@ -406,6 +410,36 @@ static void test_foreign_current_fails(void)
     CHECK(wait_child(spawn_self("foreign", NULL, NULL, -1)) == 0);
 }
 
+static void test_params_query_fails(void)
+{
+    unsigned long long launches;
+    cuc_launch_config cfg;
+    cuc_kernel_param p[2];
+    size_t n = 99, sizes[2] = {8, 4};
+    uint64_t out = 0;
+    uint32_t count = 0;
+    void *args[2] = {&out, &count};
+    cuc_kernel *k;
+
+    CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_twice, sizeof(ptx_twice), "twice", &k));
+    fail("cuKernelGetParamInfo:2");
+    CHECK_RC(cuc_kernel_params(k, p, 2, &n), CUC_E_DRIVER);
+    CHECK(n == 99);
+    CHECK(strstr(cuc_errmsg(), "cuKernelGetParamInfo") != NULL);
+    CHECK(strstr(cuc_errmsg(), "kernel \"twice\", parameter 1") != NULL);
+    fail("cuKernelGetParamInfo:1");
+    cuc_launch_config_init(&cfg);
+    CHECK_RC(cuc_launch_checked(NULL, &cfg, k, args, sizes, 2), CUC_E_DRIVER);
+    CHECK(calls("cuLaunchKernelEx") == 0);
+    fail("");
+    CHECK_OK(cuc_kernel_params(k, p, 2, &n));
+    CHECK(n == 2 && p[1].offset == 8 && p[1].size == 4);
+    launches = calls("cuLaunchKernelEx");
+    CHECK_RC(cuc_launch_checked(NULL, &cfg, k, args, sizes, 2), CUC_E_NOT_SUPPORTED);
+    CHECK(calls("cuLaunchKernelEx") == launches + 1);
+    cuc_kernel_destroy(k);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
@@ -432,6 +466,7 @@ int main(int argc, char **argv)
     test_current_fails();
     test_teardown_current_fails();
     test_foreign_current_fails();
+    test_params_query_fails();
     FD_CHECK_NO_LEAK();
     return test_finish();
 }

@@ -4,7 +4,9 @@
  * unknown symbols and bad images named, neither kept nor counted (drivers
  * load lazily: bad bytes fail at cuLibraryGetKernel); images checked against their kind
  * and their declared extents before the driver sees them; launches
- * (NOT_SUPPORTED on the simulator, run on a GPU) and config checks. */
+ * (NOT_SUPPORTED on the simulator, run on a GPU) and config checks; each
+ * kernel's parameters as the driver lays them out, and launches whose
+ * argument count or sizes differ from them refused. */
 #include <pthread.h>
 
 #include "cucore.h"
@@ -401,6 +403,80 @@ static void test_launch(void)
     cuc_kernel_destroy(k);
 }
 
+static void expect_params(cuc_kernel *k, const size_t *off, const size_t *size, size_t n)
+{
+    cuc_kernel_param p[8];
+    size_t got = 99, i;
+
+    CHECK(n <= 8);
+    CHECK_OK(cuc_kernel_params(k, p, 8, &got));
+    CHECK(got == n);
+    for (i = 0; i < n && i < got; i++) {
+        if (p[i].offset != off[i] || p[i].size != size[i])
+            fprintf(stderr, "kernel %s parameter %zu: offset %zu size %zu, want %zu %zu\n",
+                    cuc_kernel_name(k), i, p[i].offset, p[i].size, off[i], size[i]);
+        CHECK(p[i].offset == off[i] && p[i].size == size[i]);
+    }
+}
+
+/* What the driver says of each kernel's parameters (the simulator reads
+ * them from the PTX), and launches held against them. */
+static void test_params(void)
+{
+    static const size_t twice_off[] = {0, 8}, twice_size[] = {8, 4};
+    static const size_t mixed_off[] = {0, 2, 4, 8, 16, 40};
+    static const size_t mixed_size[] = {1, 2, 4, 8, 24, 8};
+    size_t sizes[3] = {8, 4, 8}, n = 99;
+    uint64_t out = 0, extra = 0;
+    uint32_t count = 0;
+    void *args[3] = {&out, &count, &extra};
+    cuc_kernel_param one;
+    cuc_launch_config cfg;
+    cuc_kernel *twice, *noop, *mixed;
+    cuc_stream *s;
+    int rc;
+
+    CHECK_OK(cuc_stream_legacy(dev0, &s));
+    CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_twice, sizeof(ptx_twice), "twice", &twice));
+    CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_twice, sizeof(ptx_twice), "noop", &noop));
+    CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_mixed, sizeof(ptx_mixed), "mixed", &mixed));
+    expect_params(twice, twice_off, twice_size, 2);
+    expect_params(noop, NULL, NULL, 0);
+    expect_params(mixed, mixed_off, mixed_size, 6);
+    expect_params(twice, twice_off, twice_size, 2); /* again: from the first answer */
+    /* fewer slots than parameters: the count is still the whole */
+    CHECK_OK(cuc_kernel_params(mixed, &one, 1, &n));
+    CHECK(n == 6 && one.offset == 0 && one.size == 1);
+    CHECK_OK(cuc_kernel_params(mixed, NULL, 0, &n));
+    CHECK(n == 6);
+    CHECK_RC(cuc_kernel_params(mixed, NULL, 1, &n), CUC_E_INVALID);
+    CHECK_RC(cuc_kernel_params(mixed, &one, 1, NULL), CUC_E_INVALID);
+    CHECK_RC(cuc_kernel_params(NULL, &one, 1, &n), CUC_E_INVALID);
+
+    /* twice(out, 0) touches no memory: it runs on a GPU */
+    cuc_launch_config_init(&cfg);
+    cfg.block[0] = 32;
+    rc = cuc_launch_checked(s, &cfg, twice, args, sizes, 2);
+    CHECK(rc == 0 || (test_on_sim() && rc == CUC_E_NOT_SUPPORTED));
+    rc = cuc_launch_checked(s, &cfg, noop, NULL, NULL, 0);
+    CHECK(rc == 0 || (test_on_sim() && rc == CUC_E_NOT_SUPPORTED));
+    CHECK_RC(cuc_launch_checked(s, &cfg, twice, args, sizes, 1), CUC_E_INVALID);
+    CHECK(strstr(cuc_errmsg(), "\"twice\" takes 2 parameters, 1 argument given") != NULL);
+    CHECK_RC(cuc_launch_checked(s, &cfg, twice, args, sizes, 3), CUC_E_INVALID);
+    CHECK(strstr(cuc_errmsg(), "takes 2 parameters, 3 arguments given") != NULL);
+    CHECK_RC(cuc_launch_checked(s, &cfg, noop, args, sizes, 1), CUC_E_INVALID);
+    sizes[1] = 8;
+    CHECK_RC(cuc_launch_checked(s, &cfg, twice, args, sizes, 2), CUC_E_INVALID);
+    CHECK(strstr(cuc_errmsg(), "parameter 1 takes 4 bytes, argument 1 has 8") != NULL);
+    CHECK_RC(cuc_launch_checked(s, &cfg, twice, NULL, sizes, 2), CUC_E_INVALID);
+    CHECK_RC(cuc_launch_checked(s, &cfg, twice, args, NULL, 2), CUC_E_INVALID);
+    if (!test_on_sim())
+        CHECK_OK(cuc_stream_synchronize(s));
+    cuc_kernel_destroy(mixed);
+    cuc_kernel_destroy(noop);
+    cuc_kernel_destroy(twice);
+}
+
 static char threads_ptx[sizeof(ptx_other) + 32];
 
 static void *load_thread(void *arg)
@@ -446,6 +522,7 @@ int main(void)
     test_checks();
     test_real_images();
     test_launch();
+    test_params();
     test_threads();
     FD_CHECK_NO_LEAK();
     return test_finish();

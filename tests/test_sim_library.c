@@ -42,6 +42,12 @@ static void w64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
+static uint32_t r32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
 static uint64_t r64(const unsigned char *p)
 {
     uint64_t v = 0;
@@ -57,11 +63,56 @@ struct img {
     size_t n;
 };
 
-enum { S_NULL, S_SHSTR, S_STR, S_SYM, S_TEXT1, S_TEXT2, S_COUNT };
+enum {
+    S_NULL, S_SHSTR, S_STR, S_SYM, S_TEXT1, S_TEXT2, S_INFO1, S_INFO2,
+    S_COUNT
+};
 
 struct elf_info {
     size_t shoff;
     size_t strtab_size;
+    size_t info1; /* file offset of .nv.info.k1's records */
+};
+
+/* .nv.info.k1: the records nvcc 13.0 (-arch=sm_90 -cubin) wrote for
+ * `extern "C" __global__ void k(float *p, int n) { p[threadIdx.x] += n; }`,
+ * byte for byte but the PARAM_CBANK section index: {u8 format, u8
+ * attribute, u16 size (SVAL) or value (HVAL), data}. Its KPARAM_INFO
+ * records are Ordinal 1 Offset 8 Size 4 and Ordinal 0 Offset 0 Size 8 (the
+ * size in bits 18-31 of the last u32: 0x0011f000 >> 18 = 4), the same
+ * bytes as sim_kernels.cubin's sim_add_one. */
+static const unsigned char nvinfo_k1[] = {
+    0x04, 0x37, 0x04, 0x00, 0x82, 0x00, 0x00, 0x00, /* CUDA_API_VERSION */
+    /* KPARAM_INFO: u32 index, u16 ordinal, u16 offset, u32 size << 18 | flags */
+    0x04, 0x17, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x08, 0x00,
+    0x00, 0xf0, 0x11, 0x00,
+    0x04, 0x17, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0xf0, 0x21, 0x00,
+    0x03, 0x50, 0x00, 0x00,                         /* (0x50) */
+    0x03, 0x1b, 0xff, 0x00,                         /* MAXREG_COUNT */
+    0x03, 0x5f, 0x01, 0x01,                         /* (0x5f) */
+    0x04, 0x1c, 0x04, 0x00, 0xa0, 0x00, 0x00, 0x00, /* EXIT_INSTR_OFFSETS */
+    0x03, 0x19, 0x0c, 0x00,                         /* CBANK_PARAM_SIZE 12 */
+    /* PARAM_CBANK: u32 section, u16 offset 0x210, u16 size 12 */
+    0x04, 0x0a, 0x08, 0x00, 0x04, 0x00, 0x00, 0x00, 0x10, 0x02, 0x0c, 0x00,
+    0x04, 0x36, 0x04, 0x00, 0x08, 0x00, 0x00, 0x00,
+};
+/* Where nvinfo_k1's records start. */
+enum {
+    NI_KPARAM_ORD1 = 8,  /* the first KPARAM_INFO (ordinal 1) */
+    NI_KPARAM_ORD0 = 24, /* the second (ordinal 0) */
+    NI_CBANK_SIZE = 60,  /* CBANK_PARAM_SIZE */
+    NI_PARAM_CBANK = 64  /* PARAM_CBANK */
+};
+/* .nv.info.k2: what nvcc writes for a kernel without parameters
+ * (sim_no_params): no KPARAM_INFO, no CBANK_PARAM_SIZE. */
+static const unsigned char nvinfo_k2[] = {
+    0x04, 0x37, 0x04, 0x00, 0x82, 0x00, 0x00, 0x00,
+    0x03, 0x50, 0x00, 0x00,
+    0x03, 0x1b, 0xff, 0x00,
+    0x03, 0x5f, 0x01, 0x01,
+    0x04, 0x1c, 0x04, 0x00, 0x10, 0x00, 0x00, 0x00,
+    0x04, 0x36, 0x04, 0x00, 0x08, 0x00, 0x00, 0x00,
 };
 
 static size_t add_str(unsigned char *tab, size_t *len, const char *s)
@@ -74,13 +125,14 @@ static size_t add_str(unsigned char *tab, size_t *len, const char *s)
 
 /* Builds an EM_CUDA ELF64 with kernels k1, k2 (STO_CUDA_ENTRY when
  * entry_flags), a global device function dev_fn, a local function, a data
- * object and an undefined function. Section headers come last, as nvcc
- * writes them. */
+ * object and an undefined function; k1 takes (pointer, int) and k2 nothing
+ * (their .nv.info.NAME sections are nvcc's), dev_fn has no .nv.info
+ * section. Section headers come last, as nvcc writes them. */
 static struct img make_cubin(int entry_flags, struct elf_info *info)
 {
-    unsigned char shstr[128], str[128], sym[8 * 24];
+    unsigned char shstr[160], str[128], sym[8 * 24];
     size_t shlen = 0, slen = 0, nsym = 0, off, text1, text2, symoff, stroff,
-           shstroff, shoff;
+           shstroff, shoff, info1, info2;
     size_t sh_name[S_COUNT];
     struct img im;
     const unsigned other = entry_flags ? 0x10 : 0;
@@ -95,6 +147,8 @@ static struct img make_cubin(int entry_flags, struct elf_info *info)
     sh_name[S_SYM] = add_str(shstr, &shlen, ".symtab");
     sh_name[S_TEXT1] = add_str(shstr, &shlen, ".text.k1");
     sh_name[S_TEXT2] = add_str(shstr, &shlen, ".text.k2");
+    sh_name[S_INFO1] = add_str(shstr, &shlen, ".nv.info.k1");
+    sh_name[S_INFO2] = add_str(shstr, &shlen, ".nv.info.k2");
     str[slen++] = 0;
 
 #define SYM(name, info_, other_, shndx)                                        \
@@ -123,6 +177,8 @@ static struct img make_cubin(int entry_flags, struct elf_info *info)
     symoff = off, off += nsym * 24;
     text1 = off, off += 16;
     text2 = off, off += 16;
+    info1 = off, off += sizeof(nvinfo_k1);
+    info2 = off, off += sizeof(nvinfo_k2);
     off = (off + 7) & ~(size_t)7;
     shoff = off;
     im.n = shoff + S_COUNT * 64;
@@ -146,6 +202,8 @@ static struct img make_cubin(int entry_flags, struct elf_info *info)
     memcpy(im.p + shstroff, shstr, shlen);
     memcpy(im.p + stroff, str, slen);
     memcpy(im.p + symoff, sym, nsym * 24);
+    memcpy(im.p + info1, nvinfo_k1, sizeof(nvinfo_k1));
+    memcpy(im.p + info2, nvinfo_k2, sizeof(nvinfo_k2));
 
 #define SH(i, type, o, size, link, ent)                                        \
     do {                                                                       \
@@ -162,10 +220,13 @@ static struct img make_cubin(int entry_flags, struct elf_info *info)
     SH(S_SYM, 2, symoff, nsym * 24, S_STR, 24);
     SH(S_TEXT1, 1, text1, 16, 0, 0);
     SH(S_TEXT2, 1, text2, 16, 0, 0);
+    SH(S_INFO1, 0x70000000u, info1, sizeof(nvinfo_k1), S_SYM, 0);
+    SH(S_INFO2, 0x70000000u, info2, sizeof(nvinfo_k2), S_SYM, 0);
 #undef SH
     if (info) {
         info->shoff = shoff;
         info->strtab_size = slen;
+        info->info1 = info1;
     }
     return im;
 }
@@ -779,11 +840,663 @@ static void test_functions_and_launch(void)
     CU_OK(D.cuDevicePrimaryCtxRelease(1));
 }
 
-int main(void)
+/* ---- parameters: cuKernelGetParamInfo, cuFuncGetParamInfo ------------------ */
+
+static PFN_cuKernelGetParamInfo_v12040 kparam;
+static PFN_cuFuncGetParamInfo_v12040 fparam;
+
+/* Both are CUDA 12.4's (12040): not there for an older request. */
+static void resolve_param_info(void)
 {
+    CUdriverProcAddressQueryResult st;
+    void *p = NULL;
+
+    CU_OK(D.gpa("cuKernelGetParamInfo", &p, 12040, 0, &st));
+    CHECK(st == CU_GET_PROC_ADDRESS_SUCCESS && p);
+    memcpy(&kparam, &p, sizeof(p));
+    CU_OK(D.gpa("cuFuncGetParamInfo", &p, 13000, 0, &st));
+    CHECK(st == CU_GET_PROC_ADDRESS_SUCCESS && p);
+    memcpy(&fparam, &p, sizeof(p));
+    CU_OK(D.gpa("cuKernelGetParamInfo", &p, 12030, 0, &st));
+    CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT && p == NULL);
+    CU_OK(D.gpa("cuFuncGetParamInfo", &p, 12030, 0, &st));
+    CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT && p == NULL);
+}
+
+/* A kernel's parameters: offsets and sizes by ordinal. */
+struct want {
+    const char *name;
+    size_t n;
+    size_t off[10], size[10];
+};
+
+/* sim/testdata/sim_kernels.cu as nvcc 13.0 (-arch=sm_90 -cubin) laid it
+ * out: each .nv.info.NAME's EIATTR_KPARAM_INFO (0x17) and
+ * EIATTR_KPARAM_INFO_V2 (0x45) records (Ordinal, Offset, Size), read from
+ * the cubin's bytes with a separate script, not with the sim (no cuobjdump
+ * was at hand to print them), and agreeing with the C ABI (the offsets of
+ * the PTX's .param list, the struct sizes and alignments). The PTX nvcc
+ * writes (-ptx), run through ptxas 13.0, gives the same records, so the
+ * PTX, the cubin and the fatbins (which hold both) must answer these.
+ * sim_no_params has no KPARAM_INFO and no CBANK_PARAM_SIZE. */
+static const struct want nvcc_params[] = {
+    {"sim_add_one", 2, {0, 8}, {8, 4}},
+    {"sim_scale", 2, {0, 8}, {8, 4}},
+    {"_Z8sim_fillIiEvPT_", 1, {0}, {8}},
+    /* char, short, int, float, double, float *, struct __align__(16)
+     * {float x3, int, double}, struct {char[3]}, char */
+    {"sim_params", 9, {0, 2, 4, 8, 16, 24, 32, 64, 67},
+     {1, 2, 4, 4, 8, 8, 32, 3, 1}},
+    {"sim_no_params", 0, {0}, {0}},
+    /* char, struct {char[20000]}, int: KPARAM_INFO_V2 records */
+    {"sim_big_param", 3, {0, 1, 20004}, {1, 20000, 4}},
+};
+
+static void param_mismatch(const char *what, const char *call,
+                           const struct want *w, size_t i, CUresult rc,
+                           size_t off, size_t size)
+{
+    fprintf(stderr, "%s: %s(%s, %zu) gave %s %zu/%zu, wanted ", what, call,
+            w->name, i, sim_t_errname(rc), off, size);
+    if (i < w->n)
+        fprintf(stderr, "%zu/%zu\n", w->off[i], w->size[i]);
+    else
+        fprintf(stderr, "CUDA_ERROR_INVALID_VALUE, nothing written\n");
+    exit(1);
+}
+
+/* Parameter i of w through one of the two calls (f or k). */
+static void expect_param(CUkernel k, CUfunction f, const struct want *w,
+                         size_t i, const char *what)
+{
+    size_t off = 7777, size = 7777;
+    CUresult rc = f ? fparam(f, i, &off, &size) : kparam(k, i, &off, &size);
+    const char *call = f ? "cuFuncGetParamInfo" : "cuKernelGetParamInfo";
+
+    if (i < w->n) {
+        if (rc != CUDA_SUCCESS || off != w->off[i] || size != w->size[i])
+            param_mismatch(what, call, w, i, rc, off, size);
+    } else if (rc != CUDA_ERROR_INVALID_VALUE || off != 7777 || size != 7777) {
+        param_mismatch(what, call, w, i, rc, off, size);
+    }
+}
+
+/* k (and f, its function, when not NULL) takes what w says: each
+ * parameter, INVALID_VALUE from index w->n on (so at 0 for none), the
+ * size optional, the offset not, nothing written on failure. */
+static void expect_params(CUkernel k, CUfunction f, const struct want *w,
+                          const char *what)
+{
+    size_t off = 7777, size = 7777;
+
+    for (size_t i = 0; i <= w->n; i++) {
+        expect_param(k, NULL, w, i, what);
+        if (f)
+            expect_param(k, f, w, i, what);
+    }
+    CU_RC(kparam(k, SIZE_MAX, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(kparam(k, w->n, NULL, &size), CUDA_ERROR_INVALID_VALUE);
+    CHECK(off == 7777 && size == 7777);
+    if (w->n == 0)
+        return;
+    CU_OK(kparam(k, w->n - 1, &off, NULL));
+    CHECK(off == w->off[w->n - 1]);
+    CU_RC(kparam(k, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(kparam(k, 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK(size == 7777);
+    if (f) {
+        off = 7777;
+        CU_OK(fparam(f, w->n - 1, &off, NULL));
+        CHECK(off == w->off[w->n - 1]);
+        CU_RC(fparam(f, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
+        CHECK(size == 7777);
+    }
+}
+
+/* Every kernel of ws in lib, through the kernel and its function in the
+ * current context. */
+static void expect_lib_params(CUlibrary lib, const struct want *ws, size_t n,
+                              const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        CUkernel k;
+        CUfunction f;
+        CUresult rc = D.cuLibraryGetKernel(&k, lib, ws[i].name);
+        if (rc != CUDA_SUCCESS) {
+            fprintf(stderr, "%s: kernel %s: %s\n", what, ws[i].name,
+                    sim_t_errname(rc));
+            exit(1);
+        }
+        CU_OK(D.cuKernelGetFunction(&f, k));
+        expect_params(k, f, &ws[i], what);
+    }
+}
+
+#define NWANT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The .nv.info.NAME section of an ELF image: its data's file offset. */
+static size_t elf_find_section(const struct img *im, const char *name,
+                               size_t *size)
+{
+    uint64_t shoff = r64(im->p + 40);
+    unsigned shnum = im->p[60] | im->p[61] << 8;
+    unsigned shstr = im->p[62] | im->p[63] << 8;
+    uint64_t stroff = r64(im->p + shoff + 64 * (uint64_t)shstr + 24);
+
+    for (unsigned i = 0; i < shnum; i++) {
+        const unsigned char *sh = im->p + shoff + 64 * (uint64_t)i;
+        uint32_t nm = (uint32_t)(sh[0] | sh[1] << 8 | sh[2] << 16 |
+                                 (uint32_t)sh[3] << 24);
+        if (strcmp((const char *)im->p + stroff + nm, name) == 0) {
+            *size = (size_t)r64(sh + 32);
+            return (size_t)r64(sh + 24);
+        }
+    }
+    CHECK(!"section not found");
+    return 0;
+}
+
+/* File offset of the k-th record with attribute attr in the .nv.info
+ * section at [off, off+size). */
+static size_t nvinfo_record_at(const struct img *im, size_t off, size_t size,
+                               int attr, int k)
+{
+    for (size_t p = off; p + 4 <= off + size;) {
+        if (im->p[p + 1] == attr && k-- == 0)
+            return p;
+        p += im->p[p] == 4 ? 4 + (size_t)(im->p[p + 2] | im->p[p + 3] << 8)
+                           : 4;
+    }
+    CHECK(!"record not found");
+    return 0;
+}
+
+static void test_params_nvcc(void)
+{
+    static const char *const files[] = {"sim_kernels.cubin",
+                                        "sim_kernels.ptx",
+                                        "sim_kernels.fatbin",
+                                        "sim_kernels_lz4.fatbin",
+                                        "sim_kernels_zstd.fatbin", NULL};
+    struct img im;
+    CUlibrary lib;
+    size_t off, size, a;
+
+    for (int i = 0; files[i]; i++) {
+        im = read_file(files[i]);
+        if (!im.p)
+            continue;
+        if (strstr(files[i], ".ptx"))
+            im.n++; /* include the NUL */
+        CU_OK(load_exact(&im, &lib));
+        if (strstr(files[i], "zstd")) {
+            void *z = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+            if (z) {
+                expect_lib_params(lib, nvcc_params, NWANT(nvcc_params),
+                                  files[i]);
+                dlclose(z);
+            }
+        } else {
+            expect_lib_params(lib, nvcc_params, NWANT(nvcc_params), files[i]);
+        }
+        CU_OK(D.cuLibraryUnload(lib));
+        free(im.p);
+    }
+
+    /* nvcc's cubin with a KPARAM_INFO that lies: refused, not believed */
+    im = read_file("sim_kernels.cubin");
+    if (!im.p)
+        return;
+    off = elf_find_section(&im, ".nv.info.sim_add_one", &size);
+    /* the size of ordinal 0 (a pointer) made 16: it would overlap ordinal 1 */
+    a = nvinfo_record_at(&im, off, size, 0x17, 1);
+    CHECK(im.p[a + 8] == 0 && im.p[a + 14] == 0x21); /* ordinal 0, size 8 */
+    im.p[a + 14] = 16 << 2 | 1;
+    bad_image(&im, "nvcc cubin, a size that lies");
+    im.p[a + 14] = 0xfd, im.p[a + 15] = 0xff; /* 16383 bytes */
+    bad_image(&im, "nvcc cubin, a size past the parameter space");
+    im.p[a + 14] = 0x21, im.p[a + 15] = 0;
+    /* ordinal 1 (the int at 8) moved past the parameter space */
+    a = nvinfo_record_at(&im, off, size, 0x17, 0);
+    CHECK(im.p[a + 8] == 1 && im.p[a + 10] == 8);
+    im.p[a + 10] = 0xf0, im.p[a + 11] = 0x7f;
+    bad_image(&im, "nvcc cubin, an offset past the parameter space");
+    im.p[a + 10] = 12, im.p[a + 11] = 0;
+    bad_image(&im, "nvcc cubin, an offset past CBANK_PARAM_SIZE");
+    im.p[a + 10] = 8;
+    CU_OK(load_exact(&im, &lib)); /* restored */
+    expect_lib_params(lib, nvcc_params, 1, "nvcc cubin restored");
+    CU_OK(D.cuLibraryUnload(lib));
+    free(im.p);
+}
+
+/* Written by hand. The layouts are what ptxas 13.0 made of this text
+ * (`ptxas -arch=sm_90`, the cubin's KPARAM_INFO / KPARAM_INFO_V2 records,
+ * Ordinal / Offset / Size), which is what the driver compiles PTX with. */
+static const char ptx_params_text[] =
+    ".version 8.3\n.target sm_90\n.address_size 64\n"
+    ".visible .entry p_ptr(.param .u8 a,\n"
+    "    .param .u64 .ptr.global.align 16 p, .param .u8 b,\n"
+    "    .param .u64 .ptr .align 4 q, .param .u32 .ptr.shared c)\n{\n\tret;\n}\n"
+    ".visible .entry p_align(.param .u8 a, .param .align 64 .u32 b, .param .u8 c,\n"
+    "    .param .align 2 .u32 d, .param .align 16 .u8 e, .param .align 32 .b8 f[3])\n"
+    "{\n\tret;\n}\n"
+    ".visible .entry p_trailing_align(.param .u8 a, .param .b8 .align 8 b[4],\n"
+    "    .param .u32 .align 16 c, .param .align 32 .u64 .ptr .align 8 d)\n"
+    "{\n\tret;\n}\n"
+    ".visible .entry p_arrays(.param .u8 a, .param .b16 b[3], .param .b8 c [ 0x10 ],\n"
+    "    .param .b8 d[010], .param .b8 e[3U], .param .b8 f[0b101], .param .u64 g[2],\n"
+    "    .param .b128 h[2])\n{\n\tret;\n}\n"
+    ".visible .entry p_types(.param .u8 a, .param .f16 b, .param .s8 c,\n"
+    "    .param .b128 d, .param .s64 e, .param .b32 f, .param .f64 g, .param .s16 h,\n"
+    "    .param .f32 i, .param .u16 .ptr.global j)\n{\n\tret;\n}\n"
+    ".visible .entry p_comments( // (\n .param /* ) */ .u8 a, // ,\n"
+    "    .param .u32 b /* ) */ )\n.maxntid 128, 1, 1\n{\n\tret;\n}\n"
+    ".visible .entry p_max(.param .b8 a[32764])\n{\n\tret;\n}\n"
+    ".visible .entry p_max_aligned(.param .align 32768 .b8 a[4])\n{\n\tret;\n}\n"
+    ".visible .entry p_none\n{\n\tret;\n}\n"
+    ".visible .entry p_empty()\n{\n\tret;\n}\n";
+
+static const struct want ptx_params_want[] = {
+    /* .ptr's .align is the pointee's: the pointers stay at 8 */
+    {"p_ptr", 5, {0, 8, 16, 24, 32}, {1, 8, 1, 8, 4}},
+    /* above 16, an alignment is the address's in the constant bank, whose
+     * parameters start at 0x210: 0x210 + 48 is a multiple of 64; .align 2
+     * does not make a .u32 less aligned */
+    {"p_align", 6, {0, 48, 52, 56, 64, 80}, {1, 4, 1, 4, 1, 3}},
+    /* an .align after the type moves nothing */
+    {"p_trailing_align", 4, {0, 1, 8, 16}, {1, 4, 4, 8}},
+    {"p_arrays", 8, {0, 2, 8, 24, 32, 35, 40, 64}, {1, 6, 16, 8, 3, 5, 16, 32}},
+    {"p_types", 10, {0, 2, 4, 16, 32, 40, 48, 56, 60, 64},
+     {1, 2, 1, 16, 8, 4, 8, 2, 4, 2}},
+    {"p_comments", 2, {0, 4}, {1, 4}},
+    {"p_max", 1, {0}, {32764}},
+    {"p_max_aligned", 1, {32240}, {4}},
+    {"p_none", 0, {0}, {0}},
+    {"p_empty", 0, {0}, {0}},
+};
+
+/* ptx_text's kernels, and tests/ptx_kernels.h's mixed() */
+static const struct want ptx_text_want[] = {
+    {"k_first", 1, {0}, {8}},
+    {"k_second", 0, {0}, {0}},
+    {"$k_third", 0, {0}, {0}},
+};
+
+static void test_params_ptx(void)
+{
+    char *many;
+    size_t o;
+    CUlibrary lib;
+
+    CU_OK(D.cuLibraryLoadData(&lib, ptx_text, NULL, NULL, 0, NULL, NULL, 0));
+    expect_lib_params(lib, ptx_text_want, NWANT(ptx_text_want), "ptx_text");
+    CU_OK(D.cuLibraryUnload(lib));
+    CU_OK(D.cuLibraryLoadData(&lib, ptx_params_text, NULL, NULL, 0, NULL,
+                              NULL, 0));
+    expect_lib_params(lib, ptx_params_want, NWANT(ptx_params_want),
+                      "ptx_params_text");
+    CU_OK(D.cuLibraryUnload(lib));
+
+    /* malformed or too large parameter lists: the image loads, and
+     * cuLibraryGetKernel refuses it as it refuses a malformed .entry.
+     * ptxas 13.0 (-arch=sm_90) refuses each of these too, but the two
+     * noted below */
+#define PTX_HEAD ".version 8.1\n.target sm_90\n.address_size 64\n"
+    static const char *const bad[] = {
+        PTX_HEAD ".visible .entry k1(.param .u32 a",             /* cut short */
+        PTX_HEAD ".visible .entry k1(.param .u32 a,",
+        PTX_HEAD ".visible .entry k1(.param .u32 a /* )\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[99999999999999999999])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[4294967296])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[65536][65536])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[2][3])\n{\n}\n",  /* 2-D */
+        PTX_HEAD ".visible .entry k1(.param .f16x2 a)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .bf16 a)\n{\n}\n",
+        /* ptxas takes .texref and .surfref parameters, and gives them no
+         * place in the parameter space (offset 0xffff, size 0): the sim
+         * does not model that and refuses them */
+        PTX_HEAD ".visible .entry k1(.param .texref a)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .u64 .global p)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .u64 .align 8 .ptr p)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .u64 .ptr .ptr p)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .u64 .align 3 p)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[32241], .param .align 32768 .b8 b[4])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[32765])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[32760], .param .u64 b)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[0])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[4)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .b8 a[09])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .pred a)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .u33 a)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .align 3 .b8 a[4])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .align 0 .b8 a[4])\n{\n}\n",
+        /* at 65008 (0x210 + 65008 = 65536): ptxas 13.0 takes this one,
+         * its space check counting the alignment from 0; the sim refuses
+         * every parameter that ends past 32764 */
+        PTX_HEAD ".visible .entry k1(.param .align 65536 .b8 a[4])\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .u64 .ptr.global.align 3 p)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .u64 .ptr.texture p)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .u32)\n{\n}\n",          /* no name */
+        PTX_HEAD ".visible .entry k1(.param .u32 a b)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.reg .u32 a)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.u32 a)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(.param .u32 a,)\n{\n}\n",
+        PTX_HEAD ".visible .entry k1(,)\n{\n}\n",
+        NULL};
+    for (int i = 0; bad[i]; i++)
+        lazy_text(bad[i], CUDA_ERROR_INVALID_PTX);
+
+    /* 4096 parameters, and one more: the sim's own limit (ptxas 13.0
+     * takes 4097 one-byte parameters) */
+    many = malloc(4097 * 24 + 256);
+    CHECK(many);
+    for (int count = 4096; count <= 4097; count++) {
+        o = (size_t)sprintf(many, PTX_HEAD ".visible .entry k1(");
+        for (int i = 0; i < count; i++)
+            o += (size_t)sprintf(many + o, "%s.param .u8 p%d", i ? ", " : "", i);
+        strcpy(many + o, ")\n{\n\tret;\n}\n");
+        if (count == 4096) {
+            CUkernel k;
+            size_t off = 0, size = 0;
+            CU_OK(D.cuLibraryLoadData(&lib, many, NULL, NULL, 0, NULL, NULL, 0));
+            CU_OK(D.cuLibraryGetKernel(&k, lib, "k1"));
+            CU_OK(kparam(k, 4095, &off, &size));
+            CHECK(off == 4095 && size == 1);
+            CU_RC(kparam(k, 4096, &off, &size), CUDA_ERROR_INVALID_VALUE);
+            CU_OK(D.cuLibraryUnload(lib));
+        } else {
+            lazy_text(many, CUDA_ERROR_INVALID_PTX);
+        }
+    }
+    free(many);
+#undef PTX_HEAD
+}
+
+/* The hand-made cubin: k1 (pointer, int) and k2 () from their .nv.info
+ * sections (nvcc's bytes). */
+static void test_params_cubin(void)
+{
+    static const struct want flagged[] = {
+        {"k1", 2, {0, 8}, {8, 4}},
+        {"k2", 0, {0}, {0}},
+    };
+    struct img im = make_cubin(1, NULL);
+    CUlibrary lib;
+
+    CUkernel k;
+    size_t off = 7777, size = 7777;
+
+    CU_OK(load_exact(&im, &lib));
+    expect_lib_params(lib, flagged, NWANT(flagged), "hand-made cubin");
+    CU_OK(D.cuLibraryUnload(lib));
+    free(im.p);
+
+    /* without STO_CUDA_ENTRY marks dev_fn is a kernel too, one without a
+     * .nv.info.NAME section, which nvcc writes for every kernel: its
+     * parameters are unknown, and the sim says the image lacks them */
+    im = make_cubin(0, NULL);
+    CU_OK(load_exact(&im, &lib));
+    expect_lib_params(lib, flagged, NWANT(flagged), "hand-made cubin, plain");
+    CU_OK(D.cuLibraryGetKernel(&k, lib, "dev_fn"));
+    CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_IMAGE);
+    CU_RC(kparam(k, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
+    CHECK(off == 7777 && size == 7777);
+    CU_OK(D.cuLibraryUnload(lib));
+    free(im.p);
+}
+
+static void test_hostile_nvinfo(void)
+{
+    struct elf_info in;
+    struct img im;
+    unsigned char *ni;
+
+    CHECK(nvinfo_k1[NI_KPARAM_ORD1 + 1] == 0x17 &&
+          nvinfo_k1[NI_KPARAM_ORD0 + 1] == 0x17 &&
+          nvinfo_k1[NI_CBANK_SIZE + 1] == 0x19 &&
+          nvinfo_k1[NI_PARAM_CBANK + 1] == 0x0a);
+    /* every mutation of .nv.info.k1 below is refused, as a malformed image:
+     * cuLibraryGetKernel gives CUDA_ERROR_INVALID_IMAGE for every name */
+#define MUTATE(what, stmt)                                                     \
+    do {                                                                       \
+        im = make_cubin(1, &in);                                               \
+        ni = im.p + in.info1;                                                  \
+        stmt;                                                                  \
+        bad_image(&im, what);                                                  \
+        free(im.p);                                                            \
+    } while (0)
+    /* KPARAM_INFO: +4 index, +8 ordinal, +10 offset, +12 size << 18 */
+    MUTATE("size that lies (overlap)", ni[NI_KPARAM_ORD0 + 14] = 16 << 2 | 1);
+    MUTATE("size past the parameter space",
+           (ni[NI_KPARAM_ORD0 + 14] = 0xfd, ni[NI_KPARAM_ORD0 + 15] = 0xff));
+    MUTATE("size 0", ni[NI_KPARAM_ORD1 + 14] = 0x01);
+    MUTATE("offset past the parameter space",
+           (ni[NI_KPARAM_ORD1 + 10] = 0xf0, ni[NI_KPARAM_ORD1 + 11] = 0x7f));
+    MUTATE("offset 0xffff",
+           (ni[NI_KPARAM_ORD1 + 10] = 0xff, ni[NI_KPARAM_ORD1 + 11] = 0xff));
+    MUTATE("offset past CBANK_PARAM_SIZE", ni[NI_KPARAM_ORD1 + 10] = 12);
+    MUTATE("ordinals out of order", ni[NI_KPARAM_ORD1 + 10] = 0);
+    MUTATE("ordinal out of range", ni[NI_KPARAM_ORD1 + 8] = 2);
+    MUTATE("ordinal twice", ni[NI_KPARAM_ORD1 + 8] = 0);
+    MUTATE("KPARAM_INFO of 8 bytes", ni[NI_KPARAM_ORD1 + 2] = 8);
+    MUTATE("KPARAM_INFO as an HVAL", ni[NI_KPARAM_ORD1] = 3);
+    MUTATE("record size past the section",
+           (ni[NI_KPARAM_ORD1 + 2] = 0x00, ni[NI_KPARAM_ORD1 + 3] = 0xff));
+    MUTATE("record size just past the section",
+           ni[NI_KPARAM_ORD1 + 2] = (unsigned char)(sizeof(nvinfo_k1) - 8 - 4 + 1));
+    MUTATE("unknown record format", ni[NI_KPARAM_ORD1] = 9);
+    MUTATE("CBANK_PARAM_SIZE smaller", ni[NI_CBANK_SIZE + 2] = 11);
+    MUTATE("PARAM_CBANK size smaller", ni[NI_PARAM_CBANK + 10] = 4);
+    MUTATE("PARAM_CBANK of 4 bytes", ni[NI_PARAM_CBANK + 2] = 4);
+    MUTATE("no KPARAM_INFO, CBANK_PARAM_SIZE 12",
+           (ni[NI_KPARAM_ORD1 + 1] = 0x7e, ni[NI_KPARAM_ORD0 + 1] = 0x7e));
+    MUTATE("section cut inside a record",
+           w64(shdr(&im, &in, S_INFO1) + 32, sizeof(nvinfo_k1) - 2));
+    MUTATE("section past the end", w64(shdr(&im, &in, S_INFO1) + 24, im.n));
+    MUTATE("section name past .shstrtab",
+           w32(shdr(&im, &in, S_INFO1), 0xfffffff0u));
+    MUTATE("two .nv.info.k1", {
+        /* k2's section renamed k1's: ".nv.info.k2" -> ".nv.info.k1" */
+        unsigned char *sh = shdr(&im, &in, S_INFO2);
+        w32(sh, r32(shdr(&im, &in, S_INFO1)));
+    });
+#undef MUTATE
+
+    /* a .nv.info.NAME of no kernel, and a section of another type named
+     * so, are no one's parameters: k1 and k2 are left without theirs */
+    {
+        CUlibrary lib;
+        im = make_cubin(1, &in);
+        /* .nv.info.k2 renamed .nv.info.k9 */
+        ni = im.p + r64(shdr(&im, &in, S_SHSTR) + 24) +
+             r32(shdr(&im, &in, S_INFO2));
+        CHECK(memcmp(ni, ".nv.info.k2", 12) == 0);
+        ni[10] = '9';
+        /* .nv.info.k1 made a PROGBITS section: not read */
+        w32(shdr(&im, &in, S_INFO1) + 4, 1);
+        im.p[in.info1 + NI_KPARAM_ORD1] = 9; /* (would be refused) */
+        CU_OK(load_exact(&im, &lib));
+        expect_kernels(lib, (const char *const[]){"k1", "k2", NULL}, NULL);
+        for (int i = 0; i < 2; i++) {
+            CUkernel k;
+            size_t off = 7777, size = 7777;
+            CU_OK(D.cuLibraryGetKernel(&k, lib, i ? "k2" : "k1"));
+            CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_IMAGE);
+            CHECK(off == 7777 && size == 7777);
+        }
+        CU_OK(D.cuLibraryUnload(lib));
+        free(im.p);
+    }
+}
+
+/* A fatbin describing a kernel twice: the cubin's parameters win over the
+ * PTX's, whichever entry comes first. */
+static void test_params_fatbin(void)
+{
+    static const char ptx_k1[] =
+        ".version 8.0\n.target sm_90\n.address_size 64\n"
+        ".visible .entry k1(.param .u32 a)\n{\n\tret;\n}\n"
+        ".visible .entry k_ptx_only(.param .u16 a, .param .u64 b)\n{\n\tret;\n}\n";
+    static const struct want want[] = {
+        {"k1", 2, {0, 8}, {8, 4}},
+        {"k2", 0, {0}, {0}},
+        {"k_ptx_only", 2, {0, 8}, {2, 8}},
+    };
+    struct img cub = make_cubin(1, NULL), fb;
+    struct entry e[2];
+    CUlibrary lib;
+
+    for (int order = 0; order < 2; order++) {
+        memset(e, 0, sizeof(e));
+        e[order].kind = 2, e[order].data = cub.p, e[order].n = cub.n;
+        e[1 - order].kind = 1, e[1 - order].data = ptx_k1;
+        e[1 - order].n = sizeof(ptx_k1);
+        fb = make_fatbin(e, 2);
+        CU_OK(load_exact(&fb, &lib));
+        expect_lib_params(lib, want, NWANT(want),
+                          order ? "fatbin, PTX first" : "fatbin, cubin first");
+        CU_OK(D.cuLibraryUnload(lib));
+        free(fb.p);
+    }
+    /* a hostile cubin inside a fatbin is refused there too */
+    {
+        struct elf_info in;
+        struct img bad = make_cubin(1, &in);
+        bad.p[in.info1 + NI_KPARAM_ORD1 + 8] = 5; /* ordinal out of range */
+        memset(e, 0, sizeof(e));
+        e[0].kind = 2, e[0].data = bad.p, e[0].n = bad.n;
+        e[1].kind = 1, e[1].data = ptx_k1, e[1].n = sizeof(ptx_k1);
+        fb = make_fatbin(e, 2);
+        bad_image(&fb, "fatbin with a hostile .nv.info");
+        free(fb.p);
+        free(bad.p);
+    }
+    free(cub.p);
+}
+
+/* Handles the calls refuse, and the calls' hooks. */
+static void test_params_handles_faults(void)
+{
+    struct img im = make_cubin(1, NULL);
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction f;
+    CUcontext c0;
+    size_t off = 7777, size = 7777;
+    unsigned long long n = 0;
+    char why[256];
+    int x[16];
+
+    memset(x, 0, sizeof(x));
+    CU_OK(load_exact(&im, &lib));
+    CU_OK(D.cuLibraryGetKernel(&k, lib, "k1"));
+    CU_OK(D.cuDevicePrimaryCtxRetain(&c0, 0));
+    CU_OK(D.cuCtxSetCurrent(c0));
+    CU_OK(D.cuKernelGetFunction(&f, k));
+
+    CU_RC(kparam((CUkernel)x, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(kparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(kparam((CUkernel)((char *)k + 1), 0, &off, &size),
+          CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(fparam((CUfunction)x, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(fparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(kparam((CUkernel)f, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CHECK(off == 7777 && size == 7777);
+
+    /* fault injection: the hook fails the call before it does anything */
+    CHECK(S.fail("cuKernelGetParamInfo:2", why, sizeof(why)) == 0);
+    CU_OK(kparam(k, 1, &off, &size));
+    CHECK(off == 8 && size == 4);
+    off = size = 7777;
+    CU_RC(kparam(k, 1, &off, &size), CUDA_ERROR_UNKNOWN);
+    CHECK(off == 7777 && size == 7777);
+    CU_OK(kparam(k, 1, &off, &size));
+    CHECK(S.faults() == 1);
+    CHECK(S.calls("cuKernelGetParamInfo", &n) == 0 && n == 3);
+    CHECK(S.fail("cuFuncGetParamInfo:1:CUDA_ERROR_INVALID_CONTEXT", why,
+                 sizeof(why)) == 0);
+    off = size = 7777;
+    CU_RC(fparam(f, 0, &off, &size), CUDA_ERROR_INVALID_CONTEXT);
+    CHECK(off == 7777 && size == 7777);
+    CU_OK(fparam(f, 0, &off, &size));
+    CHECK(off == 0 && size == 8);
+    CHECK(S.calls("cuFuncGetParamInfo", &n) == 0 && n == 2);
+    CHECK(S.calls("*", &n) == 0 && n == 2);
+    CHECK(S.fail("*:1", why, sizeof(why)) == 0);
+    CU_RC(fparam(NULL, 0, NULL, NULL), CUDA_ERROR_UNKNOWN); /* before its checks */
+    CHECK(S.fail(NULL, why, sizeof(why)) == 0);
+
+    /* a function asked about with no context current: it is still its
+     * kernel's (the driver answered so) */
+    CU_OK(D.cuCtxSetCurrent(NULL));
+    off = 7777;
+    CU_OK(fparam(f, 1, &off, NULL));
+    CHECK(off == 8);
+    CU_OK(D.cuCtxSetCurrent(c0));
+    /* a function goes with its context, a kernel with its library */
+    CU_OK(D.cuCtxSetCurrent(NULL));
+    CU_OK(D.cuDevicePrimaryCtxRelease(0));
+    CU_RC(fparam(f, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_OK(kparam(k, 0, &off, &size));
+    CU_OK(D.cuLibraryUnload(lib));
+    CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    free(im.p);
+}
+
+/* Child: before cuInit both calls say so, whatever they are given. */
+static int child_noinit(void)
+{
+    size_t off = 7777, size = 7777;
+    CUresult a, b;
+
+    sim_t_load();
+    resolve_param_info();
+    a = kparam((CUkernel)&off, 0, &off, &size);
+    b = fparam(NULL, 0, &off, &size);
+    sim_t_report("%s %s %zu %zu", sim_t_errname(a), sim_t_errname(b), off, size);
+    return 0;
+}
+
+static void test_params_before_init(void)
+{
+    char out[512];
+
+    CHECK(sim_t_run("noinit", NULL, NULL, out, sizeof(out)) == 0);
+    if (strcmp(out, "CUDA_ERROR_NOT_INITIALIZED CUDA_ERROR_NOT_INITIALIZED "
+                    "7777 7777") != 0) {
+        fprintf(stderr, "before cuInit: %s\n", out);
+        exit(1);
+    }
+}
+
+static void test_params(void)
+{
+    CUcontext c0;
+
+    test_params_before_init();
+    /* functions need a current context */
+    CU_OK(D.cuDevicePrimaryCtxRetain(&c0, 0));
+    CU_OK(D.cuCtxSetCurrent(c0));
+    test_params_nvcc();
+    test_params_ptx();
+    test_params_cubin();
+    test_hostile_nvinfo();
+    test_params_fatbin();
+    CU_OK(D.cuCtxSetCurrent(NULL));
+    CU_OK(D.cuDevicePrimaryCtxRelease(0));
+    test_params_handles_faults();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "--child") == 0)
+        return strcmp(argv[2], "noinit") == 0 ? child_noinit() : 2;
     sim_t_clean_env();
     FD_BASELINE();
     sim_t_load();
+    resolve_param_info();
     CU_OK(D.cuInit(0));
     test_ptx();
     test_cubin();
@@ -793,6 +1506,7 @@ int main(void)
     test_lazy_as_measured();
     test_nvcc_images();
     test_functions_and_launch();
+    test_params();
     FD_CHECK_NO_LEAK();
     return test_finish();
 }

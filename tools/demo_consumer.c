@@ -164,6 +164,7 @@ static int on_kernel(struct consumer *c, const cuc_msg *m, size_t i, size_t j,
     cuc_kernel *k;
     uint32_t n = DEMO_WORDS;
     void *p, *args[2] = {&p, &n};
+    size_t sizes[2] = {sizeof(p), sizeof(n)}; /* held against the kernel's parameters */
     int rc;
 
     if (c->nbufs == 0)
@@ -180,7 +181,7 @@ static int on_kernel(struct consumer *c, const cuc_msg *m, size_t i, size_t j,
     } else if (!rc) {
         rc = cuc_stream_legacy(*dev, &s);
         if (!rc)
-            rc = cuc_launch(s, &cfg, k, args);
+            rc = cuc_launch_checked(s, &cfg, k, args, sizes, 2);
         if (!rc)
             rc = cuc_stream_synchronize(s);
         if (!rc)

@@ -99,6 +99,26 @@ CUC_API const void *cuc_kernel_image(const cuc_kernel *kernel, size_t *len);
 /* The driver's CUkernel, for raw driver calls. */
 CUC_API void *cuc_kernel_handle(const cuc_kernel *kernel);
 
+/* One kernel parameter in the device-side parameter layout, as the driver
+ * reports it (cuKernelGetParamInfo): its byte offset and size. */
+typedef struct cuc_kernel_param {
+    size_t offset;
+    size_t size;
+} cuc_kernel_param;
+
+/* Most parameters a kernel can have (each at least a byte, in CUDA's
+ * 32764-byte parameter space). */
+#define CUC_KERNEL_PARAMS_MAX 32764
+
+/* The kernel's parameters: *count gets how many it takes and params[0..
+ * min(cap, count)) their offsets and sizes (params may be NULL when cap
+ * is 0). The driver is asked once per kernel, at the first call; later
+ * calls read what it said. CUC_E_DRIVER naming the kernel when the driver
+ * cannot tell; CUC_E_FORKED in a child that inherited the kernel through
+ * fork() before it was asked. */
+CUC_API int cuc_kernel_params(const cuc_kernel *kernel, cuc_kernel_param *params, size_t cap,
+                              size_t *count);
+
 /* Since the process started: images loaded into the driver for a kernel
  * found in them, and kernel loads that reused an image already loaded. A
  * load that failed (the driver refused the image, or the symbol is not in

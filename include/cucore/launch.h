@@ -65,6 +65,17 @@ CUC_API int cuc_launch_config_check(const cuc_launch_config *cfg);
 CUC_API int cuc_launch(cuc_stream *stream, const cuc_launch_config *cfg,
                        cuc_kernel *kernel, void **args);
 
+/* cuc_launch with the size of each argument: nargs must be the kernel's
+ * parameter count and sizes[i] the size of its parameter i
+ * (cuc_kernel_params), else CUC_E_INVALID naming the kernel, the
+ * parameter and both sizes, and nothing is launched. cuc_launch cannot
+ * check this: the driver reads each parameter's own size from args[i],
+ * past the end of a shorter value, and a missing argument's pointer from
+ * past the end of args. sizes may be NULL when nargs is 0. */
+CUC_API int cuc_launch_checked(cuc_stream *stream, const cuc_launch_config *cfg,
+                               cuc_kernel *kernel, void **args, const size_t *sizes,
+                               size_t nargs);
+
 /* The configuration, as its fields (checked first: a configuration the
  * receiver would refuse is CUC_E_INVALID here). */
 CUC_API int cuc_msg_add_launch_config(cuc_msg *msg, const cuc_launch_config *cfg);

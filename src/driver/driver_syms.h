@@ -45,6 +45,7 @@
     X(cuLibraryUnload, 12000)                       \
     X(cuLibraryGetKernel, 12000)                    \
     X(cuKernelGetFunction, 12000)                   \
+    X(cuKernelGetParamInfo, 12040)                  \
     X(cuLaunchKernelEx, 11060)                      \
     X(cuMemcpyAsync, 4000)                          \
     X(cuMemcpyHtoDAsync, 3020)                      \

@@ -365,8 +365,14 @@ void cuc_kernel_destroy(cuc_kernel *k)
     pthread_mutex_lock(&cache_lock);
     library_unref(k->lib);
     pthread_mutex_unlock(&cache_lock);
+    free(k->params);
     free(k->name);
     free(k);
+}
+
+pid_t cuc__kernel_creator(const cuc_kernel *k)
+{
+    return k->lib->creator;
 }
 
 void *cuc__kernel_lib_keep(const cuc_kernel *k)

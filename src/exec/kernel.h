@@ -14,7 +14,19 @@ struct cuc_kernel {
     struct cuc__library *lib;
     CUkernel cu;
     char *name;
+    /* Its parameters, asked of the driver at the first need (kernel_params.c):
+     * params_known is set (release) once params and nparams are written. */
+    int params_known;
+    size_t nparams;
+    cuc_kernel_param *params;
 };
+
+/* 0 when nargs arguments of sizes[i] bytes match k's parameters, else
+ * CUC_E_INVALID naming the first that differs (kernel_params.c). */
+int cuc__kernel_args_check(const cuc_kernel *k, const size_t *sizes, size_t nargs);
+
+/* The library's creator, for the fork rule. */
+pid_t cuc__kernel_creator(const cuc_kernel *k);
 
 /* cuc_kernel_load after cuc__image_check, with the image's SHA-256 known.
  * The cache is keyed by (kind, len, hash): a cached library's hash was

@@ -103,8 +103,9 @@ static int launch_err(CUresult r, const cuc_stream *s, const cuc_launch_config *
                          sim ? "; the simulated driver cannot run kernels" : "");
 }
 
-int cuc_launch(cuc_stream *stream, const cuc_launch_config *cfg, cuc_kernel *k,
-               void **args)
+/* sizes NULL: unchecked (cuc_launch). */
+static int launch(cuc_stream *stream, const cuc_launch_config *cfg, cuc_kernel *k,
+                  void **args, const size_t *sizes, size_t nargs)
 {
     CUC__CTX_KEEP(guard);
     CUlaunchAttribute attrs[2];
@@ -114,13 +115,13 @@ int cuc_launch(cuc_stream *stream, const cuc_launch_config *cfg, cuc_kernel *k,
     CUresult r;
     int rc;
 
-    if (!cfg || !k)
-        return cuc__seterr(CUC_E_INVALID, "cuc_launch: NULL argument");
     rc = cuc_launch_config_check(cfg);
     if (!rc)
         rc = cuc__stream_or_legacy(NULL, stream, &s);
     if (!rc)
         rc = cuc__stream_activate(&guard, s);
+    if (!rc && sizes)
+        rc = cuc__kernel_args_check(k, sizes, nargs);
     if (rc)
         return rc;
     memset(attrs, 0, sizeof(attrs));
@@ -153,4 +154,22 @@ int cuc_launch(cuc_stream *stream, const cuc_launch_config *cfg, cuc_kernel *k,
     if (r != CUDA_SUCCESS)
         return launch_err(r, s, cfg, k);
     return 0;
+}
+
+int cuc_launch(cuc_stream *stream, const cuc_launch_config *cfg, cuc_kernel *k,
+               void **args)
+{
+    if (!cfg || !k)
+        return cuc__seterr(CUC_E_INVALID, "cuc_launch: NULL argument");
+    return launch(stream, cfg, k, args, NULL, 0);
+}
+
+int cuc_launch_checked(cuc_stream *stream, const cuc_launch_config *cfg, cuc_kernel *k,
+                       void **args, const size_t *sizes, size_t nargs)
+{
+    static const size_t none[1];
+
+    if (!cfg || !k || (nargs && (!args || !sizes)))
+        return cuc__seterr(CUC_E_INVALID, "cuc_launch_checked: NULL argument");
+    return launch(stream, cfg, k, args, sizes ? sizes : none, nargs);
 }
