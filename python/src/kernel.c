@@ -128,6 +128,37 @@ static PyObject *get_image(PyObject *self, void *c)
     return PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
 }
 
+/* ((offset, size), ...): the parameters as the driver lays them out. */
+static PyObject *get_params(PyObject *self, void *c)
+{
+    cuc_kernel_param *v;
+    PyObject *t;
+    size_t n, i;
+    int rc;
+
+    (void)c;
+    if (py_check_pid(((PyKernel *)self)->pid, "kernel"))
+        return NULL;
+    rc = cuc_kernel_params(K(self), NULL, 0, &n);
+    if (rc)
+        return py_raise(rc);
+    v = PyMem_New(cuc_kernel_param, n ? n : 1);
+    if (!v)
+        return PyErr_NoMemory();
+    rc = cuc_kernel_params(K(self), v, n, &n);
+    t = rc ? py_raise(rc) : PyTuple_New((Py_ssize_t)n);
+    for (i = 0; t && i < n; i++) {
+        PyObject *p = Py_BuildValue("(nn)", (Py_ssize_t)v[i].offset, (Py_ssize_t)v[i].size);
+
+        if (!p)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, (Py_ssize_t)i, p);
+    }
+    PyMem_Free(v);
+    return t;
+}
+
 static PyObject *k_reduce(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
@@ -149,6 +180,8 @@ static PyGetSetDef k_getset[] = {
     {"kind", get_kind, NULL, NULL, NULL},
     {"hash", get_hash, NULL, "SHA-256 of the image", NULL},
     {"image", get_image, NULL, NULL, NULL},
+    {"params", get_params, NULL, "((offset, size), ...) of each parameter, as the driver "
+     "lays them out: launch() packs each argument to its size", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef k_methods[] = {

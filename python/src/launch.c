@@ -170,21 +170,92 @@ PyTypeObject PyLaunchConfig_Type = {
     .tp_methods = lc_methods,
 };
 
-/* Kernel arguments: each becomes 8 bytes of storage (ints, floats as
- * double, device pointers) unless it exposes its own bytes (a ctypes or
- * NumPy scalar, for a float32 parameter). */
+/* Kernel arguments, each stored as the kernel's parameter of that index
+ * takes it (cuc_kernel_params): an int in that many bytes (range
+ * checked), a float as a half, float or double, a Buffer or VMM as its
+ * device pointer; a bytes-like object (a ctypes or NumPy scalar, a packed
+ * struct) as its own bytes. cuc_launch_checked then holds every size and
+ * the count against the kernel's. */
 #define MAX_ARGS 64
+
+#if PY_VERSION_HEX < 0x030B0000
+#define PyFloat_Pack2 _PyFloat_Pack2
+#define PyFloat_Pack4 _PyFloat_Pack4
+#endif
 
 struct args {
     uint64_t slot[MAX_ARGS];
     Py_buffer views[MAX_ARGS];
     void *ptrs[MAX_ARGS];
+    size_t sizes[MAX_ARGS];
     int nviews;
 };
 
-static int arg_put(struct args *a, int i, PyObject *o)
+/* v in psize bytes, little-endian (the GPU's order), if it fits as a
+ * signed or an unsigned integer of that size. */
+static int int_put(struct args *a, int i, PyObject *o, size_t psize, const char *kname)
+{
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    unsigned long long u = (unsigned long long)v;
+    int fits;
+
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow > 0) {
+        u = PyLong_AsUnsignedLongLong(o); /* a raw pointer above 2^63 */
+        if (PyErr_Occurred())
+            PyErr_Clear();
+        else
+            overflow = 0;
+    }
+    if (psize == 8)
+        fits = !overflow;
+    else if (psize == 1 || psize == 2 || psize == 4)
+        fits = !overflow && v >= -(1LL << (8 * psize - 1)) && v < (1LL << (8 * psize));
+    else
+        return PyErr_Format(PyExc_TypeError, "kernel \"%.256s\": parameter %d is %zu "
+                            "bytes, not an integer's size: pass %zu bytes (a bytes-like "
+                            "object) for it", kname, i, psize, psize), -1;
+    if (!fits)
+        return PyErr_Format(PyExc_OverflowError, "kernel \"%.256s\": argument %d (%R) "
+                            "does not fit parameter %d's %zu byte%s", kname, i, o, i,
+                            psize, psize == 1 ? "" : "s"), -1;
+    a->slot[i] = u; /* the low psize bytes, on a little-endian host */
+    a->sizes[i] = psize;
+    return 0;
+}
+
+static int float_put(struct args *a, int i, PyObject *o, size_t psize, const char *kname)
+{
+    double d = PyFloat_AS_DOUBLE(o);
+    unsigned char *p = (unsigned char *)&a->slot[i];
+
+    a->sizes[i] = psize;
+    if (psize == 8)
+        return memcpy(p, &d, sizeof(d)), 0;
+    if (psize == 4 && PyFloat_Pack4(d, (char *)p, 1) == 0)
+        return 0;
+    if (psize == 2 && PyFloat_Pack2(d, (char *)p, 1) == 0)
+        return 0;
+    if (psize == 4 || psize == 2) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_OverflowError, "kernel \"%.256s\": argument %d (%R) "
+                            "does not fit parameter %d's %zu-byte float", kname, i, o, i,
+                            psize), -1;
+    }
+    return PyErr_Format(PyExc_TypeError, "kernel \"%.256s\": parameter %d is %zu bytes, "
+                        "not a float's size: pass %zu bytes (a bytes-like object) for it",
+                        kname, i, psize, psize), -1;
+}
+
+/* psize: the parameter's size; an argument past the last parameter gets
+ * 8 (the count check refuses the launch anyway). */
+static int arg_put(struct args *a, int i, PyObject *o, size_t psize, const char *kname)
 {
     a->ptrs[i] = &a->slot[i];
+    a->slot[i] = 0;
+    a->sizes[i] = 8;
     if (PyObject_TypeCheck(o, &PyBuffer_Type)) {
         if (buffer_live((PyBuffer *)o))
             return -1;
@@ -194,22 +265,14 @@ static int arg_put(struct args *a, int i, PyObject *o)
             return -1;
         a->slot[i] = (uint64_t)(uintptr_t)cuc_vmm_ptr(((PyVmm *)o)->v);
     } else if (PyFloat_Check(o)) {
-        double d = PyFloat_AS_DOUBLE(o);
-        memcpy(&a->slot[i], &d, sizeof(d));
+        return float_put(a, i, o, psize, kname);
     } else if (PyLong_Check(o)) {
-        long long v = PyLong_AsLongLong(o);
-        if (v == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            a->slot[i] = PyLong_AsUnsignedLongLong(o); /* a raw pointer above 2^63 */
-            if (PyErr_Occurred())
-                return -1;
-        } else {
-            a->slot[i] = (uint64_t)v;
-        }
+        return int_put(a, i, o, psize, kname);
     } else if (PyObject_CheckBuffer(o)) {
         if (PyObject_GetBuffer(o, &a->views[a->nviews], PyBUF_SIMPLE))
             return -1;
-        a->ptrs[i] = a->views[a->nviews++].buf;
+        a->ptrs[i] = a->views[a->nviews].buf;
+        a->sizes[i] = (size_t)a->views[a->nviews++].len;
     } else {
         PyErr_Format(PyExc_TypeError, "kernel argument %d: %.100s is not an int, float, "
                      "buffer, VMM or bytes-like scalar", i, Py_TYPE(o)->tp_name);
@@ -227,9 +290,12 @@ static void args_release(struct args *a)
 PyObject *py_launch(PyObject *self, PyObject *args)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(args), i;
+    cuc_kernel_param params[MAX_ARGS];
     PyObject *so, *co, *ko;
     struct args a;
     cuc_stream *s;
+    cuc_kernel *k;
+    size_t np;
     int rc = 0;
 
     (void)self;
@@ -244,11 +310,17 @@ PyObject *py_launch(PyObject *self, PyObject *args)
                             "cucore.LaunchConfig and a cucore.Kernel");
     if (stream_arg(so, &s) || py_check_pid(((PyKernel *)ko)->pid, "kernel"))
         return NULL;
+    k = ((PyKernel *)ko)->k;
+    rc = cuc_kernel_params(k, params, MAX_ARGS, &np);
+    if (rc)
+        return py_raise(rc);
     a.nviews = 0;
     for (i = 3; i < n && rc == 0; i++)
-        rc = arg_put(&a, (int)(i - 3), PyTuple_GET_ITEM(args, i));
+        rc = arg_put(&a, (int)(i - 3), PyTuple_GET_ITEM(args, i),
+                     (size_t)(i - 3) < np ? params[i - 3].size : 8, cuc_kernel_name(k));
     if (rc == 0)
-        rc = cuc_launch(s, CFG(co), ((PyKernel *)ko)->k, n > 3 ? a.ptrs : NULL);
+        rc = cuc_launch_checked(s, CFG(co), k, n > 3 ? a.ptrs : NULL, a.sizes,
+                                (size_t)(n - 3));
     else
         rc = 1; /* a Python error is set */
     args_release(&a);
