@@ -388,7 +388,7 @@ def test_close_many_closes_all_or_none():
     del cap
     with pytest.raises(TypeError):
         cucore.Buffer.close_many(5)
-    before = workers.sim_count("cuMemFreeAsync")
+    before = workers.sim_count_settled("cuMemFreeAsync")
     cucore.Buffer.close_many((b for b in bufs + bufs), stream=cucore.Stream(dev))
     assert [b.closed for b in bufs] == [True] * 4
     if before is not None:

@@ -73,6 +73,23 @@ def sim_count(name):
     return out.value
 
 
+def sim_count_settled(name, quiet=0.3, timeout=10):
+    """sim_count(NAME) once it has not moved for QUIET seconds: earlier
+    tests' frees, run late by a background thread (slow under a
+    sanitizer), must not land inside a count."""
+    import time
+
+    deadline = time.time() + timeout
+    last = sim_count(name)
+    while last is not None and time.time() < deadline:
+        time.sleep(quiet)
+        now = sim_count(name)
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def handle(op, objs):
     import cucore
     if op == "describe":
