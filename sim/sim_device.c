@@ -35,7 +35,7 @@ void sim_uuid_format(const CUuuid *u, char out[44])
              b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-static int hexval(int c)
+int sim_hexval(int c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -62,8 +62,8 @@ static int parse_uuid(const char *s, size_t len, CUuuid *out)
             i++;
             continue;
         }
-        int hi = hexval((unsigned char)s[i]);
-        int lo = hexval((unsigned char)s[i + 1]);
+        int hi = sim_hexval((unsigned char)s[i]);
+        int lo = sim_hexval((unsigned char)s[i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         out->bytes[nb++] = (char)(hi << 4 | lo);

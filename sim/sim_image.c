@@ -246,17 +246,6 @@ static int word_is(const char *t, size_t i, size_t len, const char *w)
     return len == strlen(w) && memcmp(t + i, w, len) == 0;
 }
 
-static int digit_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return 99;
-}
-
 /* An integer constant as PTX writes them (decimal, 0x hex, 0b binary, 0
  * octal, an optional U) at t[*i]. Anything above UINT32_MAX is refused:
  * no dimension or alignment that large fits the parameter space. */
@@ -278,8 +267,8 @@ static int ptx_uint(const char *t, size_t n, size_t *i, uint32_t *out)
     } else if (t[j] == '0') {
         base = 8; /* its own 0 is a digit: "0" is zero */
     }
-    for (; j < n && (unsigned)digit_value(t[j]) < base; j++, digits++) {
-        v = v * base + (unsigned)digit_value(t[j]);
+    for (; j < n && (unsigned)sim_hexval((unsigned char)t[j]) < base; j++, digits++) {
+        v = v * base + (unsigned)sim_hexval((unsigned char)t[j]);
         if (v > UINT32_MAX)
             return -1;
     }

@@ -199,6 +199,8 @@ struct sim_names {
     struct sim_kname *v;
     size_t n, cap;
 };
+/* A hex digit's value (either case), or -1 (sim_device.c). */
+int sim_hexval(int c);
 void sim_names_free(struct sim_names *names);
 /* Reads a module image (PTX text, cubin ELF, fatbin) whose extent is only
  * known from its own headers. CUDA_ERROR_INVALID_IMAGE when malformed,
