@@ -469,19 +469,14 @@ static CUresult scan_ptx(const char *t, size_t n, struct sim_names *out)
             return CUDA_ERROR_INVALID_IMAGE; /* not text */
     }
     while (i < n) {
-        char c = t[i];
-        if (c == '/' && i + 1 < n && t[i + 1] == '/') {
-            while (i < n && t[i] != '\n')
-                i++;
+        char c;
+        size_t k = ptx_skip(t, n, i);
+
+        if (k != i) { /* blanks and comments */
+            i = k;
             continue;
         }
-        if (c == '/' && i + 1 < n && t[i + 1] == '*') {
-            i += 2;
-            while (i + 1 < n && !(t[i] == '*' && t[i + 1] == '/'))
-                i++;
-            i += 2;
-            continue;
-        }
+        c = t[i];
         if (c == '"') {
             i++;
             while (i < n && t[i] != '"' && t[i] != '\n')

@@ -25,8 +25,7 @@ struct CUfunc_st {
 struct CUkern_st {
     uint32_t magic;
     struct CUlib_st *lib;
-    const char *name;
-    const struct sim_kname *info; /* its parameters, in lib->names */
+    const struct sim_kname *info; /* its name and parameters, in lib->names */
     struct CUfunc_st *func[SIM_MAX_GPUS]; /* by context (visible ordinal) */
 };
 
@@ -139,7 +138,6 @@ SIM_API CUresult CUDAAPI cuLibraryLoadData(
     for (size_t i = 0; i < l->names.n; i++) {
         l->kernels[i].magic = SIM_KERN_MAGIC;
         l->kernels[i].lib = l;
-        l->kernels[i].name = l->names.v[i].name;
         l->kernels[i].info = &l->names.v[i];
     }
     sim_lock();
