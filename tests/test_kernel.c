@@ -477,6 +477,58 @@ static void test_params(void)
     cuc_kernel_destroy(twice);
 }
 
+/* A thread with no context current: the driver answers for a CUkernel only
+ * in one, so cuc_kernel_params makes device 0's current for the query and
+ * puts back none. */
+static void *params_thread(void *arg)
+{
+    static const size_t off[] = {0, 2, 4, 8, 16, 40}, size[] = {1, 2, 4, 8, 24, 8};
+    cuc_kernel *k;
+    void *saved = &saved;
+
+    (void)arg;
+    CHECK_OK(cuc_device_context_save(&saved));
+    CHECK(saved == NULL);
+    CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_mixed, sizeof(ptx_mixed), "mixed", &k));
+    expect_params(k, off, size, 6);
+    CHECK_OK(cuc_device_context_save(&saved));
+    CHECK(saved == NULL);
+    cuc_kernel_destroy(k);
+    return NULL;
+}
+
+/* A thread with another device current keeps it: the query is made there. */
+static void *params_other_device_thread(void *arg)
+{
+    static const size_t off[] = {0, 8}, size[] = {8, 4};
+    cuc_device *d1 = arg, *cur = NULL;
+    cuc_kernel *k;
+
+    CHECK_OK(cuc_device_set_current(d1));
+    CHECK_OK(cuc_kernel_load(CUC_IMAGE_PTX, ptx_twice, sizeof(ptx_twice), "twice", &k));
+    expect_params(k, off, size, 2);
+    CHECK_OK(cuc_device_current(&cur));
+    CHECK(cur == d1);
+    cuc_kernel_destroy(k);
+    return NULL;
+}
+
+static void test_params_context(void)
+{
+    cuc_device *d1;
+    pthread_t t;
+    int n = 0;
+
+    CHECK(pthread_create(&t, NULL, params_thread, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(cuc_device_count(&n));
+    if (n < 2)
+        return;
+    CHECK_OK(cuc_device_get(1, &d1));
+    CHECK(pthread_create(&t, NULL, params_other_device_thread, d1) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+}
+
 static char threads_ptx[sizeof(ptx_other) + 32];
 
 static void *load_thread(void *arg)
@@ -523,6 +575,7 @@ int main(void)
     test_real_images();
     test_launch();
     test_params();
+    test_params_context();
     test_threads();
     FD_CHECK_NO_LEAK();
     return test_finish();

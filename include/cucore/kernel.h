@@ -113,7 +113,10 @@ typedef struct cuc_kernel_param {
 /* The kernel's parameters: *count gets how many it takes and params[0..
  * min(cap, count)) their offsets and sizes (params may be NULL when cap
  * is 0). The driver is asked once per kernel, at the first call; later
- * calls read what it said. CUC_E_DRIVER naming the kernel when the driver
+ * calls read what it said. It answers only in a context: the thread's
+ * current one (the application's own too) when there is one, else the
+ * implicit device's (device 0) is made current for the query and the
+ * thread is left with none again. CUC_E_DRIVER naming the kernel when the driver
  * cannot tell; CUC_E_FORKED in a child that inherited the kernel through
  * fork() before it was asked. */
 CUC_API int cuc_kernel_params(const cuc_kernel *kernel, cuc_kernel_param *params, size_t cap,

@@ -168,6 +168,30 @@ PTX_ECHO = (b".version 7.0\n.target sm_70\n.address_size 64\n\n"
             b".visible .entry blob(.param .align 16 .b8 s[24])\n{\n  ret;\n}\n")
 
 
+def test_params_on_a_thread_with_no_context():
+    """The driver answers a kernel's parameters only in a context
+    (CUDA_ERROR_INVALID_CONTEXT with none current, on a GPU as on the
+    simulator): a thread that has none gets them all the same, and has
+    none after."""
+    import threading
+
+    seen = {}
+
+    def ask():
+        try:
+            seen["before"] = cucore.current_device()
+            seen["params"] = cucore.Kernel(PTX_ECHO, "blob").params
+            seen["after"] = cucore.current_device()
+        except Exception as e:  # noqa: BLE001 (asserted below)
+            seen["error"] = e
+
+    t = threading.Thread(target=ask)
+    t.start()
+    t.join()
+    assert "error" not in seen, seen.get("error")
+    assert seen == {"before": None, "params": ((0, 24),), "after": None}
+
+
 def test_launch_packs_each_argument_as_its_parameter(simulated):
     """An int or float becomes its parameter's size (asked of the driver):
     a float for an f32 parameter is a float32, not the first half of a

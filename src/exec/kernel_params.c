@@ -1,6 +1,7 @@
 /* A kernel's parameters (cuKernelGetParamInfo), asked of the driver once
  * per kernel: the driver has no count, so the list ends at the first index
  * it refuses with CUDA_ERROR_INVALID_VALUE. */
+#include "device/device.h"
 #include "exec/kernel.h"
 #include "os/proc.h"
 
@@ -55,6 +56,27 @@ static int params_query(cuc_kernel *k)
     return 0;
 }
 
+/* cuKernelGetParamInfo answers only in a context (CUDA_ERROR_INVALID_CONTEXT
+ * with none current, for cubin and PTX alike: driver 13.0 on an H100 and an
+ * H200), though the layout is the same on every device. The thread's
+ * current context serves when there is one, the application's own
+ * included; else the implicit device's (device 0) is made current for
+ * the query and put back after it. */
+static int params_context(struct cuc__ctx_guard *g)
+{
+    CUcontext cur = NULL;
+    cuc_device *d;
+    CUresult r = CUC_DRV->cuCtxGetCurrent(&cur);
+    int rc;
+
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuCtxGetCurrent", "the thread's current context");
+    if (cur)
+        return 0;
+    rc = cuc__device_implicit(&d);
+    return rc ? rc : cuc__device_activate(g, d);
+}
+
 /* The kernel's parameter list, asked for at the first call. The fields
  * are a cache of what the driver says, not the caller's state: written
  * once, under params_lock, into a kernel that was allocated writable. */
@@ -64,7 +86,10 @@ static int params_get(const cuc_kernel *kc, const cuc_kernel_param **params, siz
     int rc = 0;
 
     if (!__atomic_load_n(&k->params_known, __ATOMIC_ACQUIRE)) {
+        CUC__CTX_RESTORE(guard);
         rc = cuc__check_owner(cuc__kernel_creator(k), "cuc_kernel_params", "kernel");
+        if (!rc)
+            rc = params_context(&guard);
         pthread_mutex_lock(&params_lock);
         if (!rc && !k->params_known)
             rc = params_query(k);
