@@ -8,7 +8,8 @@
 # end), with the child closing a buffer at a time and with one
 # Buffer.close_many a list (as C's importer), and, at every n, the Python
 # pipe against cuda.core's (both to the answer). Outputs (each bench's
-# lines) go to OUT_DIR.
+# lines, and bench/plot_python.py's medians of the rounds: python.md and
+# the chart python.svg) go to OUT_DIR.
 #
 #   scripts/gpu_python.sh                 # builds the extension for the machine's python
 #   scripts/bench_python_c.sh [OUT_DIR [ROUNDS]]
@@ -65,4 +66,7 @@ for r in $(seq 1 "$rounds"); do
             print "  n=" n ": cuda.core not run"; else printf "  n=%d: %.2f / %.2f = x%.2f\n", n, p, q, p / q }'
     done
 done
+echo "== medians of the rounds: $out/python.md, chart $out/python.svg"
+"$py" bench/plot_python.py "$out" --svg "$out/python.svg" --table "$out/python.md" &&
+    cat "$out/python.md" || rc=1
 exit $rc
