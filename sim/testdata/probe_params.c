@@ -218,63 +218,74 @@ static void ptx_case(const char *key, const char *text, const char *name)
 
 #define HEAD(v) ".version " v "\n.target sm_90\n.address_size 64\n"
 
+/* A kernel k of PTX ISA version with the parameter list params. */
+static void ptx_k(const char *key, const char *version, const char *params)
+{
+    char text[512];
+
+    snprintf(text, sizeof(text), ".version %s\n.target sm_90\n.address_size 64\n"
+             ".visible .entry k(%s)\n{\nret;\n}\n", version, params);
+    ptx_case(key, text, "k");
+}
+
 static void probe_ptx(void)
 {
     static char many[4200 * 24 + 256];
     size_t o;
 
-    ptx_case("ptr-attr", HEAD("8.0") ".visible .entry k(.param .u8 a,\n"
+    ptx_k("ptr-attr", "8.0", ".param .u8 a,\n"
              " .param .u64 .ptr.global.align 16 p, .param .u8 b,\n"
-             " .param .u64 .ptr .align 4 q, .param .u32 .ptr.shared c)\n{\nret;\n}\n",
-             "k");
-    ptx_case("align-small", HEAD("8.0") ".visible .entry k(.param .u8 a,"
-             " .param .align 2 .u32 b, .param .u8 c)\n{\nret;\n}\n", "k");
-    ptx_case("align-big", HEAD("8.0") ".visible .entry k(.param .u8 a,"
-             " .param .align 64 .u32 b, .param .u8 c)\n{\nret;\n}\n", "k");
-    ptx_case("array-b16", HEAD("8.0") ".visible .entry k(.param .u8 a,"
-             " .param .b16 b[3], .param .u8 c)\n{\nret;\n}\n", "k");
-    ptx_case("array-2d", HEAD("8.0") ".visible .entry k(.param .u8 a,"
-             " .param .align 8 .b8 b[2][3], .param .u8 c)\n{\nret;\n}\n", "k");
-    ptx_case("array-hex-oct", HEAD("8.0") ".visible .entry k(.param .b8 a[0x10],"
-             " .param .b8 b[010], .param .b8 c[3U])\n{\nret;\n}\n", "k");
-    ptx_case("types", HEAD("8.3") ".visible .entry k(.param .u8 a, .param .f16 b,"
+             " .param .u64 .ptr .align 4 q, .param .u32 .ptr.shared c");
+    /* ptr-attr's parameters one at a time, to find what the JIT refuses */
+    ptx_k("ptr-global-align16", "8.0", ""
+             ".param .u64 .ptr.global.align 16 p");
+    ptx_k("ptr-align4", "8.0", ""
+             ".param .u64 .ptr .align 4 q");
+    ptx_k("ptr-u32-shared", "8.0", ""
+             ".param .u32 .ptr.shared c");
+    ptx_k("ptr-u64-shared", "8.0", ""
+             ".param .u64 .ptr.shared c");
+    ptx_k("ptr-u8-then-align16", "8.0", ".param .u8 a,"
+             " .param .u64 .ptr.global.align 16 p");
+    ptx_k("v77-sm90", "7.7", ".param .u32 a");
+    ptx_k("v78-sm90", "7.8", ".param .u32 a");
+    ptx_k("align-small", "8.0", ".param .u8 a,"
+             " .param .align 2 .u32 b, .param .u8 c");
+    ptx_k("align-big", "8.0", ".param .u8 a,"
+             " .param .align 64 .u32 b, .param .u8 c");
+    ptx_k("array-b16", "8.0", ".param .u8 a,"
+             " .param .b16 b[3], .param .u8 c");
+    ptx_k("array-2d", "8.0", ".param .u8 a,"
+             " .param .align 8 .b8 b[2][3], .param .u8 c");
+    ptx_k("array-hex-oct", "8.0", ".param .b8 a[0x10],"
+             " .param .b8 b[010], .param .b8 c[3U]");
+    ptx_k("types", "8.3", ".param .u8 a, .param .f16 b,"
              " .param .f16x2 c, .param .s8 d, .param .b128 e, .param .s64 f,"
-             " .param .b32 g)\n{\nret;\n}\n", "k");
-    ptx_case("texref", HEAD("8.0") ".visible .entry k(.param .u8 a,"
+             " .param .b32 g");
+    ptx_k("texref", "8.0", ".param .u8 a,"
              " .param .texref t, .param .samplerref s, .param .surfref u,"
-             " .param .u8 b)\n{\nret;\n}\n", "k");
-    ptx_case("align-after-type", HEAD("8.0") ".visible .entry k(.param .u8 a,"
-             " .param .b8 .align 8 b[4])\n{\nret;\n}\n", "k");
-    ptx_case("pred", HEAD("8.0") ".visible .entry k(.param .pred a)\n{\nret;\n}\n",
-             "k");
-    ptx_case("zero-dim", HEAD("8.0") ".visible .entry k(.param .b8 a[0])\n{\nret;\n}\n",
-             "k");
-    ptx_case("empty-dim", HEAD("8.0") ".visible .entry k(.param .b8 a[])\n{\nret;\n}\n",
-             "k");
-    ptx_case("align-3", HEAD("8.0") ".visible .entry k(.param .align 3 .b8 a[4])\n{\nret;\n}\n",
-             "k");
-    ptx_case("trailing-comma", HEAD("8.0") ".visible .entry k(.param .u32 a,)\n{\nret;\n}\n",
-             "k");
+             " .param .u8 b");
+    ptx_k("align-after-type", "8.0", ".param .u8 a,"
+             " .param .b8 .align 8 b[4]");
+    ptx_k("pred", "8.0", ".param .pred a");
+    ptx_k("zero-dim", "8.0", ".param .b8 a[0]");
+    ptx_k("empty-dim", "8.0", ".param .b8 a[]");
+    ptx_k("align-3", "8.0", ".param .align 3 .b8 a[4]");
+    ptx_k("trailing-comma", "8.0", ".param .u32 a,");
     ptx_case("cut-short", HEAD("8.0") ".visible .entry k(.param .u32 a", "k");
-    ptx_case("no-name", HEAD("8.0") ".visible .entry k(.param .u32)\n{\nret;\n}\n", "k");
-    ptx_case("space-32764", HEAD("8.1") ".visible .entry k(.param .b8 a[32764])\n{\nret;\n}\n",
-             "k");
-    ptx_case("space-32765", HEAD("8.1") ".visible .entry k(.param .b8 a[32765])\n{\nret;\n}\n",
-             "k");
-    ptx_case("space-32764-plus", HEAD("8.1") ".visible .entry k(.param .b8 a[32760],"
-             " .param .u64 b)\n{\nret;\n}\n", "k");
-    ptx_case("space-4096-v70", HEAD("7.0") ".visible .entry k(.param .b8 a[4096])\n{\nret;\n}\n",
-             "k");
-    ptx_case("space-4097-v70", HEAD("7.0") ".visible .entry k(.param .b8 a[4097])\n{\nret;\n}\n",
-             "k");
-    ptx_case("space-4097-v80", HEAD("8.0") ".visible .entry k(.param .b8 a[4097])\n{\nret;\n}\n",
-             "k");
-    ptx_case("huge-dim", HEAD("8.1") ".visible .entry k(.param .b8 a[99999999999999999999])\n{\nret;\n}\n",
-             "k");
+    ptx_k("no-name", "8.0", ".param .u32");
+    ptx_k("space-32764", "8.1", ".param .b8 a[32764]");
+    ptx_k("space-32765", "8.1", ".param .b8 a[32765]");
+    ptx_k("space-32764-plus", "8.1", ".param .b8 a[32760],"
+             " .param .u64 b");
+    ptx_k("space-4096-v70", "7.0", ".param .b8 a[4096]");
+    ptx_k("space-4097-v70", "7.0", ".param .b8 a[4097]");
+    ptx_k("space-4097-v80", "8.0", ".param .b8 a[4097]");
+    ptx_k("huge-dim", "8.1", ".param .b8 a[99999999999999999999]");
     ptx_case("maxntid", HEAD("8.0") ".visible .entry k(.param .u32 a)\n.maxntid 128, 1, 1\n{\nret;\n}\n",
              "k");
-    ptx_case("comments", HEAD("8.0") ".visible .entry k( // x\n .param /* y */ .u8 a, // z\n"
-             " .param .u32 b /* w */ )\n{\nret;\n}\n", "k");
+    ptx_k("comments", "8.0", " // x\n .param /* y */ .u8 a, // z\n"
+             " .param .u32 b /* w */ ");
     /* 4096 and 4097 one-byte parameters */
     for (int count = 4096; count <= 4097; count++) {
         char key[32];
@@ -435,10 +446,12 @@ static int child_hostile(const char *what)
         CUfunction f;
         CUcontext ctx;
         CUresult r2;
+        char inctx[1024];
         CHECK(D.cuDevicePrimaryCtxRetain(&ctx, 0) == 0);
         CHECK(D.cuCtxSetCurrent(ctx) == 0);
+        layout(k, inctx, sizeof(inctx));
         r2 = D.cuKernelGetFunction(&f, k);
-        sim_t_report("ok%s getfunction=%s", buf, en(r2));
+        sim_t_report("ok%s in-context%s getfunction=%s", buf, inctx, en(r2));
     }
     return 0;
 }
@@ -462,6 +475,12 @@ static int child_handles(const char *what)
         return 0;
     }
     CHECK(D.cuInit(0) == 0);
+    if (strncmp(what, "ctx-", 4) == 0) { /* the same cases in a context */
+        CUcontext ctx;
+        CHECK(D.cuDevicePrimaryCtxRetain(&ctx, 0) == 0);
+        CHECK(D.cuCtxSetCurrent(ctx) == 0);
+        what += 4;
+    }
     if (strcmp(what, "stack") == 0) {
         CUresult r1 = kinfo((CUkernel)x, 0, &off, &size);
         CUresult r2 = finfo((CUfunction)x, 0, &off, &size);
@@ -502,7 +521,8 @@ int main(int argc, char **argv)
         "offset-past-cbank", "ordinal-big", "ordinal-dup", "record-len-lies",
         "record-len-8", "cbank-size-small", "no-kparam", "bad-format", NULL};
     static const char *const handles[] = {"before-init", "stack", "kernel-as-func",
-                                          "unloaded", NULL};
+                                          "unloaded", "ctx-stack", "ctx-kernel-as-func",
+                                          "ctx-unloaded", NULL};
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 5 && strcmp(argv[1], "--child") == 0) {
@@ -526,5 +546,17 @@ int main(int argc, char **argv)
     probe_images();
     probe_rules();
     probe_ptx();
+    /* The same kernels again with device 0's primary context current: the
+     * driver answers some of them only then. */
+    {
+        CUcontext ctx;
+        CHECK(D.cuDevicePrimaryCtxRetain(&ctx, 0) == 0);
+        CHECK(D.cuCtxSetCurrent(ctx) == 0);
+        printf("== with a current context\n");
+        probe_images();
+        probe_ptx();
+        CHECK(D.cuCtxSetCurrent(NULL) == 0);
+        CHECK(D.cuDevicePrimaryCtxRelease(0) == 0);
+    }
     return 0;
 }
