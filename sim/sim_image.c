@@ -2,9 +2,11 @@
  * fatbin images, and each kernel's parameters as the device lays them out
  * (cuKernelGetParamInfo): from the .entry's parameter list in PTX, from the
  * EIATTR_KPARAM_INFO records of .nv.info.NAME in a cubin. Images are
- * untrusted: every offset, size and count is checked against the extent the
- * image's own headers declare (cuLibraryLoadData gets no length), or against
- * the entry or section that holds it. */
+ * untrusted: every offset, size and count the sim reads by is checked
+ * against the extent the image's own headers declare (cuLibraryLoadData
+ * gets no length), or against the entry or section that holds it. The
+ * parameter records' values are only reported, unchecked, as the driver
+ * reports them. */
 #include "sim_internal.h"
 #include "sim_decompress.h"
 
@@ -28,12 +30,9 @@
 #define EIFMT_BVAL 2 /* a byte value: 4 bytes in all */
 #define EIFMT_HVAL 3 /* the u16 at +2: 4 bytes in all */
 #define EIFMT_SVAL 4 /* u16 size at +2, then that many bytes */
-#define EIATTR_PARAM_CBANK 0x0a
 #define EIATTR_KPARAM_INFO 0x17
-#define EIATTR_CBANK_PARAM_SIZE 0x19
 #define EIATTR_KPARAM_INFO_V2 0x45
 #define KPARAM_INFO_LEN 12
-#define PARAM_CBANK_LEN 8
 #define NVINFO_PREFIX ".nv.info."
 
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -73,11 +72,10 @@ static void plist_free(struct plist *pl)
     pl->n = pl->cap = 0;
 }
 
-/* Appends a parameter. -1 past SIM_PARAMS_MAX, or out of memory. */
+/* Appends a parameter; -1 when out of memory. No bound on the count: in
+ * PTX the parameter space bounds it (each takes a byte at least). */
 static int plist_push(struct plist *pl, uint32_t offset, uint32_t size)
 {
-    if (pl->n >= SIM_PARAMS_MAX)
-        return -1;
     if (pl->n == pl->cap) {
         size_t nc = pl->cap ? pl->cap * 2 : 8;
         struct sim_param *nv = realloc(pl->v, nc * sizeof(*nv));
@@ -162,6 +160,21 @@ fail:
     return -1;
 }
 
+/* Moves the kernels of from into out (names_add's rules). */
+static int names_merge(struct sim_names *out, struct sim_names *from)
+{
+    for (size_t i = 0; i < from->n; i++) {
+        struct sim_kname *k = &from->v[i];
+        struct plist pl = {k->params, k->nparams, k->nparams};
+
+        k->params = NULL;
+        k->nparams = 0;
+        if (names_add(out, k->name, strlen(k->name), &pl, k->src))
+            return -1;
+    }
+    return 0;
+}
+
 /* ---- PTX ---------------------------------------------------------------- */
 
 static int ptx_ident_first(int c)
@@ -204,7 +217,10 @@ static int ptx_space(int c)
  *  - no .texref / .samplerref / .surfref: ptxas gives the first and last
  *    no place in the parameter space (offset 0xffff, size 0), which the
  *    sim does not model, so it refuses them all.
- * No list, or (), is no parameters. */
+ * No list, or (), is no parameters. The driver's JIT, unlike ptxas 13.0,
+ * refuses `.ptr.shared` (H100 and H200, driver 13.0): such PTX loads and
+ * gives its kernels, and the first use in a context is
+ * CUDA_ERROR_INVALID_IMAGE (ptx_pointee tells scan_ptx). */
 
 #define SIM_PARAM_BANK_BASE 0x210u /* sm_90: the parameters in c[0x0] */
 
@@ -322,8 +338,9 @@ static int ptx_align(const char *t, size_t n, size_t *pos, uint32_t *align)
 }
 
 /* `[.ptr [.const|.global|.local|.shared]] [.align M]` after a parameter's
- * type: what it points to, which leaves its own layout alone. */
-static int ptx_pointee(const char *t, size_t n, size_t *pos)
+ * type: what it points to, which leaves its own layout alone. *shared is
+ * set for .shared, which the JIT refuses. */
+static int ptx_pointee(const char *t, size_t n, size_t *pos, int *shared)
 {
     size_t i = *pos, w = ptx_word(t, n, i);
     uint32_t ignored = 0;
@@ -331,6 +348,8 @@ static int ptx_pointee(const char *t, size_t n, size_t *pos)
     if (word_is(t, i, w, ".ptr")) {
         i = ptx_skip(t, n, i + w);
         w = ptx_word(t, n, i);
+        if (word_is(t, i, w, ".shared"))
+            *shared = 1;
         if (word_is(t, i, w, ".const") || word_is(t, i, w, ".global") ||
             word_is(t, i, w, ".local") || word_is(t, i, w, ".shared"))
             i = ptx_skip(t, n, i + w);
@@ -361,9 +380,10 @@ static int ptx_dim(const char *t, size_t n, size_t *pos, uint64_t *size)
     return 0;
 }
 
-/* One `.param ...` at t[*pos], placed after *end (the bytes so far). */
+/* One `.param ...` at t[*pos], placed after *end (the bytes so far);
+ * *shared as ptx_pointee. */
 static int ptx_param(const char *t, size_t n, size_t *pos, struct plist *pl,
-                     uint32_t *end)
+                     uint32_t *end, int *shared)
 {
     size_t i = ptx_skip(t, n, *pos), w = ptx_word(t, n, i);
     uint32_t align = 1, elem;
@@ -379,7 +399,7 @@ static int ptx_param(const char *t, size_t n, size_t *pos, struct plist *pl,
     if (elem == 0)
         return -1;
     i = ptx_skip(t, n, i + w);
-    if (ptx_pointee(t, n, &i))
+    if (ptx_pointee(t, n, &i, shared))
         return -1;
     if (i >= n || !ptx_ident_first((unsigned char)t[i]))
         return -1; /* no name */
@@ -401,9 +421,10 @@ static int ptx_param(const char *t, size_t n, size_t *pos, struct plist *pl,
 }
 
 /* The parameter list that follows `.entry NAME` at t[*pos], if one does;
- * *pos moves past its ')'. -1 when it is malformed or too large. */
+ * *pos moves past its ')'. -1 when it is malformed or too large; *shared
+ * as ptx_pointee. */
 static int ptx_param_list(const char *t, size_t n, size_t *pos,
-                          struct plist *pl)
+                          struct plist *pl, int *shared)
 {
     size_t i = ptx_skip(t, n, *pos);
     uint32_t end = 0;
@@ -416,7 +437,7 @@ static int ptx_param_list(const char *t, size_t n, size_t *pos,
         return 0;
     }
     for (;;) {
-        if (ptx_param(t, n, &i, pl, &end))
+        if (ptx_param(t, n, &i, pl, &end, shared))
             return -1;
         i = ptx_skip(t, n, i);
         if (i < n && t[i] == ',') {
@@ -431,9 +452,10 @@ static int ptx_param_list(const char *t, size_t n, size_t *pos,
     }
 }
 
-/* `.entry NAME [(params)]` after the directive at t[*pos]. */
+/* `.entry NAME [(params)]` after the directive at t[*pos]; *shared as
+ * ptx_pointee. */
 static CUresult ptx_entry(const char *t, size_t n, size_t *pos,
-                          struct sim_names *out)
+                          struct sim_names *out, int *shared)
 {
     struct plist pl = {NULL, 0, 0};
     size_t j = *pos, s;
@@ -447,7 +469,7 @@ static CUresult ptx_entry(const char *t, size_t n, size_t *pos,
     while (j < n && ptx_ident_char((unsigned char)t[j]))
         j++;
     *pos = j;
-    if (ptx_param_list(t, n, pos, &pl)) {
+    if (ptx_param_list(t, n, pos, &pl, shared)) {
         plist_free(&pl);
         return CUDA_ERROR_INVALID_PTX;
     }
@@ -456,11 +478,113 @@ static CUresult ptx_entry(const char *t, size_t n, size_t *pos,
     return CUDA_SUCCESS;
 }
 
-/* Scans PTX text t[0..n) (no NUL inside) for `.version` and `.entry NAME`,
- * skipping comments and string literals. */
-static CUresult scan_ptx(const char *t, size_t n, struct sim_names *out)
+/* ---- PTX .version and .target ------------------------------------------- */
+
+/* The lowest .version that ptxas 13.0 takes for each .target it compiles,
+ * as major * 100 + minor, each checked with `ptxas -arch=sm_XX` ("PTX
+ * .version 7.7 does not support .target sm_90"). The driver's JIT says so
+ * for sm_90 (H100, H200: 7.0 and 7.7 are CUDA_ERROR_INVALID_PTX at
+ * cuLibraryGetKernel, 7.8 is taken). Targets not here (sm_72 and older,
+ * which this ptxas no longer compiles) are not checked. */
+static const struct {
+    const char *name;
+    unsigned min;
+} ptx_targets[] = {
+    {"sm_75", 603},   {"sm_80", 700},   {"sm_86", 701},   {"sm_87", 704},
+    {"sm_88", 703},   {"sm_89", 708},   {"sm_90", 708},   {"sm_90a", 800},
+    {"sm_100", 806},  {"sm_100a", 806}, {"sm_100f", 808}, {"sm_103", 808},
+    {"sm_103a", 808}, {"sm_103f", 808}, {"sm_110", 900},  {"sm_110a", 900},
+    {"sm_110f", 900}, {"sm_120", 807},  {"sm_120a", 807}, {"sm_120f", 808},
+    {"sm_121", 808},  {"sm_121a", 808}, {"sm_121f", 808},
+};
+
+/* `MAJOR.MINOR` after `.version` at t[i]: major * 100 + minor, or 0 when it
+ * is not that (then nothing is checked against it, as before). */
+static unsigned ptx_version(const char *t, size_t n, size_t i)
 {
-    int have_version = 0;
+    unsigned v[2] = {0, 0};
+
+    i = ptx_skip(t, n, i);
+    for (int part = 0; part < 2; part++) {
+        size_t digits = 0;
+        if (part && (i >= n || t[i++] != '.'))
+            return 0;
+        for (; i < n && t[i] >= '0' && t[i] <= '9'; i++, digits++) {
+            v[part] = v[part] * 10 + (unsigned)(t[i] - '0');
+            if (v[part] > 99)
+                return 0;
+        }
+        if (digits == 0)
+            return 0;
+    }
+    return v[0] * 100 + v[1];
+}
+
+/* ptx_targets' minimum for the target t[0..len), 0 when it has none. */
+static unsigned ptx_target_min(const char *t, size_t len)
+{
+    for (size_t k = 0; k < sizeof(ptx_targets) / sizeof(ptx_targets[0]); k++)
+        if (strlen(ptx_targets[k].name) == len &&
+            memcmp(ptx_targets[k].name, t, len) == 0)
+            return ptx_targets[k].min;
+    return 0;
+}
+
+/* The target list after `.target` at t[i] (`sm_90`, `sm_90a, debug`): -1
+ * when a target in it needs a later .version than version (0: unknown). */
+static int ptx_target_check(const char *t, size_t n, size_t i,
+                            unsigned version)
+{
+    for (;;) {
+        size_t s;
+
+        i = ptx_skip(t, n, i);
+        for (s = i; i < n && ptx_ident_char((unsigned char)t[i]); i++)
+            ;
+        if (version && version < ptx_target_min(t + s, i - s))
+            return -1;
+        i = ptx_skip(t, n, i);
+        if (i >= n || t[i] != ',')
+            return 0;
+        i++;
+    }
+}
+
+/* ---- PTX text ----------------------------------------------------------- */
+
+/* What scan_ptx has seen so far. */
+struct ptx_scan {
+    int have_version;
+    unsigned version; /* ptx_version's; 0 when unreadable */
+    int shared;       /* a parameter is .ptr.shared */
+    struct sim_names found;
+};
+
+/* The directive t[i..*pos) (its '.' and word): .version and .target are
+ * read, .entry adds a kernel and moves *pos past its parameters. */
+static CUresult ptx_directive(const char *t, size_t n, size_t i, size_t *pos,
+                              struct ptx_scan *st)
+{
+    size_t len = *pos - i;
+
+    if (len == 8 && memcmp(t + i, ".version", 8) == 0) {
+        st->have_version = 1;
+        st->version = ptx_version(t, n, *pos);
+    } else if (len == 7 && memcmp(t + i, ".target", 7) == 0) {
+        if (st->have_version && ptx_target_check(t, n, *pos, st->version))
+            return CUDA_ERROR_INVALID_PTX;
+    } else if (len == 6 && memcmp(t + i, ".entry", 6) == 0) {
+        if (!st->have_version)
+            return CUDA_ERROR_INVALID_IMAGE;
+        return ptx_entry(t, n, pos, &st->found, &st->shared);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Scans PTX text t[0..n) (no NUL inside) for its directives, skipping
+ * comments and string literals. */
+static CUresult ptx_scan_text(const char *t, size_t n, struct ptx_scan *st)
+{
     size_t i = 0;
 
     for (size_t k = 0; k < n; k++) {
@@ -469,41 +593,48 @@ static CUresult scan_ptx(const char *t, size_t n, struct sim_names *out)
             return CUDA_ERROR_INVALID_IMAGE; /* not text */
     }
     while (i < n) {
-        char c;
         size_t k = ptx_skip(t, n, i);
 
         if (k != i) { /* blanks and comments */
             i = k;
-            continue;
-        }
-        c = t[i];
-        if (c == '"') {
+        } else if (t[i] == '"') {
+            for (i++; i < n && t[i] != '"' && t[i] != '\n'; i++)
+                ;
             i++;
-            while (i < n && t[i] != '"' && t[i] != '\n')
-                i++;
+        } else if (t[i] == '.' &&
+                   (i == 0 || !ptx_ident_char((unsigned char)t[i - 1]))) {
+            CUresult rc;
+            for (k = i + 1; k < n && ptx_ident_char((unsigned char)t[k]); k++)
+                ;
+            rc = ptx_directive(t, n, i, &k, st);
+            if (rc != CUDA_SUCCESS)
+                return rc;
+            i = k;
+        } else {
             i++;
-            continue;
         }
-        if (c == '.' && (i == 0 || !ptx_ident_char((unsigned char)t[i - 1]))) {
-            size_t j = i + 1;
-            while (j < n && ptx_ident_char((unsigned char)t[j]))
-                j++;
-            if (j - i == 8 && memcmp(t + i, ".version", 8) == 0) {
-                have_version = 1;
-            } else if (j - i == 6 && memcmp(t + i, ".entry", 6) == 0) {
-                CUresult rc;
-                if (!have_version)
-                    return CUDA_ERROR_INVALID_IMAGE;
-                rc = ptx_entry(t, n, &j, out);
-                if (rc != CUDA_SUCCESS)
-                    return rc;
-            }
-            i = j;
-            continue;
-        }
-        i++;
     }
-    return have_version ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+    return st->have_version ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+}
+
+/* The kernels of PTX text t[0..n), added to out. */
+static CUresult scan_ptx(const char *t, size_t n, struct sim_names *out)
+{
+    struct ptx_scan st;
+    CUresult rc;
+
+    memset(&st, 0, sizeof(st));
+    rc = ptx_scan_text(t, n, &st);
+    if (rc == CUDA_SUCCESS) {
+        /* The JIT compiles the module whole, so what it refuses fails
+         * every kernel of it (inferred: the probe's modules had one). */
+        for (size_t k = 0; st.shared && k < st.found.n; k++)
+            st.found.v[k].src = SIM_PARAMS_PTX_REFUSED;
+        if (names_merge(out, &st.found))
+            rc = CUDA_ERROR_INVALID_PTX;
+    }
+    sim_names_free(&st.found);
+    return rc;
 }
 
 /* ---- ELF (cubin) -------------------------------------------------------- */
@@ -653,98 +784,122 @@ static uint64_t nvinfo_record(const unsigned char *s, uint64_t len,
     }
 }
 
-/* First pass over a .nv.info.NAME section: checks every record's framing,
- * counts the KPARAM_INFO records and takes the least of the sizes that
- * CBANK_PARAM_SIZE and PARAM_CBANK give the parameter space (*bound,
- * UINT32_MAX when neither is there). */
-static int nvinfo_survey(const unsigned char *s, uint64_t len, size_t *count,
-                         uint32_t *bound)
+/* Whether a .nv.info section is well framed: every record whole and of a
+ * known format, every KPARAM_INFO record the 12 bytes it must be. The
+ * driver checks this at cuLibraryLoadData, before cuLibraryGetKernel
+ * (driver 13.0, H100 and H200: in a kernel's .nv.info.NAME, a
+ * KPARAM_INFO's length made 0xff00, past the section, or 8, which leaves
+ * the next record a format 0, and a format byte of 9 were refused there
+ * with CUDA_ERROR_INVALID_IMAGE). That a KPARAM_INFO of another length
+ * than 12 is refused even where the records after it still frame is the
+ * sim's reading: it could not be read. */
+static int nvinfo_framed(const unsigned char *s, uint64_t len)
 {
     uint64_t o = 0;
 
-    *count = 0;
-    *bound = UINT32_MAX;
     while (o < len) {
         const unsigned char *d;
         unsigned attr, dlen;
-        uint32_t b = UINT32_MAX;
         uint64_t next = nvinfo_record(s, len, o, &attr, &d, &dlen);
 
         if (next == 0)
-            return -1;
-        if (attr == EIATTR_KPARAM_INFO || attr == EIATTR_KPARAM_INFO_V2) {
-            if (s[o] != EIFMT_SVAL || dlen != KPARAM_INFO_LEN)
-                return -1;
-            (*count)++;
-        } else if (attr == EIATTR_CBANK_PARAM_SIZE && s[o] == EIFMT_HVAL) {
-            b = rd16(d);
-        } else if (attr == EIATTR_PARAM_CBANK && s[o] == EIFMT_SVAL) {
-            if (dlen != PARAM_CBANK_LEN)
-                return -1;
-            b = rd16(d + 6); /* u32 section, u16 offset, u16 size */
-        }
-        if (b < *bound)
-            *bound = b;
+            return 0;
+        if ((attr == EIATTR_KPARAM_INFO || attr == EIATTR_KPARAM_INFO_V2) &&
+            (s[o] != EIFMT_SVAL || dlen != KPARAM_INFO_LEN))
+            return 0;
         o = next;
     }
-    return *count > SIM_PARAMS_MAX ? -1 : 0;
+    return 1;
 }
 
-/* The parameters a .nv.info.NAME section lists (its framing checked by
- * nvinfo_survey), one record each, last ordinal first as nvcc writes them.
- * EIATTR_KPARAM_INFO, 12 bytes: u32 index (0), u16 ordinal, u16 offset,
- * u32 with the size in bits 18-31 (below them the pointee's log2
- * alignment, the space and the constant bank, as cuobjdump decodes them;
- * not needed here). Where a size does not fit those 14 bits (a 20000-byte
- * struct, or a 16384-byte array), nvcc 13.0 writes EIATTR_KPARAM_INFO_V2
- * for every parameter of the kernel instead: u32 index, u16 ordinal, u16
- * offset, u32 size. The ordinals must be 0..count-1, each once; the
- * parameters must not overlap and must end within the parameter space and
- * the bound the section gives. A section without either record is a
- * kernel without parameters, which is what nvcc writes for one (and no
- * CBANK_PARAM_SIZE either). */
-static int nvinfo_params(const unsigned char *s, uint64_t len,
-                         struct plist *pl)
+/* One parameter record of a .nv.info.NAME section. */
+struct kparam {
+    unsigned ord;
+    uint32_t off, size;
+};
+
+/* The next KPARAM_INFO or KPARAM_INFO_V2 record of a well-framed section
+ * from s[*o] on: 1 with it (*o past it), 0 at the end. */
+static int kparam_next(const unsigned char *s, uint64_t len, uint64_t *o,
+                       struct kparam *r)
 {
-    size_t count;
-    uint32_t bound, end = 0;
-    uint64_t o = 0;
-
-    if (nvinfo_survey(s, len, &count, &bound))
-        return -1;
-    if (count == 0)
-        return bound == UINT32_MAX || bound == 0 ? 0 : -1;
-    pl->v = calloc(count, sizeof(*pl->v));
-    if (!pl->v)
-        return -1;
-    pl->n = pl->cap = count;
-    while (o < len) {
+    while (*o < len) {
         const unsigned char *d;
-        unsigned attr, dlen, ord;
-        uint32_t off, size;
+        unsigned attr, dlen;
+        uint64_t next = nvinfo_record(s, len, *o, &attr, &d, &dlen);
 
-        o = nvinfo_record(s, len, o, &attr, &d, &dlen);
-        if (o == 0)
-            return -1; /* (nvinfo_survey read the same bytes) */
+        if (next == 0)
+            break; /* (cannot be: nvinfo_framed passed the section) */
+        *o = next;
         if (attr != EIATTR_KPARAM_INFO && attr != EIATTR_KPARAM_INFO_V2)
             continue;
-        ord = rd16(d + 4);
-        off = rd16(d + 6);
-        size = rd32(d + 8);
+        r->ord = rd16(d + 4);
+        r->off = rd16(d + 6);
+        r->size = rd32(d + 8);
         if (attr == EIATTR_KPARAM_INFO)
-            size >>= 18;
-        if (ord >= count || pl->v[ord].size != 0 || size == 0 ||
-            size > SIM_PARAM_SPACE || off + size > SIM_PARAM_SPACE)
-            return -1; /* (size bounded first: off + size cannot wrap) */
-        pl->v[ord].offset = off;
-        pl->v[ord].size = size; /* a size is never 0: ordinal taken */
+            r->size >>= 18;
+        return 1;
     }
-    for (size_t i = 0; i < count; i++) {
-        if (pl->v[i].offset < end)
-            return -1; /* overlaps the one before: a size lies */
-        end = pl->v[i].offset + pl->v[i].size;
+    *o = len;
+    return 0;
+}
+
+/* The parameters a well-framed .nv.info.NAME section lists, one record
+ * each, last ordinal first as nvcc writes them. EIATTR_KPARAM_INFO, 12
+ * bytes: u32 index (0), u16 ordinal, u16 offset, u32 with the size in bits
+ * 18-31 (below them the pointee's log2 alignment, the space and the
+ * constant bank, as cuobjdump decodes them; not needed here). Where a size
+ * does not fit those 14 bits (a 20000-byte struct, or a 16384-byte array),
+ * nvcc 13.0 writes EIATTR_KPARAM_INFO_V2 for every parameter of the kernel
+ * instead: u32 index, u16 ordinal, u16 offset, u32 size. The driver
+ * reports the records as they are (driver 13.0, H100 and H200, the
+ * probe's hostile cubins): sizes and offsets unchecked, against each
+ * other, the parameter space or the constant bank (CBANK_PARAM_SIZE and
+ * PARAM_CBANK are not read); the count is the largest ordinal + 1, an
+ * ordinal without a record is offset 0 size 0, and of two records with
+ * one ordinal the later wins. No record (what nvcc writes for a kernel
+ * without parameters) is no parameters. */
+static CUresult nvinfo_params(const unsigned char *s, uint64_t len,
+                              struct plist *pl)
+{
+    struct kparam r;
+    size_t count = 0;
+    uint64_t o = 0;
+
+    while (kparam_next(s, len, &o, &r))
+        if (r.ord >= count)
+            count = (size_t)r.ord + 1; /* at most 65536 */
+    if (count == 0)
+        return CUDA_SUCCESS;
+    pl->v = calloc(count, sizeof(*pl->v));
+    if (!pl->v)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pl->n = pl->cap = count;
+    for (o = 0; kparam_next(s, len, &o, &r);) {
+        pl->v[r.ord].offset = r.off;
+        pl->v[r.ord].size = r.size;
     }
-    return end > bound ? -1 : 0;
+    return CUDA_SUCCESS;
+}
+
+/* Whether every .nv.info section (SHT_CUDA_INFO: .nv.info and each
+ * .nv.info.NAME, a kernel's or not) of the ELF at p[0..ext) is well
+ * framed (nvinfo_framed). Measured on a kernel's section only; the
+ * others are read by the same loader. A section outside the image is
+ * left to elf_params (refused at cuLibraryGetKernel). */
+static int elf_nvinfo_framed(const unsigned char *p, size_t ext)
+{
+    unsigned shnum = rd16(p + 60);
+
+    for (unsigned i = 0; i < shnum; i++) {
+        uint32_t type, link;
+        uint64_t off, size, ent;
+
+        if (elf_section(p, ext, i, &type, &off, &size, &link, &ent) == 0 &&
+            type == ELF_SHT_CUDA_INFO && !nvinfo_framed(p + off, size))
+            return 0;
+    }
+    return 1;
 }
 
 static int kname_cmp(const void *a, const void *b)
@@ -781,9 +936,10 @@ static const char *nvinfo_kernel(const unsigned char *p, unsigned i,
 
 /* Gives the kernels in found (sorted here) the parameters of their
  * .nv.info.NAME sections, found by the section names of e_shstrndx (an ELF
- * without them has none). A kernel without such a section keeps
- * SIM_PARAMS_UNKNOWN; one with two, or with a malformed one, makes the
- * image invalid. */
+ * without them has none), their framing checked (elf_nvinfo_framed). A
+ * kernel without such a section keeps SIM_PARAMS_UNKNOWN; one with two
+ * (not measured), or a section outside the image, makes the image
+ * invalid. */
 static CUresult elf_params(const unsigned char *p, size_t ext,
                            struct sim_names *found)
 {
@@ -804,6 +960,7 @@ static CUresult elf_params(const unsigned char *p, size_t ext,
         uint64_t off, size;
         int bad = 0;
         const char *name = nvinfo_kernel(p, i, stroff, strsize, &bad);
+        CUresult rc;
 
         if (bad)
             return CUDA_ERROR_INVALID_IMAGE;
@@ -814,45 +971,48 @@ static CUresult elf_params(const unsigned char *p, size_t ext,
         if (!k)
             continue; /* not a kernel's */
         if (k->src == SIM_PARAMS_CUBIN ||
-            elf_section(p, ext, i, &type, &off, &size, &link, &ent) ||
-            nvinfo_params(p + off, size, &pl)) {
-            plist_free(&pl);
+            elf_section(p, ext, i, &type, &off, &size, &link, &ent))
             return CUDA_ERROR_INVALID_IMAGE;
+        rc = nvinfo_params(p + off, size, &pl);
+        if (rc != CUDA_SUCCESS) {
+            plist_free(&pl);
+            return rc;
         }
         kname_set_params(k, &pl, SIM_PARAMS_CUBIN);
     }
     return CUDA_SUCCESS;
 }
 
-/* Moves the kernels of from into out (names_add's rules). */
-static int names_merge(struct sim_names *out, struct sim_names *from)
+/* A cubin's kernel without a .nv.info.NAME section has no parameters: the
+ * driver (13.0) says count 0 for one whose section was renamed. */
+static void kernels_without_info(struct sim_names *found)
 {
-    for (size_t i = 0; i < from->n; i++) {
-        struct sim_kname *k = &from->v[i];
-        struct plist pl = {k->params, k->nparams, k->nparams};
-
-        k->params = NULL;
-        k->nparams = 0;
-        if (names_add(out, k->name, strlen(k->name), &pl, k->src))
-            return -1;
-    }
-    return 0;
+    for (size_t i = 0; i < found->n; i++)
+        if (found->v[i].src == SIM_PARAMS_UNKNOWN)
+            found->v[i].src = SIM_PARAMS_CUBIN;
 }
 
 static CUresult scan_elf(const unsigned char *p, size_t avail,
                          struct sim_names *out)
 {
-    struct sim_names found = {NULL, 0, 0};
+    struct sim_names found = {NULL, 0, 0, 0};
     size_t ext = elf_extent(p, avail);
     CUresult rc;
 
     if (ext == 0)
         return CUDA_ERROR_INVALID_IMAGE;
+    if (!elf_nvinfo_framed(p, ext)) {
+        out->refused_at_load = 1;
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
     rc = elf_kernels(p, ext, &found);
     if (rc == CUDA_SUCCESS)
         rc = elf_params(p, ext, &found);
-    if (rc == CUDA_SUCCESS && names_merge(out, &found))
-        rc = CUDA_ERROR_INVALID_IMAGE;
+    if (rc == CUDA_SUCCESS) {
+        kernels_without_info(&found);
+        if (names_merge(out, &found))
+            rc = CUDA_ERROR_INVALID_IMAGE;
+    }
     sim_names_free(&found);
     return rc;
 }

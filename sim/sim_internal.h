@@ -168,9 +168,9 @@ CUresult sim_event_check(CUevent e);
 /* ---- libraries (sim_library.c, sim_image.c) --------------------------- */
 
 /* What a kernel may take since CUDA 12.1 (and PTX ISA 8.1): 32764 bytes of
- * parameters; the sim also refuses more than 4096 of them. An image that
- * declares more is invalid. */
-#define SIM_PARAMS_MAX 4096
+ * parameters, in PTX (there is no limit on their number: a PTX 8.1 .entry
+ * with 4097 one-byte parameters is taken). A cubin's records are taken as
+ * they are (sim_image.c). */
 #define SIM_PARAM_SPACE 32764
 
 /* One parameter in the device-side layout (cuKernelGetParamInfo). */
@@ -181,7 +181,9 @@ struct sim_param {
 /* Where a kernel's parameter list came from. A fatbin may describe one
  * kernel twice (its cubin and its PTX): the higher source wins. */
 enum sim_params_src {
-    SIM_PARAMS_UNKNOWN = 0, /* a cubin without .nv.info.NAME */
+    SIM_PARAMS_UNKNOWN = 0, /* a cubin's, until its .nv.info.NAME is read */
+    SIM_PARAMS_PTX_REFUSED, /* PTX that loads, but that the driver's JIT
+                             * refuses at first use (.ptr.shared) */
     SIM_PARAMS_PTX,         /* the .entry's parameter list */
     SIM_PARAMS_CUBIN        /* .nv.info.NAME: EIATTR_KPARAM_INFO records */
 };
@@ -194,17 +196,21 @@ struct sim_kname {
     enum sim_params_src src;
 };
 
-/* The kernels found in an image. */
+/* The kernels found in an image. refused_at_load is set when the image is
+ * one the driver refuses at cuLibraryLoadData itself (a cubin's .nv.info
+ * records misframed), not at cuLibraryGetKernel; sim_names_free leaves it. */
 struct sim_names {
     struct sim_kname *v;
     size_t n, cap;
+    int refused_at_load;
 };
 /* A hex digit's value (either case), or -1 (sim_device.c). */
 int sim_hexval(int c);
 void sim_names_free(struct sim_names *names);
 /* Reads a module image (PTX text, cubin ELF, fatbin) whose extent is only
- * known from its own headers. CUDA_ERROR_INVALID_IMAGE when malformed,
- * CUDA_ERROR_INVALID_PTX for PTX whose .entry or parameter list is. */
+ * known from its own headers. CUDA_ERROR_INVALID_IMAGE when malformed
+ * (out->refused_at_load says whether at load), CUDA_ERROR_INVALID_PTX for
+ * PTX whose .entry, parameter list or .version for its .target is. */
 CUresult sim_image_scan(const void *code, struct sim_names *out);
 /* Same with a known length (the test and fuzz entry). */
 CUresult sim_image_scan_len(const void *code, size_t len,

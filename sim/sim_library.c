@@ -1,12 +1,15 @@
 /* Libraries, kernels, functions, their parameters (cuKernelGetParamInfo,
  * cuFuncGetParamInfo) and cuLaunchKernelEx. A library is the list of
  * kernels found in its image, each with its parameters (sim_image.c), or
- * the reason the image could not be read. As on the H200 (driver 580.159, lazy loading,
- * EAGER too), cuLibraryLoadData takes any bytes and cuLibraryGetKernel is
- * where a malformed image is refused; the image is read at load all the
- * same, since the API gives no length and the caller may free it. The sim
- * cannot execute device code, so a launch validates its configuration and
- * then returns CUDA_ERROR_NOT_SUPPORTED. */
+ * the reason the image could not be read. As on the H200 (driver 580.159,
+ * lazy loading, EAGER too), cuLibraryLoadData takes any bytes and
+ * cuLibraryGetKernel is where a malformed image is refused, but for a
+ * cubin whose .nv.info records are misframed, which driver 13.0 refuses at
+ * load (H100, H200); the image is read at load all the same, since the API
+ * gives no length and the caller may free it. PTX the JIT refuses loads
+ * and gives its kernels, and fails at their first use in a context. The
+ * sim cannot execute device code, so a launch validates its configuration
+ * and then returns CUDA_ERROR_NOT_SUPPORTED. */
 #include "sim_internal.h"
 
 #include <stdlib.h>
@@ -119,12 +122,14 @@ SIM_API CUresult CUDAAPI cuLibraryLoadData(
     l = calloc(1, sizeof(*l));
     if (!l)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    /* A malformed image loads; its error waits for cuLibraryGetKernel.
-     * Running out of memory here is the sim's own failure. */
+    /* A malformed image loads; its error waits for cuLibraryGetKernel,
+     * unless the driver refuses it here. Running out of memory here is the
+     * sim's own failure. */
     l->image_rc = sim_image_scan(code, &l->names);
-    if (l->image_rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    if (l->image_rc == CUDA_ERROR_OUT_OF_MEMORY || l->names.refused_at_load) {
+        rc = l->image_rc;
         free(l);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return rc;
     }
     if (l->names.n) {
         l->kernels = calloc(l->names.n, sizeof(*l->kernels));
@@ -222,6 +227,12 @@ SIM_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc,
         rc = CUDA_ERROR_INVALID_HANDLE;
         goto out;
     }
+    /* The function is the module loaded in this context, which the JIT
+     * must compile first (inferred: measured at cuKernelGetParamInfo). */
+    if (k->info->src == SIM_PARAMS_PTX_REFUSED) {
+        rc = CUDA_ERROR_INVALID_IMAGE;
+        goto out;
+    }
     if (!k->func[cur->dev]) {
         struct CUfunc_st *f = calloc(1, sizeof(*f));
         if (!f) {
@@ -239,19 +250,15 @@ out:
     return rc;
 }
 
-/* Parameter idx of k; outputs written only on success. A kernel of a
- * cubin without its .nv.info.NAME section (nvcc writes one for every
- * kernel, parameters or not) has no known parameters: the sim says
- * CUDA_ERROR_INVALID_IMAGE for it (its own choice: a driver would not have
- * loaded it, as far as anyone measured). Locked. */
+/* Parameter idx of k; outputs written only on success. A kernel of PTX
+ * that the JIT refuses (.ptr.shared) fails here, at its first use in a
+ * context: CUDA_ERROR_INVALID_IMAGE (driver 13.0, H100 and H200). Locked. */
 static CUresult param_info(const struct CUkern_st *k, size_t idx,
                            size_t *offset, size_t *size)
 {
     const struct sim_kname *info = k->info;
 
-    if (!offset)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (info->src == SIM_PARAMS_UNKNOWN)
+    if (info->src == SIM_PARAMS_PTX_REFUSED)
         return CUDA_ERROR_INVALID_IMAGE;
     if (idx >= info->nparams)
         return CUDA_ERROR_INVALID_VALUE;
@@ -266,16 +273,29 @@ SIM_API CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel,
                                               size_t *paramOffset,
                                               size_t *paramSize)
 {
+    struct CUctx_st *cur;
     struct CUkern_st *k;
     CUresult rc = sim_check_init();
 
     SIM_FAULT(cuKernelGetParamInfo);
     if (rc)
         return rc;
+    if (!kernel || !paramOffset)
+        return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
-    k = find_kernel(kernel);
-    rc = k ? param_info(k, paramIndex, paramOffset, paramSize)
-           : CUDA_ERROR_INVALID_HANDLE;
+    /* The driver answers for a CUkernel only in a context, whatever the
+     * image (cubin, PTX, fatbin) and before it looks at the handle: an
+     * H100 and an H200 (driver 13.0) say CUDA_ERROR_INVALID_CONTEXT with
+     * none current, even for a stack address (probe_params.c). In one, a
+     * kernel of an unloaded library crashes that driver (SIGSEGV); the
+     * sim's own choice is CUDA_ERROR_INVALID_HANDLE, as for any handle
+     * that is not a live kernel. */
+    rc = sim_ctx_current(&cur);
+    if (rc == CUDA_SUCCESS) {
+        k = find_kernel(kernel);
+        rc = k ? param_info(k, paramIndex, paramOffset, paramSize)
+               : CUDA_ERROR_INVALID_HANDLE;
+    }
     sim_unlock();
     return rc;
 }
@@ -291,6 +311,9 @@ SIM_API CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func,
     SIM_FAULT(cuFuncGetParamInfo);
     if (rc)
         return rc;
+    if (!func || !paramOffset)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A CUfunction belongs to its context already: no current one needed. */
     sim_lock();
     f = find_function(func);
     rc = f ? param_info(f->kernel, paramIndex, paramOffset, paramSize)

@@ -3,8 +3,11 @@
  * (any bytes load; cuLibraryGetKernel refuses a malformed image), and
  * hostile images (every one must load, give CUDA_ERROR_INVALID_IMAGE at
  * cuLibraryGetKernel and read nothing outside the buffer; run under ASan
- * with -DCUCORE_SANITIZE=ON). nvcc-built images are tested when the build
- * made them (sim/CMakeLists.txt). */
+ * with -DCUCORE_SANITIZE=ON), but for misframed .nv.info records, which
+ * driver 13.0 refuses at cuLibraryLoadData. Kernel parameters as driver
+ * 13.0 reports them (sim/testdata/probe_params.c on an H100 and an H200).
+ * nvcc-built images are tested when the build made them
+ * (sim/CMakeLists.txt). */
 #include "../sim/testdata/sim_test.h"
 
 #include <stdarg.h>
@@ -299,6 +302,16 @@ static size_t lz4_literals(const void *src, size_t n, unsigned char *dst)
 
 /* ---- helpers --------------------------------------------------------------- */
 
+/* A copy of an image, to change. */
+static struct img img_dup(const struct img *src)
+{
+    struct img im = {malloc(src->n), src->n};
+
+    CHECK(im.p);
+    memcpy(im.p, src->p, src->n);
+    return im;
+}
+
 /* Copies an image to a buffer of exactly its size, so ASan sees any read
  * past it, and loads it. */
 static CUresult load_exact(const struct img *im, CUlibrary *lib)
@@ -369,6 +382,20 @@ static void bad_image(const struct img *im, const char *what)
     CUresult rc = load_exact(im, &lib);
 
     expect_lazy(lib, rc, CUDA_ERROR_INVALID_IMAGE, what);
+}
+
+/* An image the driver refuses at cuLibraryLoadData itself (misframed
+ * .nv.info records): CUDA_ERROR_INVALID_IMAGE there, and no library. */
+static void refused_at_load(const struct img *im, const char *what)
+{
+    CUlibrary lib = NULL;
+    CUresult rc = load_exact(im, &lib);
+
+    if (rc != CUDA_ERROR_INVALID_IMAGE || lib != NULL) {
+        fprintf(stderr, "image '%s': cuLibraryLoadData gave %s, wanted "
+                        "CUDA_ERROR_INVALID_IMAGE\n", what, sim_t_errname(rc));
+        exit(1);
+    }
 }
 
 /* A NUL-terminated image, loaded in place. */
@@ -953,8 +980,37 @@ static void expect_params(CUkernel k, CUfunction f, const struct want *w,
     }
 }
 
-/* Every kernel of ws in lib, through the kernel and its function in the
- * current context. */
+/* With no context current, cuKernelGetParamInfo is
+ * CUDA_ERROR_INVALID_CONTEXT for a kernel of any image (cubin, PTX,
+ * fatbin), for any index, with paramSize NULL too, after its NULL checks;
+ * cuKernelGetFunction too (driver 13.0, H100 and H200). The context
+ * current on entry is current again on return. */
+static void expect_needs_context(CUkernel k, const char *what)
+{
+    CUcontext cur = NULL;
+    CUfunction f = NULL;
+    size_t off = 7777, size = 7777;
+    CUresult rc;
+
+    CU_OK(D.cuCtxGetCurrent(&cur));
+    CU_OK(D.cuCtxSetCurrent(NULL));
+    rc = kparam(k, 0, &off, &size);
+    if (rc != CUDA_ERROR_INVALID_CONTEXT) {
+        fprintf(stderr, "%s: with no context, cuKernelGetParamInfo gave %s\n",
+                what, sim_t_errname(rc));
+        exit(1);
+    }
+    CU_RC(kparam(k, SIZE_MAX, &off, &size), CUDA_ERROR_INVALID_CONTEXT);
+    CU_RC(kparam(k, 0, &off, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    CU_RC(kparam(k, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(kparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuKernelGetFunction(&f, k), CUDA_ERROR_INVALID_CONTEXT);
+    CHECK(off == 7777 && size == 7777 && f == NULL);
+    CU_OK(D.cuCtxSetCurrent(cur));
+}
+
+/* Every kernel of ws in lib, with no context current, then through the
+ * kernel and its function in the current context. */
 static void expect_lib_params(CUlibrary lib, const struct want *ws, size_t n,
                               const char *what)
 {
@@ -967,33 +1023,63 @@ static void expect_lib_params(CUlibrary lib, const struct want *ws, size_t n,
                     sim_t_errname(rc));
             exit(1);
         }
+        expect_needs_context(k, what);
         CU_OK(D.cuKernelGetFunction(&f, k));
         expect_params(k, f, &ws[i], what);
     }
 }
 
+/* Loads im and expects w's kernel to take what w says. */
+static void expect_image_params(const struct img *im, const struct want *w,
+                                const char *what)
+{
+    CUlibrary lib;
+    CUresult rc = load_exact(im, &lib);
+
+    if (rc != CUDA_SUCCESS) {
+        fprintf(stderr, "image '%s' did not load: %s\n", what, sim_t_errname(rc));
+        exit(1);
+    }
+    expect_lib_params(lib, w, 1, what);
+    CU_OK(D.cuLibraryUnload(lib));
+}
+
 #define NWANT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The name, in .shstrtab, of section header sh of an ELF image. */
+static char *elf_section_name(const struct img *im, const unsigned char *sh)
+{
+    uint64_t shoff = r64(im->p + 40);
+    unsigned shstr = im->p[62] | im->p[63] << 8;
+    uint64_t stroff = r64(im->p + shoff + 64 * (uint64_t)shstr + 24);
+
+    return (char *)im->p + stroff + r32(sh);
+}
+
+/* The header of the section of an ELF image so named. */
+static const unsigned char *elf_find_shdr(const struct img *im,
+                                          const char *name)
+{
+    uint64_t shoff = r64(im->p + 40);
+    unsigned shnum = im->p[60] | im->p[61] << 8;
+
+    for (unsigned i = 0; i < shnum; i++) {
+        const unsigned char *sh = im->p + shoff + 64 * (uint64_t)i;
+        if (strcmp(elf_section_name(im, sh), name) == 0)
+            return sh;
+    }
+    CHECK(!"section not found");
+    return NULL;
+}
 
 /* The .nv.info.NAME section of an ELF image: its data's file offset. */
 static size_t elf_find_section(const struct img *im, const char *name,
                                size_t *size)
 {
-    uint64_t shoff = r64(im->p + 40);
-    unsigned shnum = im->p[60] | im->p[61] << 8;
-    unsigned shstr = im->p[62] | im->p[63] << 8;
-    uint64_t stroff = r64(im->p + shoff + 64 * (uint64_t)shstr + 24);
+    const unsigned char *sh = elf_find_shdr(im, name);
 
-    for (unsigned i = 0; i < shnum; i++) {
-        const unsigned char *sh = im->p + shoff + 64 * (uint64_t)i;
-        uint32_t nm = (uint32_t)(sh[0] | sh[1] << 8 | sh[2] << 16 |
-                                 (uint32_t)sh[3] << 24);
-        if (strcmp((const char *)im->p + stroff + nm, name) == 0) {
-            *size = (size_t)r64(sh + 32);
-            return (size_t)r64(sh + 24);
-        }
-    }
-    CHECK(!"section not found");
-    return 0;
+    *size = (size_t)r64(sh + 32);
+    return (size_t)r64(sh + 24);
 }
 
 /* File offset of the k-th record with attribute attr in the .nv.info
@@ -1011,6 +1097,69 @@ static size_t nvinfo_record_at(const struct img *im, size_t off, size_t size,
     return 0;
 }
 
+/* nvcc's cubin with sim_add_one's .nv.info records changed as
+ * sim/testdata/probe_params.c changed them ("hostile." lines): what driver
+ * 13.0 answered (H100 and H200). Its records are ordinal 1 (offset 8, size
+ * 4) first, then ordinal 0 (offset 0, size 8). */
+static void test_params_nvcc_hostile(void)
+{
+    struct img orig = read_file("sim_kernels.cubin"), im;
+    size_t off, size, ord0, ord1, cbank;
+
+    if (!orig.p)
+        return;
+    off = elf_find_section(&orig, ".nv.info.sim_add_one", &size);
+    ord1 = nvinfo_record_at(&orig, off, size, 0x17, 0);
+    ord0 = nvinfo_record_at(&orig, off, size, 0x17, 1);
+    cbank = nvinfo_record_at(&orig, off, size, 0x19, 0);
+    CHECK(orig.p[ord1 + 8] == 1 && orig.p[ord1 + 10] == 8);
+    CHECK(orig.p[ord0 + 8] == 0 && orig.p[ord0 + 14] == 0x21); /* size 8 */
+    CHECK(ord1 == off + 8); /* after CUDA_API_VERSION, as the probe has it */
+#define NVCC_CASE(what, stmt, ...)                                             \
+    do {                                                                       \
+        static const struct want w_ = {"sim_add_one", __VA_ARGS__};            \
+        im = img_dup(&orig);                                                   \
+        stmt;                                                                  \
+        expect_image_params(&im, &w_, "nvcc cubin, " what);                    \
+        free(im.p);                                                            \
+    } while (0)
+    /* taken as written, unchecked: sizes, offsets, ordinals */
+    NVCC_CASE("size-lies", (im.p[ord0 + 14] |= 0xfc, im.p[ord0 + 15] = 0xff),
+              2, {0, 8}, {16383, 4});
+    NVCC_CASE("size-16",
+              im.p[ord0 + 14] = (unsigned char)((im.p[ord0 + 14] & 3) | 16 << 2),
+              2, {0, 8}, {16, 4});
+    NVCC_CASE("offset-past", (im.p[ord1 + 10] = 0xf0, im.p[ord1 + 11] = 0x7f),
+              2, {0, 32752}, {8, 4});
+    NVCC_CASE("offset-past-cbank", im.p[ord1 + 10] = 16, 2, {0, 16}, {8, 4});
+    NVCC_CASE("ordinal-big", im.p[ord1 + 8] = 7, 8, {0, 0, 0, 0, 0, 0, 0, 8},
+              {8, 0, 0, 0, 0, 0, 0, 4});
+    NVCC_CASE("ordinal-dup", im.p[ord1 + 8] = 0, 1, {0}, {8});
+    NVCC_CASE("cbank-size-small", (im.p[cbank + 2] = 4, im.p[cbank + 3] = 0),
+              2, {0, 8}, {8, 4});
+    /* no parameter records, or no section: no parameters */
+    NVCC_CASE("no-kparam", (im.p[ord0 + 1] = 0x7e, im.p[ord1 + 1] = 0x7e),
+              0, {0}, {0});
+    NVCC_CASE("rename-section", /* .nv.Xnfo.sim_add_one */
+              elf_section_name(&im, elf_find_shdr(&im, ".nv.info.sim_add_one"))
+                  [4] = 'X',
+              0, {0}, {0});
+#undef NVCC_CASE
+    /* misframed: refused at cuLibraryLoadData */
+    im = img_dup(&orig);
+    im.p[ord1 + 2] = 0x00, im.p[ord1 + 3] = 0xff;
+    refused_at_load(&im, "nvcc cubin, record-len-lies");
+    im.p[ord1 + 2] = 8, im.p[ord1 + 3] = 0;
+    refused_at_load(&im, "nvcc cubin, record-len-8");
+    im.p[ord1 + 2] = 12;
+    im.p[off + 8] = 9;
+    refused_at_load(&im, "nvcc cubin, bad-format");
+    im.p[off + 8] = 4;
+    expect_image_params(&im, &nvcc_params[0], "nvcc cubin restored");
+    free(im.p);
+    free(orig.p);
+}
+
 static void test_params_nvcc(void)
 {
     static const char *const files[] = {"sim_kernels.cubin",
@@ -1020,7 +1169,6 @@ static void test_params_nvcc(void)
                                         "sim_kernels_zstd.fatbin", NULL};
     struct img im;
     CUlibrary lib;
-    size_t off, size, a;
 
     for (int i = 0; files[i]; i++) {
         im = read_file(files[i]);
@@ -1043,31 +1191,7 @@ static void test_params_nvcc(void)
         free(im.p);
     }
 
-    /* nvcc's cubin with a KPARAM_INFO that lies: refused, not believed */
-    im = read_file("sim_kernels.cubin");
-    if (!im.p)
-        return;
-    off = elf_find_section(&im, ".nv.info.sim_add_one", &size);
-    /* the size of ordinal 0 (a pointer) made 16: it would overlap ordinal 1 */
-    a = nvinfo_record_at(&im, off, size, 0x17, 1);
-    CHECK(im.p[a + 8] == 0 && im.p[a + 14] == 0x21); /* ordinal 0, size 8 */
-    im.p[a + 14] = 16 << 2 | 1;
-    bad_image(&im, "nvcc cubin, a size that lies");
-    im.p[a + 14] = 0xfd, im.p[a + 15] = 0xff; /* 16383 bytes */
-    bad_image(&im, "nvcc cubin, a size past the parameter space");
-    im.p[a + 14] = 0x21, im.p[a + 15] = 0;
-    /* ordinal 1 (the int at 8) moved past the parameter space */
-    a = nvinfo_record_at(&im, off, size, 0x17, 0);
-    CHECK(im.p[a + 8] == 1 && im.p[a + 10] == 8);
-    im.p[a + 10] = 0xf0, im.p[a + 11] = 0x7f;
-    bad_image(&im, "nvcc cubin, an offset past the parameter space");
-    im.p[a + 10] = 12, im.p[a + 11] = 0;
-    bad_image(&im, "nvcc cubin, an offset past CBANK_PARAM_SIZE");
-    im.p[a + 10] = 8;
-    CU_OK(load_exact(&im, &lib)); /* restored */
-    expect_lib_params(lib, nvcc_params, 1, "nvcc cubin restored");
-    CU_OK(D.cuLibraryUnload(lib));
-    free(im.p);
+    test_params_nvcc_hostile();
 }
 
 /* Written by hand. The layouts are what ptxas 13.0 made of this text
@@ -1077,7 +1201,8 @@ static const char ptx_params_text[] =
     ".version 8.3\n.target sm_90\n.address_size 64\n"
     ".visible .entry p_ptr(.param .u8 a,\n"
     "    .param .u64 .ptr.global.align 16 p, .param .u8 b,\n"
-    "    .param .u64 .ptr .align 4 q, .param .u32 .ptr.shared c)\n{\n\tret;\n}\n"
+    "    .param .u64 .ptr .align 4 q, .param .u32 .ptr.const c,\n"
+    "    .param .u64 .ptr.local d)\n{\n\tret;\n}\n"
     ".visible .entry p_align(.param .u8 a, .param .align 64 .u32 b, .param .u8 c,\n"
     "    .param .align 2 .u32 d, .param .align 16 .u8 e, .param .align 32 .b8 f[3])\n"
     "{\n\tret;\n}\n"
@@ -1098,8 +1223,10 @@ static const char ptx_params_text[] =
     ".visible .entry p_empty()\n{\n\tret;\n}\n";
 
 static const struct want ptx_params_want[] = {
-    /* .ptr's .align is the pointee's: the pointers stay at 8 */
-    {"p_ptr", 5, {0, 8, 16, 24, 32}, {1, 8, 1, 8, 4}},
+    /* .ptr's .align is the pointee's: the pointers stay at 8 (the JIT
+     * takes .ptr.global.align 16 and .ptr .align 4; .const and .local were
+     * not tried on a GPU) */
+    {"p_ptr", 6, {0, 8, 16, 24, 32, 40}, {1, 8, 1, 8, 4, 8}},
     /* above 16, an alignment is the address's in the constant bank, whose
      * parameters start at 0x210: 0x210 + 48 is a multiple of 64; .align 2
      * does not make a .u32 less aligned */
@@ -1188,23 +1315,25 @@ static void test_params_ptx(void)
     for (int i = 0; bad[i]; i++)
         lazy_text(bad[i], CUDA_ERROR_INVALID_PTX);
 
-    /* 4096 parameters, and one more: the sim's own limit (ptxas 13.0
-     * takes 4097 one-byte parameters) */
-    many = malloc(4097 * 24 + 256);
+    /* no bound on the count: 4097 one-byte parameters (the driver takes
+     * them), and 32764 of them, but not 32765 (the parameter space) */
+    many = malloc(32765 * 24 + 256);
     CHECK(many);
-    for (int count = 4096; count <= 4097; count++) {
+    for (int c = 0; c < 3; c++) {
+        static const int counts[] = {4097, 32764, 32765};
+        int count = counts[c];
         o = (size_t)sprintf(many, PTX_HEAD ".visible .entry k1(");
         for (int i = 0; i < count; i++)
             o += (size_t)sprintf(many + o, "%s.param .u8 p%d", i ? ", " : "", i);
         strcpy(many + o, ")\n{\n\tret;\n}\n");
-        if (count == 4096) {
+        if (count <= 32764) {
             CUkernel k;
             size_t off = 0, size = 0;
             CU_OK(D.cuLibraryLoadData(&lib, many, NULL, NULL, 0, NULL, NULL, 0));
             CU_OK(D.cuLibraryGetKernel(&k, lib, "k1"));
-            CU_OK(kparam(k, 4095, &off, &size));
-            CHECK(off == 4095 && size == 1);
-            CU_RC(kparam(k, 4096, &off, &size), CUDA_ERROR_INVALID_VALUE);
+            CU_OK(kparam(k, (size_t)count - 1, &off, &size));
+            CHECK(off == (size_t)count - 1 && size == 1);
+            CU_RC(kparam(k, (size_t)count, &off, &size), CUDA_ERROR_INVALID_VALUE);
             CU_OK(D.cuLibraryUnload(lib));
         } else {
             lazy_text(many, CUDA_ERROR_INVALID_PTX);
@@ -1212,6 +1341,100 @@ static void test_params_ptx(void)
     }
     free(many);
 #undef PTX_HEAD
+}
+
+/* `.ptr.shared` on a parameter: the PTX loads and gives its kernels, and
+ * the driver's JIT refuses it at the first use in a context, with
+ * CUDA_ERROR_INVALID_IMAGE (driver 13.0, H100 and H200, .u32 and .u64;
+ * ptxas 13.0 takes it). The sim takes it that the JIT compiles the module
+ * whole, so its other kernels fail too, and that cuKernelGetFunction,
+ * which loads the module in the context, fails as well. */
+static void test_params_ptr_shared(void)
+{
+    static const char *const texts[] = {
+        ".version 8.0\n.target sm_90\n.address_size 64\n"
+        ".visible .entry k(.param .u32 .ptr.shared c)\n{\n\tret;\n}\n"
+        ".visible .entry other(.param .u32 a)\n{\n\tret;\n}\n",
+        ".version 8.0\n.target sm_90\n.address_size 64\n"
+        ".visible .entry k(.param .u8 a, .param .u64 .ptr.shared.align 8 c)\n"
+        "{\n\tret;\n}\n"
+        ".visible .entry other()\n{\n\tret;\n}\n",
+        NULL};
+
+    for (int i = 0; texts[i]; i++) {
+        for (int j = 0; j < 2; j++) {
+            CUlibrary lib;
+            CUkernel k;
+            CUfunction f = NULL;
+            size_t off = 7777, size = 7777;
+
+            CU_OK(D.cuLibraryLoadData(&lib, texts[i], NULL, NULL, 0, NULL, NULL, 0));
+            CU_OK(D.cuLibraryGetKernel(&k, lib, j ? "other" : "k"));
+            CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_IMAGE);
+            CU_RC(kparam(k, 5, &off, NULL), CUDA_ERROR_INVALID_IMAGE);
+            CU_RC(kparam(k, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
+            CU_RC(D.cuKernelGetFunction(&f, k), CUDA_ERROR_INVALID_IMAGE);
+            CHECK(off == 7777 && size == 7777 && f == NULL);
+            expect_needs_context(k, "PTX with .ptr.shared");
+            CU_OK(D.cuLibraryUnload(lib));
+        }
+    }
+}
+
+/* `.version` against `.target`: the driver refuses (at cuLibraryGetKernel,
+ * CUDA_ERROR_INVALID_PTX) PTX 7.0 and 7.7 for sm_90 and takes 7.8 (driver
+ * 13.0), as ptxas 13.0 does ("PTX .version 7.7 does not support .target
+ * sm_90"); the other minimums are ptxas's (`ptxas -arch=sm_XX`). */
+static void test_ptx_version_target(void)
+{
+    static const struct {
+        const char *version, *target;
+        CUresult want;
+    } cases[] = {
+        {"7.0", "sm_90", CUDA_ERROR_INVALID_PTX},
+        {"7.7", "sm_90", CUDA_ERROR_INVALID_PTX},
+        {"7.8", "sm_90", CUDA_SUCCESS},
+        {"8.0", "sm_90", CUDA_SUCCESS},
+        {"9.0", "sm_90", CUDA_SUCCESS},
+        {"7.7 // 9.0", "sm_90 // sm_70", CUDA_ERROR_INVALID_PTX},
+        {"7.7", "sm_90, debug", CUDA_ERROR_INVALID_PTX},
+        {"7.8", "sm_90a", CUDA_ERROR_INVALID_PTX},
+        {"8.0", "sm_90a", CUDA_SUCCESS},
+        {"6.2", "sm_75", CUDA_ERROR_INVALID_PTX},
+        {"6.3", "sm_75", CUDA_SUCCESS},
+        {"6.5", "sm_80", CUDA_ERROR_INVALID_PTX},
+        {"7.0", "sm_80", CUDA_SUCCESS},
+        {"7.7", "sm_89", CUDA_ERROR_INVALID_PTX},
+        {"8.5", "sm_100", CUDA_ERROR_INVALID_PTX},
+        {"8.6", "sm_100", CUDA_SUCCESS},
+        {"8.7", "sm_100f", CUDA_ERROR_INVALID_PTX},
+        {"8.6", "sm_120", CUDA_ERROR_INVALID_PTX},
+        {"8.7", "sm_120f", CUDA_ERROR_INVALID_PTX},
+        {"8.8", "sm_110", CUDA_ERROR_INVALID_PTX},
+        /* targets this ptxas no longer compiles are not checked, nor a
+         * .version the sim cannot read */
+        {"5.0", "sm_70", CUDA_SUCCESS},
+        {"8", "sm_90", CUDA_SUCCESS},
+    };
+    char text[256];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CUlibrary lib;
+        CUkernel k;
+        CUresult rc;
+
+        snprintf(text, sizeof(text), ".version %s\n.target %s\n.address_size 64\n"
+                 ".visible .entry k1(.param .u32 a)\n{\n\tret;\n}\n",
+                 cases[i].version, cases[i].target);
+        CU_OK(D.cuLibraryLoadData(&lib, text, NULL, NULL, 0, NULL, NULL, 0));
+        rc = D.cuLibraryGetKernel(&k, lib, "k1");
+        if (rc != cases[i].want) {
+            fprintf(stderr, ".version %s .target %s: cuLibraryGetKernel gave %s\n",
+                    cases[i].version, cases[i].target, sim_t_errname(rc));
+            exit(1);
+        }
+        CU_OK(D.cuLibraryUnload(lib));
+    }
 }
 
 /* The hand-made cubin: k1 (pointer, int) and k2 () from their .nv.info
@@ -1222,11 +1445,9 @@ static void test_params_cubin(void)
         {"k1", 2, {0, 8}, {8, 4}},
         {"k2", 0, {0}, {0}},
     };
+    static const struct want none = {"dev_fn", 0, {0}, {0}};
     struct img im = make_cubin(1, NULL);
     CUlibrary lib;
-
-    CUkernel k;
-    size_t off = 7777, size = 7777;
 
     CU_OK(load_exact(&im, &lib));
     expect_lib_params(lib, flagged, NWANT(flagged), "hand-made cubin");
@@ -1234,19 +1455,20 @@ static void test_params_cubin(void)
     free(im.p);
 
     /* without STO_CUDA_ENTRY marks dev_fn is a kernel too, one without a
-     * .nv.info.NAME section, which nvcc writes for every kernel: its
-     * parameters are unknown, and the sim says the image lacks them */
+     * .nv.info.NAME section (nvcc writes one for every kernel): no
+     * parameters, as the driver says of a kernel whose section was renamed */
     im = make_cubin(0, NULL);
     CU_OK(load_exact(&im, &lib));
     expect_lib_params(lib, flagged, NWANT(flagged), "hand-made cubin, plain");
-    CU_OK(D.cuLibraryGetKernel(&k, lib, "dev_fn"));
-    CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_IMAGE);
-    CU_RC(kparam(k, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
-    CHECK(off == 7777 && size == 7777);
+    expect_lib_params(lib, &none, 1, "hand-made cubin, plain");
     CU_OK(D.cuLibraryUnload(lib));
     free(im.p);
 }
 
+/* .nv.info.k1 (nvcc's records for sim_add_one) changed: driver 13.0
+ * reports the parameter records as they are, and refuses misframed
+ * records at cuLibraryLoadData (test_params_nvcc_hostile has the probe's
+ * cases on nvcc's own cubin). */
 static void test_hostile_nvinfo(void)
 {
     struct elf_info in;
@@ -1257,78 +1479,229 @@ static void test_hostile_nvinfo(void)
           nvinfo_k1[NI_KPARAM_ORD0 + 1] == 0x17 &&
           nvinfo_k1[NI_CBANK_SIZE + 1] == 0x19 &&
           nvinfo_k1[NI_PARAM_CBANK + 1] == 0x0a);
-    /* every mutation of .nv.info.k1 below is refused, as a malformed image:
-     * cuLibraryGetKernel gives CUDA_ERROR_INVALID_IMAGE for every name */
-#define MUTATE(what, stmt)                                                     \
+#define MUTATE(stmt)                                                           \
     do {                                                                       \
         im = make_cubin(1, &in);                                               \
         ni = im.p + in.info1;                                                  \
         stmt;                                                                  \
-        bad_image(&im, what);                                                  \
+    } while (0)
+    /* k1 takes what its records say */
+#define REPORTED(what, stmt, ...)                                              \
+    do {                                                                       \
+        static const struct want w_ = {"k1", __VA_ARGS__};                     \
+        MUTATE(stmt);                                                          \
+        expect_image_params(&im, &w_, what);                                   \
         free(im.p);                                                            \
     } while (0)
     /* KPARAM_INFO: +4 index, +8 ordinal, +10 offset, +12 size << 18 */
-    MUTATE("size that lies (overlap)", ni[NI_KPARAM_ORD0 + 14] = 16 << 2 | 1);
-    MUTATE("size past the parameter space",
-           (ni[NI_KPARAM_ORD0 + 14] = 0xfd, ni[NI_KPARAM_ORD0 + 15] = 0xff));
-    MUTATE("size 0", ni[NI_KPARAM_ORD1 + 14] = 0x01);
-    MUTATE("offset past the parameter space",
-           (ni[NI_KPARAM_ORD1 + 10] = 0xf0, ni[NI_KPARAM_ORD1 + 11] = 0x7f));
-    MUTATE("offset 0xffff",
-           (ni[NI_KPARAM_ORD1 + 10] = 0xff, ni[NI_KPARAM_ORD1 + 11] = 0xff));
-    MUTATE("offset past CBANK_PARAM_SIZE", ni[NI_KPARAM_ORD1 + 10] = 12);
-    MUTATE("ordinals out of order", ni[NI_KPARAM_ORD1 + 10] = 0);
-    MUTATE("ordinal out of range", ni[NI_KPARAM_ORD1 + 8] = 2);
-    MUTATE("ordinal twice", ni[NI_KPARAM_ORD1 + 8] = 0);
-    MUTATE("KPARAM_INFO of 8 bytes", ni[NI_KPARAM_ORD1 + 2] = 8);
-    MUTATE("KPARAM_INFO as an HVAL", ni[NI_KPARAM_ORD1] = 3);
-    MUTATE("record size past the section",
-           (ni[NI_KPARAM_ORD1 + 2] = 0x00, ni[NI_KPARAM_ORD1 + 3] = 0xff));
-    MUTATE("record size just past the section",
-           ni[NI_KPARAM_ORD1 + 2] = (unsigned char)(sizeof(nvinfo_k1) - 8 - 4 + 1));
-    MUTATE("unknown record format", ni[NI_KPARAM_ORD1] = 9);
-    MUTATE("CBANK_PARAM_SIZE smaller", ni[NI_CBANK_SIZE + 2] = 11);
-    MUTATE("PARAM_CBANK size smaller", ni[NI_PARAM_CBANK + 10] = 4);
-    MUTATE("PARAM_CBANK of 4 bytes", ni[NI_PARAM_CBANK + 2] = 4);
-    MUTATE("no KPARAM_INFO, CBANK_PARAM_SIZE 12",
-           (ni[NI_KPARAM_ORD1 + 1] = 0x7e, ni[NI_KPARAM_ORD0 + 1] = 0x7e));
-    MUTATE("section cut inside a record",
-           w64(shdr(&im, &in, S_INFO1) + 32, sizeof(nvinfo_k1) - 2));
-    MUTATE("section past the end", w64(shdr(&im, &in, S_INFO1) + 24, im.n));
-    MUTATE("section name past .shstrtab",
-           w32(shdr(&im, &in, S_INFO1), 0xfffffff0u));
-    MUTATE("two .nv.info.k1", {
+    REPORTED("size that overlaps", ni[NI_KPARAM_ORD0 + 14] = 16 << 2 | 1,
+             2, {0, 8}, {16, 4});
+    REPORTED("size 16383",
+             (ni[NI_KPARAM_ORD0 + 14] = 0xfd, ni[NI_KPARAM_ORD0 + 15] = 0xff),
+             2, {0, 8}, {16383, 4});
+    REPORTED("size 0", ni[NI_KPARAM_ORD1 + 14] = 0x01, 2, {0, 8}, {8, 0});
+    REPORTED("offset past the parameter space",
+             (ni[NI_KPARAM_ORD1 + 10] = 0xf0, ni[NI_KPARAM_ORD1 + 11] = 0x7f),
+             2, {0, 32752}, {8, 4});
+    REPORTED("offset 0xffff",
+             (ni[NI_KPARAM_ORD1 + 10] = 0xff, ni[NI_KPARAM_ORD1 + 11] = 0xff),
+             2, {0, 65535}, {8, 4});
+    REPORTED("offset past CBANK_PARAM_SIZE", ni[NI_KPARAM_ORD1 + 10] = 16,
+             2, {0, 16}, {8, 4});
+    REPORTED("ordinals out of order", ni[NI_KPARAM_ORD1 + 10] = 0,
+             2, {0, 0}, {8, 4});
+    /* the count is the largest ordinal + 1, a missing one 0/0 */
+    REPORTED("ordinal 7", ni[NI_KPARAM_ORD1 + 8] = 7, 8,
+             {0, 0, 0, 0, 0, 0, 0, 8}, {8, 0, 0, 0, 0, 0, 0, 4});
+    REPORTED("ordinal 0 missing", ni[NI_KPARAM_ORD0 + 8] = 2, 3,
+             {0, 8, 0}, {0, 4, 8});
+    /* of two records with one ordinal, the later in the section */
+    REPORTED("ordinal twice, ordinal 0's last", ni[NI_KPARAM_ORD1 + 8] = 0,
+             1, {0}, {8});
+    REPORTED("ordinal twice, ordinal 1's last", ni[NI_KPARAM_ORD0 + 8] = 1,
+             2, {0, 0}, {0, 8});
+    /* the constant bank's size is not checked */
+    REPORTED("CBANK_PARAM_SIZE smaller", ni[NI_CBANK_SIZE + 2] = 4,
+             2, {0, 8}, {8, 4});
+    REPORTED("PARAM_CBANK size smaller", ni[NI_PARAM_CBANK + 10] = 4,
+             2, {0, 8}, {8, 4});
+    REPORTED("PARAM_CBANK of 4 bytes, then an NVAL",
+             (ni[NI_PARAM_CBANK + 2] = 4, ni[NI_PARAM_CBANK + 8] = 1),
+             2, {0, 8}, {8, 4});
+    /* KPARAM_INFO_V2: the size a whole u32 */
+    REPORTED("KPARAM_INFO_V2",
+             (ni[NI_KPARAM_ORD1 + 1] = 0x45, w32(ni + NI_KPARAM_ORD1 + 12, 4)),
+             2, {0, 8}, {8, 4});
+    REPORTED("KPARAM_INFO_V2, size 2^32 - 1",
+             (ni[NI_KPARAM_ORD1 + 1] = 0x45,
+              w32(ni + NI_KPARAM_ORD1 + 12, UINT32_MAX)),
+             2, {0, 8}, {8, UINT32_MAX});
+    /* no parameter records, or none that parses as one: no parameters */
+    REPORTED("no KPARAM_INFO, CBANK_PARAM_SIZE 12",
+             (ni[NI_KPARAM_ORD1 + 1] = 0x7e, ni[NI_KPARAM_ORD0 + 1] = 0x7e),
+             0, {0}, {0});
+    REPORTED(".nv.info.k1 renamed .nv.Xnfo.k1",
+             elf_section_name(&im, shdr(&im, &in, S_INFO1))[4] = 'X',
+             0, {0}, {0});
+#undef REPORTED
+
+    /* misframed: refused at cuLibraryLoadData */
+#define AT_LOAD(what, stmt)                                                    \
+    do {                                                                       \
+        MUTATE(stmt);                                                          \
+        refused_at_load(&im, what);                                            \
+        free(im.p);                                                            \
+    } while (0)
+    AT_LOAD("record size past the section",
+            (ni[NI_KPARAM_ORD1 + 2] = 0x00, ni[NI_KPARAM_ORD1 + 3] = 0xff));
+    AT_LOAD("record size just past the section",
+            ni[NI_KPARAM_ORD1 + 2] = (unsigned char)(sizeof(nvinfo_k1) - 8 - 4 + 1));
+    AT_LOAD("KPARAM_INFO of 8 bytes", ni[NI_KPARAM_ORD1 + 2] = 8);
+    /* (its last 4 bytes the next one's first: the rest of that one made
+     * three NVAL records, so that the section still frames) */
+    AT_LOAD("KPARAM_INFO of 16 bytes",
+            (ni[NI_KPARAM_ORD1 + 2] = 16, ni[NI_KPARAM_ORD0 + 4] = 1,
+             ni[NI_KPARAM_ORD0 + 8] = 1, ni[NI_KPARAM_ORD0 + 12] = 1));
+    AT_LOAD("KPARAM_INFO as an HVAL", ni[NI_KPARAM_ORD1] = 3);
+    AT_LOAD("unknown record format", ni[NI_KPARAM_ORD1] = 9);
+    AT_LOAD("record format 0", ni[NI_CBANK_SIZE] = 0);
+    AT_LOAD("section cut inside a record",
+            w64(shdr(&im, &in, S_INFO1) + 32, sizeof(nvinfo_k1) - 2));
+    AT_LOAD("misframed .nv.info of a kernel without parameters",
+            im.p[r64(shdr(&im, &in, S_INFO2) + 24) + 8] = 0);
+    AT_LOAD("misframed .nv.info.NAME of no kernel", {
+        elf_section_name(&im, shdr(&im, &in, S_INFO2))[10] = '9';
+        im.p[r64(shdr(&im, &in, S_INFO2) + 24) + 8] = 9;
+    });
+#undef AT_LOAD
+
+    /* what the sim cannot read: refused at cuLibraryGetKernel */
+#define AT_GETKERNEL(what, stmt)                                               \
+    do {                                                                       \
+        MUTATE(stmt);                                                          \
+        bad_image(&im, what);                                                  \
+        free(im.p);                                                            \
+    } while (0)
+    AT_GETKERNEL("section past the end",
+                 w64(shdr(&im, &in, S_INFO1) + 24, im.n));
+    AT_GETKERNEL("section name past .shstrtab",
+                 w32(shdr(&im, &in, S_INFO1), 0xfffffff0u));
+    AT_GETKERNEL("two .nv.info.k1", {
         /* k2's section renamed k1's: ".nv.info.k2" -> ".nv.info.k1" */
         unsigned char *sh = shdr(&im, &in, S_INFO2);
         w32(sh, r32(shdr(&im, &in, S_INFO1)));
     });
+#undef AT_GETKERNEL
 #undef MUTATE
 
     /* a .nv.info.NAME of no kernel, and a section of another type named
-     * so, are no one's parameters: k1 and k2 are left without theirs */
+     * so, are no one's parameters: k1 and k2 are left without any; the
+     * second's records are not read, nor their framing checked */
     {
+        static const struct want none[] = {{"k1", 0, {0}, {0}},
+                                           {"k2", 0, {0}, {0}}};
         CUlibrary lib;
         im = make_cubin(1, &in);
-        /* .nv.info.k2 renamed .nv.info.k9 */
-        ni = im.p + r64(shdr(&im, &in, S_SHSTR) + 24) +
-             r32(shdr(&im, &in, S_INFO2));
+        ni = (unsigned char *)elf_section_name(&im, shdr(&im, &in, S_INFO2));
         CHECK(memcmp(ni, ".nv.info.k2", 12) == 0);
         ni[10] = '9';
-        /* .nv.info.k1 made a PROGBITS section: not read */
-        w32(shdr(&im, &in, S_INFO1) + 4, 1);
-        im.p[in.info1 + NI_KPARAM_ORD1] = 9; /* (would be refused) */
+        w32(shdr(&im, &in, S_INFO1) + 4, 1); /* PROGBITS */
+        im.p[in.info1 + NI_KPARAM_ORD1] = 9;
         CU_OK(load_exact(&im, &lib));
-        expect_kernels(lib, (const char *const[]){"k1", "k2", NULL}, NULL);
-        for (int i = 0; i < 2; i++) {
-            CUkernel k;
-            size_t off = 7777, size = 7777;
-            CU_OK(D.cuLibraryGetKernel(&k, lib, i ? "k2" : "k1"));
-            CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_IMAGE);
-            CHECK(off == 7777 && size == 7777);
-        }
+        expect_lib_params(lib, none, NWANT(none), "no .nv.info.NAME");
         CU_OK(D.cuLibraryUnload(lib));
         free(im.p);
     }
+}
+
+/* The cubin's answer wins over the PTX's in a fatbin, whatever it is: no
+ * parameters for a kernel without .nv.info.NAME, a layout for one whose
+ * PTX the JIT would refuse (.ptr.shared); a kernel only the PTX has is
+ * the PTX's. */
+static void test_params_fatbin_cubin_wins(void)
+{
+    static const char ptx[] =
+        ".version 8.0\n.target sm_90\n.address_size 64\n"
+        ".visible .entry k1(.param .u32 .ptr.shared a)\n{\n\tret;\n}\n"
+        ".visible .entry dev_fn(.param .u32 a)\n{\n\tret;\n}\n"
+        ".visible .entry k_ptx_only(.param .u16 a)\n{\n\tret;\n}\n";
+    static const struct want want[] = {
+        {"k1", 2, {0, 8}, {8, 4}},
+        {"dev_fn", 0, {0}, {0}},
+    };
+    struct img cub = make_cubin(0, NULL), fb;
+    struct entry e[2];
+    CUlibrary lib;
+    CUkernel k;
+    size_t off = 7777, size = 7777;
+
+    for (int order = 0; order < 2; order++) {
+        memset(e, 0, sizeof(e));
+        e[order].kind = 2, e[order].data = cub.p, e[order].n = cub.n;
+        e[1 - order].kind = 1, e[1 - order].data = ptx;
+        e[1 - order].n = sizeof(ptx);
+        fb = make_fatbin(e, 2);
+        CU_OK(load_exact(&fb, &lib));
+        expect_lib_params(lib, want, NWANT(want), "fatbin, cubin wins");
+        CU_OK(D.cuLibraryGetKernel(&k, lib, "k_ptx_only"));
+        CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_IMAGE);
+        CHECK(off == 7777 && size == 7777);
+        CU_OK(D.cuLibraryUnload(lib));
+        free(fb.p);
+    }
+    free(cub.p);
+}
+
+/* A cubin inside a fatbin, plain or LZ4-compressed: its parameter records
+ * are taken as they are, and misframed records are refused at
+ * cuLibraryLoadData, as in a cubin alone. */
+static void test_params_fatbin_hostile(void)
+{
+    static const struct want ord5[] = {
+        {"k1", 6, {0, 0, 0, 0, 0, 8}, {8, 0, 0, 0, 0, 4}},
+        {"k2", 0, {0}, {0}},
+    };
+    struct elf_info in;
+    struct img cub = make_cubin(1, &in), fb;
+    unsigned char *ni = cub.p + in.info1;
+    unsigned char *lz = malloc(cub.n + 64);
+    struct entry e;
+    CUlibrary lib;
+
+    CHECK(lz);
+    for (int compressed = 0; compressed < 2; compressed++) {
+        memset(&e, 0, sizeof(e));
+        e.kind = 2, e.data = cub.p, e.n = cub.n;
+        if (compressed) {
+            e.data = lz, e.n = lz4_literals(cub.p, cub.n, lz);
+            e.flags = 0x2000, e.uncompressed = cub.n;
+        }
+        ni[NI_KPARAM_ORD1 + 8] = 5; /* ordinal 5: 0/0 below it */
+        if (compressed)
+            lz4_literals(cub.p, cub.n, lz);
+        fb = make_fatbin(&e, 1);
+        CU_OK(load_exact(&fb, &lib));
+        expect_lib_params(lib, ord5, NWANT(ord5), "fatbin, ordinal 5");
+        CU_OK(D.cuLibraryUnload(lib));
+        free(fb.p);
+        ni[NI_KPARAM_ORD1 + 8] = 1;
+        ni[NI_KPARAM_ORD1] = 9; /* unknown format */
+        if (compressed)
+            lz4_literals(cub.p, cub.n, lz);
+        fb = make_fatbin(&e, 1);
+        refused_at_load(&fb, "fatbin, unknown record format");
+        free(fb.p);
+        ni[NI_KPARAM_ORD1] = 4;
+        ni[NI_KPARAM_ORD1 + 3] = 0xff; /* length past the section */
+        if (compressed)
+            lz4_literals(cub.p, cub.n, lz);
+        fb = make_fatbin(&e, 1);
+        refused_at_load(&fb, "fatbin, record past the section");
+        free(fb.p);
+        ni[NI_KPARAM_ORD1 + 3] = 0;
+    }
+    free(lz);
+    free(cub.p);
 }
 
 /* A fatbin describing a kernel twice: the cubin's parameters win over the
@@ -1360,20 +1733,9 @@ static void test_params_fatbin(void)
         CU_OK(D.cuLibraryUnload(lib));
         free(fb.p);
     }
-    /* a hostile cubin inside a fatbin is refused there too */
-    {
-        struct elf_info in;
-        struct img bad = make_cubin(1, &in);
-        bad.p[in.info1 + NI_KPARAM_ORD1 + 8] = 5; /* ordinal out of range */
-        memset(e, 0, sizeof(e));
-        e[0].kind = 2, e[0].data = bad.p, e[0].n = bad.n;
-        e[1].kind = 1, e[1].data = ptx_k1, e[1].n = sizeof(ptx_k1);
-        fb = make_fatbin(e, 2);
-        bad_image(&fb, "fatbin with a hostile .nv.info");
-        free(fb.p);
-        free(bad.p);
-    }
     free(cub.p);
+    test_params_fatbin_cubin_wins();
+    test_params_fatbin_hostile();
 }
 
 /* Handles the calls refuse, and the calls' hooks. */
@@ -1382,7 +1744,7 @@ static void test_params_handles_faults(void)
     struct img im = make_cubin(1, NULL);
     CUlibrary lib;
     CUkernel k;
-    CUfunction f;
+    CUfunction f, f2;
     CUcontext c0;
     size_t off = 7777, size = 7777;
     unsigned long long n = 0;
@@ -1396,14 +1758,42 @@ static void test_params_handles_faults(void)
     CU_OK(D.cuCtxSetCurrent(c0));
     CU_OK(D.cuKernelGetFunction(&f, k));
 
+    /* in a context: a NULL handle or offset is CUDA_ERROR_INVALID_VALUE, a
+     * bogus handle (a stack address, a CUkernel given as a CUfunction)
+     * CUDA_ERROR_INVALID_HANDLE (driver 13.0) */
     CU_RC(kparam((CUkernel)x, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
-    CU_RC(kparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(kparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(kparam(k, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(kparam(NULL, 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     CU_RC(kparam((CUkernel)((char *)k + 1), 0, &off, &size),
           CUDA_ERROR_INVALID_HANDLE);
     CU_RC(fparam((CUfunction)x, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
-    CU_RC(fparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(fparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(fparam(f, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(fparam((CUfunction)k, 1, &off, &size), CUDA_ERROR_INVALID_HANDLE);
     CU_RC(kparam((CUkernel)f, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
     CHECK(off == 7777 && size == 7777);
+
+    /* with none current: CUDA_ERROR_INVALID_CONTEXT for any CUkernel,
+     * before the handle is looked at, after the NULL checks; a CUfunction
+     * needs no context, and a bogus one is still refused */
+    CU_OK(D.cuCtxSetCurrent(NULL));
+    CU_RC(kparam((CUkernel)x, 0, &off, &size), CUDA_ERROR_INVALID_CONTEXT);
+    CU_RC(kparam((CUkernel)f, 0, &off, &size), CUDA_ERROR_INVALID_CONTEXT);
+    CU_RC(kparam(k, SIZE_MAX, &off, &size), CUDA_ERROR_INVALID_CONTEXT);
+    CU_RC(kparam(k, 0, &off, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    CU_RC(kparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(kparam(k, 0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuKernelGetFunction(&f2, k), CUDA_ERROR_INVALID_CONTEXT);
+    CU_RC(D.cuKernelGetFunction(&f2, (CUkernel)x), CUDA_ERROR_INVALID_CONTEXT);
+    CU_RC(fparam((CUfunction)x, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(fparam((CUfunction)k, 1, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(fparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+    CHECK(off == 7777 && size == 7777);
+    CU_OK(fparam(f, 1, &off, &size));
+    CHECK(off == 8 && size == 4);
+    off = size = 7777;
+    CU_OK(D.cuCtxSetCurrent(c0));
 
     /* fault injection: the hook fails the call before it does anything */
     CHECK(S.fail("cuKernelGetParamInfo:2", why, sizeof(why)) == 0);
@@ -1439,9 +1829,22 @@ static void test_params_handles_faults(void)
     CU_OK(D.cuCtxSetCurrent(NULL));
     CU_OK(D.cuDevicePrimaryCtxRelease(0));
     CU_RC(fparam(f, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_CONTEXT);
+    CU_OK(D.cuDevicePrimaryCtxRetain(&c0, 0));
+    CU_OK(D.cuCtxSetCurrent(c0));
     CU_OK(kparam(k, 0, &off, &size));
     CU_OK(D.cuLibraryUnload(lib));
+    /* a kernel of an unloaded library: the driver crashes here with a
+     * context current (SIGSEGV, driver 13.0); the sim's own answer is
+     * CUDA_ERROR_INVALID_HANDLE. With none current, the driver's
+     * CUDA_ERROR_INVALID_CONTEXT. */
+    off = size = 7777;
     CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
+    CU_RC(D.cuKernelGetFunction(&f2, k), CUDA_ERROR_INVALID_HANDLE);
+    CU_OK(D.cuCtxSetCurrent(NULL));
+    CU_RC(kparam(k, 0, &off, &size), CUDA_ERROR_INVALID_CONTEXT);
+    CHECK(off == 7777 && size == 7777);
+    CU_OK(D.cuDevicePrimaryCtxRelease(0));
     free(im.p);
 }
 
@@ -1481,6 +1884,8 @@ static void test_params(void)
     CU_OK(D.cuCtxSetCurrent(c0));
     test_params_nvcc();
     test_params_ptx();
+    test_params_ptr_shared();
+    test_ptx_version_target();
     test_params_cubin();
     test_hostile_nvinfo();
     test_params_fatbin();
