@@ -35,16 +35,6 @@ void sim_uuid_format(const CUuuid *u, char out[44])
              b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-int sim_hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" of exactly len chars. */
 static int parse_uuid(const char *s, size_t len, CUuuid *out)
 {

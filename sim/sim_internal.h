@@ -204,7 +204,7 @@ struct sim_names {
     size_t n, cap;
     int refused_at_load;
 };
-/* A hex digit's value (either case), or -1 (sim_device.c). */
+/* A hex digit's value (either case), or -1 (sim_hex.c). */
 int sim_hexval(int c);
 void sim_names_free(struct sim_names *names);
 /* Reads a module image (PTX text, cubin ELF, fatbin) whose extent is only
