@@ -232,6 +232,10 @@ void hold_sweep(void);
 size_t hold_count(const cuc_buffer *b, const cuc_pool *pool);
 size_t hold_wait(const cuc_pool *pool, size_t max_left, int ms, int64_t spin_until);
 void hold_stats(size_t *unclaimed, size_t *leased);
+/* A message from an importer was dropped unread (no fd free for it): the
+ * holds unclaimed now may have lost their claims; they are kept past
+ * their time (hold.c). */
+void hold_keep_unclaimed(void);
 void hold_after_fork(void);
 
 /* claim.c: the importer's claims, queued for the exporters. A reference

@@ -16,7 +16,12 @@
  * (a pickle, a claim, a lease count or wait), or when this process exits.
  * The token says when a receiver must claim synchronously instead (half
  * of that time: claim.c), so no receiver imports memory whose hold may
- * have ended.
+ * have ended. A claim can still be lost on the way: a message that came
+ * when this process had no fd free for its memfd is dropped
+ * (CUC_E_LIMIT), unread. Every hold unclaimed at that moment is then
+ * kept (hold_keep_unclaimed): it no longer ends at its time, but when a
+ * release of its token comes (the receiver whose claim was lost is done
+ * with it), or at exit; memory is freed late, never under a mapping.
  *
  * Several receivers of the same bytes (one pickle loaded by two
  * processes): the first claim turns the hold into that connection's lease;
@@ -66,6 +71,7 @@ struct hold {
     struct lessee *owner;     /* NULL while unclaimed */
     struct pool_count *pc;    /* its pool's count, of which it is one */
     int64_t expires_ms;
+    int kept;                 /* unclaimed, on the kept list: no time limit */
 };
 
 struct lessee {
@@ -76,7 +82,9 @@ struct lessee {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static struct keytab table, pools;
-static struct hold unclaimed = {{NULL, 0}, &unclaimed, &unclaimed, NULL, {NULL, NULL}, NULL, NULL, 0};
+static struct hold unclaimed = {{NULL, 0}, &unclaimed, &unclaimed, NULL, {NULL, NULL}, NULL, NULL, 0, 0};
+/* Unclaimed holds that a lost message may have claimed (hold_keep_unclaimed). */
+static struct hold kept = {{NULL, 0}, &kept, &kept, NULL, {NULL, NULL}, NULL, NULL, 0, 0};
 static struct lessee lessees = {.prev = &lessees, .next = &lessees};
 static uint64_t seq;
 static int64_t hold_ms = -1;
@@ -275,6 +283,7 @@ int hold_new(cuc_buffer *b, struct uses u, uint64_t *token)
     h->u = u;
     h->owner = NULL;
     h->expires_ms = now + t;
+    h->kept = 0;
     link_tail(&unclaimed, h);
     *token = h->node.key;
     claim_use(u); /* under mu: a sweep that ends h must find its user counted */
@@ -340,6 +349,7 @@ static struct hold *add_lease_locked(struct lessee *l, struct hold *other)
     h->u = other->u;
     h->owner = l;
     h->expires_ms = other->expires_ms;
+    h->kept = 0;
     link_tail(&l->head, h);
     claim_use(h->u);
     return h;
@@ -358,6 +368,7 @@ static int apply_locked(struct lessee *l, uint64_t token, int claim, struct hold
         if (h) {
             unlink_list(h);
             h->owner = l;
+            h->kept = 0;
             link_tail(&l->head, h);
             return 0;
         }
@@ -366,6 +377,8 @@ static int apply_locked(struct lessee *l, uint64_t token, int claim, struct hold
             return CUC_E_NOT_FOUND;
         return add_lease_locked(l, h) ? 0 : CUC_E_NOMEM;
     }
+    if (!h && l && (h = find_locked(token, NULL, 0)) != NULL && !h->kept)
+        h = NULL; /* a release of what l never claimed leaves the hold alone */
     if (!h)
         return CUC_E_NOT_FOUND;
     remove_locked(h);
@@ -374,13 +387,27 @@ static int apply_locked(struct lessee *l, uint64_t token, int claim, struct hold
     return 0;
 }
 
+void hold_keep_unclaimed(void)
+{
+    pthread_mutex_lock(&mu);
+    while (unclaimed.next != &unclaimed) {
+        struct hold *h = unclaimed.next;
+
+        unlink_list(h);
+        h->kept = 1;
+        link_tail(&kept, h);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
 /* A claim gives l a lease of token: the unclaimed hold becomes it, or,
  * when another connection claimed the token first and its lease is still
  * there, l gets one of its own. 0; 1 if l holds one already;
  * CUC_E_NOT_FOUND for a token that has no node left (its hold and every
  * lease ended, or it never was one of ours); CUC_E_NOMEM. A release
- * (claim 0) ends l's lease of the token; with l NULL (the exporting
- * process loading its own pickle) the unclaimed hold. */
+ * (claim 0) ends l's lease of the token, or, when l has none, the token's
+ * hold if it is kept (l's claim of it was lost); with l NULL (the
+ * exporting process loading its own pickle) the unclaimed hold. */
 int hold_apply(struct lessee *l, uint64_t token, int claim)
 {
     struct hold *ended = NULL;
@@ -434,6 +461,8 @@ static size_t count_buffer_locked(const cuc_buffer *b)
         if (l->next == &lessees)
             break;
     }
+    for (h = kept.next; h != &kept; h = h->next)
+        n += h->b == b;
     return n;
 }
 
@@ -463,6 +492,8 @@ void hold_stats(size_t *nunclaimed, size_t *leased)
     hold_sweep();
     pthread_mutex_lock(&mu);
     for (h = unclaimed.next; h != &unclaimed; h = h->next)
+        n++;
+    for (h = kept.next; h != &kept; h = h->next)
         n++;
     *nunclaimed = n;
     *leased = table.count - n;
@@ -528,5 +559,6 @@ void hold_after_fork(void)
     pthread_cond_init(&changed, NULL);
     table = pools = (struct keytab){0};
     unclaimed.prev = unclaimed.next = &unclaimed;
+    kept.prev = kept.next = &kept;
     lessees.prev = lessees.next = &lessees;
 }

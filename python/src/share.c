@@ -311,6 +311,8 @@ static void *conn_main(void *arg)
         if (rc == CUC_E_BADMSG || rc == CUC_E_VERSION)
             continue; /* dropped; the channel goes on (channel.h) */
         if (rc == CUC_E_LIMIT || (rc == CUC_E_NOMEM && l && ++nomem < MAX_NOMEM_RETRIES)) {
+            if (rc == CUC_E_LIMIT)
+                hold_keep_unclaimed(); /* the message may have held claims */
             __atomic_add_fetch(&transient_fails, 1, __ATOMIC_RELAXED);
             usleep(TRANSIENT_WAIT_US); /* no fd or memory left for now: the importer lives on */
             continue;

@@ -13,7 +13,7 @@ import pytest
 import cucore
 import workers
 from conftest import fd_count
-from test_multiproc import Child, Raw, wait_claimed
+from test_multiproc import Child, Raw, exporter_child, wait_claimed
 
 N = len(cucore.devices())
 
@@ -445,6 +445,44 @@ def test_exporter_short_of_fds_keeps_serving_the_importer():
         assert child.call("share_stats")[0]["leases"] == 2  # a's and c's
         for o in (a, b, c):
             o.close()
+    finally:
+        child.close()
+
+
+def test_claim_lost_for_want_of_fds_keeps_the_hold():
+    """Our claim reaches the exporter (a child) when it has no fd free: the
+    message is dropped unread (CUC_E_LIMIT). The hold it claimed used to end
+    at its time while we still mapped the buffer, and the exporter freed
+    the memory under our mapping. Now every hold unclaimed at the drop is
+    kept past its time, and our release ends ours (python/src/hold.c);
+    those of pickles never loaded stay until the exporter exits."""
+    hold_s = 8.0
+    child = exporter_child(int(hold_s * 1000))
+    try:
+        start = time.monotonic()
+        first, *tries = child.call("export_n", 0, 4)
+        a = pickle.loads(first)  # the connection and the pool, while fds are there
+        cucore._core._share_flush()
+        for i, data in enumerate(tries):  # until a claim meets the starved exporter
+            assert child.call("starve_fds") is True
+            b = pickle.loads(data)
+            if child.call("feed_fds", 3) >= 1:
+                break
+            b.close()
+            cucore._core._share_flush()
+        else:
+            raise AssertionError("no claim met the starved exporter")
+        time.sleep(max(0.0, start + hold_s + 0.3 - time.monotonic()))
+        held = child.call("share_stats")[0]
+        assert held["leases"] == 1 and held["holds"] >= 1  # a's; ours among them, past its time
+        assert b.to_bytes() == bytes([0x31 + i]) * 32
+        a.close()
+        b.close()
+        cucore._core._share_flush()
+        deadline = time.monotonic() + 10
+        while child.call("share_stats")[0]["holds"] != held["holds"] - 1:
+            assert time.monotonic() < deadline, child.call("share_stats")
+            time.sleep(0.02)
     finally:
         child.close()
 
