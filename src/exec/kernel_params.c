@@ -64,15 +64,12 @@ static int params_query(cuc_kernel *k)
  * the query and put back after it. */
 static int params_context(struct cuc__ctx_guard *g)
 {
-    CUcontext cur = NULL;
+    void *cur;
     cuc_device *d;
-    CUresult r = CUC_DRV->cuCtxGetCurrent(&cur);
-    int rc;
+    int rc = cuc_device_context_save(&cur);
 
-    if (r != CUDA_SUCCESS)
-        return cuc__cuda_err(r, "cuCtxGetCurrent", "the thread's current context");
-    if (cur)
-        return 0;
+    if (rc || cur)
+        return rc;
     rc = cuc__device_implicit(&d);
     return rc ? rc : cuc__device_activate(g, d);
 }
