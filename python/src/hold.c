@@ -447,22 +447,25 @@ void hold_apply_many(struct lessee *l, uint64_t *ops, size_t n, size_t *nstale)
     *nstale = k;
 }
 
+/* The holds of the list at head, of buffer b (NULL: all of them). */
+static size_t list_count_locked(const struct hold *head, const cuc_buffer *b)
+{
+    const struct hold *h;
+    size_t n = 0;
+
+    for (h = head->next; h != head; h = h->next)
+        n += !b || h->b == b;
+    return n;
+}
+
 /* Holds and leases of buffer b: every list is walked (a test asks). */
 static size_t count_buffer_locked(const cuc_buffer *b)
 {
     const struct lessee *l;
-    const struct hold *h, *head;
-    size_t n = 0;
+    size_t n = list_count_locked(&unclaimed, b) + list_count_locked(&kept, b);
 
-    for (l = &lessees;; l = l->next) {
-        head = l == &lessees ? &unclaimed : &l->head;
-        for (h = head->next; h != head; h = h->next)
-            n += h->b == b;
-        if (l->next == &lessees)
-            break;
-    }
-    for (h = kept.next; h != &kept; h = h->next)
-        n += h->b == b;
+    for (l = lessees.next; l != &lessees; l = l->next)
+        n += list_count_locked(&l->head, b);
     return n;
 }
 
@@ -486,15 +489,11 @@ size_t hold_count(const cuc_buffer *b, const cuc_pool *pool)
 
 void hold_stats(size_t *nunclaimed, size_t *leased)
 {
-    const struct hold *h;
-    size_t n = 0;
+    size_t n;
 
     hold_sweep();
     pthread_mutex_lock(&mu);
-    for (h = unclaimed.next; h != &unclaimed; h = h->next)
-        n++;
-    for (h = kept.next; h != &kept; h = h->next)
-        n++;
+    n = list_count_locked(&unclaimed, NULL) + list_count_locked(&kept, NULL);
     *nunclaimed = n;
     *leased = table.count - n;
     pthread_mutex_unlock(&mu);
