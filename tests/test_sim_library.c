@@ -282,6 +282,19 @@ static struct img make_fatbin(const struct entry *e, int count)
     return im;
 }
 
+/* A fatbin of the cubin and the PTX text (n bytes), the cubin entry first
+ * or (ptx_first) second. */
+static struct img fatbin_cubin_ptx(const struct img *cub, const void *ptx, size_t n,
+                                   int ptx_first)
+{
+    struct entry e[2];
+
+    memset(e, 0, sizeof(e));
+    e[ptx_first].kind = 2, e[ptx_first].data = cub->p, e[ptx_first].n = cub->n;
+    e[!ptx_first].kind = 1, e[!ptx_first].data = ptx, e[!ptx_first].n = n;
+    return make_fatbin(e, 2);
+}
+
 /* LZ4 block of literals only (valid: the last sequence has no match). */
 static size_t lz4_literals(const void *src, size_t n, unsigned char *dst)
 {
@@ -1546,12 +1559,13 @@ static void test_hostile_nvinfo(void)
 #undef REPORTED
 
     /* misframed: refused at cuLibraryLoadData */
-#define AT_LOAD(what, stmt)                                                    \
+#define REFUSED(check, what, stmt)                                             \
     do {                                                                       \
         MUTATE(stmt);                                                          \
-        refused_at_load(&im, what);                                            \
+        check(&im, what);                                                      \
         free(im.p);                                                            \
     } while (0)
+#define AT_LOAD(what, stmt) REFUSED(refused_at_load, what, stmt)
     AT_LOAD("record size past the section",
             (ni[NI_KPARAM_ORD1 + 2] = 0x00, ni[NI_KPARAM_ORD1 + 3] = 0xff));
     AT_LOAD("record size just past the section",
@@ -1576,12 +1590,7 @@ static void test_hostile_nvinfo(void)
 #undef AT_LOAD
 
     /* what the sim cannot read: refused at cuLibraryGetKernel */
-#define AT_GETKERNEL(what, stmt)                                               \
-    do {                                                                       \
-        MUTATE(stmt);                                                          \
-        bad_image(&im, what);                                                  \
-        free(im.p);                                                            \
-    } while (0)
+#define AT_GETKERNEL(what, stmt) REFUSED(bad_image, what, stmt)
     AT_GETKERNEL("section past the end",
                  w64(shdr(&im, &in, S_INFO1) + 24, im.n));
     AT_GETKERNEL("section name past .shstrtab",
@@ -1592,6 +1601,7 @@ static void test_hostile_nvinfo(void)
         w32(sh, r32(shdr(&im, &in, S_INFO1)));
     });
 #undef AT_GETKERNEL
+#undef REFUSED
 #undef MUTATE
 
     /* a .nv.info.NAME of no kernel, and a section of another type named
@@ -1630,17 +1640,12 @@ static void test_params_fatbin_cubin_wins(void)
         {"dev_fn", 0, {0}, {0}},
     };
     struct img cub = make_cubin(0, NULL), fb;
-    struct entry e[2];
     CUlibrary lib;
     CUkernel k;
     size_t off = 7777, size = 7777;
 
     for (int order = 0; order < 2; order++) {
-        memset(e, 0, sizeof(e));
-        e[order].kind = 2, e[order].data = cub.p, e[order].n = cub.n;
-        e[1 - order].kind = 1, e[1 - order].data = ptx;
-        e[1 - order].n = sizeof(ptx);
-        fb = make_fatbin(e, 2);
+        fb = fatbin_cubin_ptx(&cub, ptx, sizeof(ptx), order);
         CU_OK(load_exact(&fb, &lib));
         expect_lib_params(lib, want, NWANT(want), "fatbin, cubin wins");
         CU_OK(D.cuLibraryGetKernel(&k, lib, "k_ptx_only"));
@@ -1718,15 +1723,10 @@ static void test_params_fatbin(void)
         {"k_ptx_only", 2, {0, 8}, {2, 8}},
     };
     struct img cub = make_cubin(1, NULL), fb;
-    struct entry e[2];
     CUlibrary lib;
 
     for (int order = 0; order < 2; order++) {
-        memset(e, 0, sizeof(e));
-        e[order].kind = 2, e[order].data = cub.p, e[order].n = cub.n;
-        e[1 - order].kind = 1, e[1 - order].data = ptx_k1;
-        e[1 - order].n = sizeof(ptx_k1);
-        fb = make_fatbin(e, 2);
+        fb = fatbin_cubin_ptx(&cub, ptx_k1, sizeof(ptx_k1), order);
         CU_OK(load_exact(&fb, &lib));
         expect_lib_params(lib, want, NWANT(want),
                           order ? "fatbin, PTX first" : "fatbin, cubin first");

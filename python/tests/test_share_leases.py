@@ -417,6 +417,20 @@ def test_no_share_point_starts_after_exit():
                 if f.startswith("cucore-share-%s-" % pid)]
 
 
+def load_while_starved(child, pickles):
+    """Loads the pickles one at a time with the exporter (child) starved of
+    fds, until one's claim meets it there (the library drops that message:
+    CUC_E_LIMIT): (its index, its buffer)."""
+    for i, data in enumerate(pickles):
+        assert child.call("starve_fds") is True
+        b = pickle.loads(data)  # its claim finds no fd free there, or one came free
+        if child.call("feed_fds", 3) >= 1:
+            return i, b
+        b.close()
+        cucore._core._share_flush()
+    raise AssertionError("no claim met the starved exporter")
+
+
 def test_exporter_short_of_fds_keeps_serving_the_importer():
     """The exporter (a child) has no fd free for a moment when our claim
     arrives (a message with a memfd, which the library drops: CUC_E_LIMIT).
@@ -429,15 +443,7 @@ def test_exporter_short_of_fds_keeps_serving_the_importer():
         a = pickle.loads(first)
         cucore._core._share_flush()  # our claim served
         assert child.call("share_stats")[0]["leases"] == 1
-        for data in tries:  # until a claim meets the starved exporter
-            assert child.call("starve_fds") is True
-            b = pickle.loads(data)  # its claim finds no fd free there, or one came free
-            if child.call("feed_fds", 3) >= 1:
-                break
-            b.close()
-            cucore._core._share_flush()
-        else:
-            raise AssertionError("no claim met the starved exporter")
+        _, b = load_while_starved(child, tries)
         assert child.call("share_stats")[0]["leases"] == 1  # a's
         c = pickle.loads(third)
         cucore._core._share_flush()
@@ -463,15 +469,7 @@ def test_claim_lost_for_want_of_fds_keeps_the_hold():
         first, *tries = child.call("export_n", 0, 4)
         a = pickle.loads(first)  # the connection and the pool, while fds are there
         cucore._core._share_flush()
-        for i, data in enumerate(tries):  # until a claim meets the starved exporter
-            assert child.call("starve_fds") is True
-            b = pickle.loads(data)
-            if child.call("feed_fds", 3) >= 1:
-                break
-            b.close()
-            cucore._core._share_flush()
-        else:
-            raise AssertionError("no claim met the starved exporter")
+        i, b = load_while_starved(child, tries)
         time.sleep(max(0.0, start + hold_s + 0.3 - time.monotonic()))
         held = child.call("share_stats")[0]
         assert held["leases"] == 1 and held["holds"] >= 1  # a's; ours among them, past its time
