@@ -44,5 +44,6 @@
 #include <cucore/memory.h>
 #include <cucore/vmm.h>
 #include <cucore/slab.h>
+#include <cucore/share.h>
 
 #endif

@@ -30,8 +30,9 @@ declare -A uses=(
     [exec]="base os driver wire device"
     [memory]="base os driver wire lease device exec"
     [channel]="base os wire frame lease device exec memory"
+    [share]="base os wire frame lease device exec memory channel"
 )
-order="base os driver wire frame lease device exec memory channel"
+order="base os driver wire frame lease device exec memory channel share"
 problems=0
 edges=$(mktemp)
 trap 'rm -f "$edges"' EXIT

@@ -40,7 +40,9 @@ extern "C" {
     X(LIMIT, -17, "a limit was exceeded")                                         \
     X(NOT_FOUND, -18, "not found")                                                \
     X(BUSY, -19, "resource busy")                                                 \
-    X(FORKED, -20, "object inherited through fork(): inert in this process")
+    X(FORKED, -20, "object inherited through fork(): inert in this process")     \
+    X(FOREIGN_HOST, -21, "the bytes name a share point on another machine")     \
+    X(EXPORTER_GONE, -22, "the process that shared the object is gone")
 
 enum cuc_status {
 #define CUC_ERRNO_ENUM_(name, value, text) CUC_E_##name = (value),

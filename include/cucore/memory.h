@@ -215,8 +215,18 @@ CUC_API int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n,
 
 /* The buffer's address: a device address (valid on its device, or in any
  * context with unified addressing) or, for a pinned host pool, a host
- * address that devices with access can use. */
+ * address that devices with access can use. A buffer got from an attached
+ * message (cucore/share.h) may be used only once its exporter confirmed
+ * the lease: this waits for that (as cuc_buffer_ready()) and returns NULL,
+ * with cuc_errmsg() saying why, when the exporter refused it (the token
+ * and what ended) or did not answer in time. Other buffers: cannot fail. */
 CUC_API void *cuc_buffer_ptr(const cuc_buffer *buf);
+/* 0 once buf's memory may be used: at once, but for a buffer from an
+ * attached message, whose exporter must first confirm the lease (waited
+ * for up to the share point's timeout). The refusal (CUC_E_NOT_FOUND
+ * naming the token, CUC_E_EXPORTER_GONE, ...) or CUC_E_TIMEOUT otherwise,
+ * and for every later call. */
+CUC_API int cuc_buffer_ready(const cuc_buffer *buf);
 /* Its size in bytes. */
 CUC_API size_t cuc_buffer_size(const cuc_buffer *buf);
 /* Its pool's device. */

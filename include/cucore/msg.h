@@ -61,7 +61,11 @@ typedef struct cuc_msg cuc_msg;
     X(KERNEL_HELD, 12, "kernel held")      \
     X(BUFFER_VIEW, 13, "buffer view")      \
     X(IPC_BUFFER, 14, "ipc buffer")        \
-    X(REFUSED, 15, "refused")
+    X(REFUSED, 15, "refused")              \
+    X(SHARE, 16, "share")                  \
+    X(HELD, 17, "held")                    \
+    X(CLAIM, 18, "claim")                  \
+    X(CONFIRM, 19, "confirm")
 
 enum cuc_record_type {
 #define CUC_RECORD_ENUM_(name, value, text) CUC_RECORD_##name = (value),

@@ -10,6 +10,7 @@
  * truncated or oversized one is flagged (MSG_TRUNC) instead of shifting
  * every frame after it. */
 #include "frame/link.h"
+#include "os/clock.h"
 #include "os/fd.h"
 #include "os/proc.h"
 #include "os/sock.h"
@@ -54,6 +55,9 @@ int cuc__link_open(int fd, struct cuc__link **out)
     cuc__ref_init(&l->ref, link_free);
     l->fd = fd;
     l->owner = cuc__pid();
+    l->rx_max_len = CUC_MSG_MAX_BYTES;
+    l->rx_max_fds = CUC_MSG_MAX_FDS;
+    l->rx_since = -1;
     atomic_init(&l->closed, 0);
     pthread_mutex_init(&l->send_lock, NULL);
     *out = l;
@@ -155,6 +159,30 @@ int cuc__link_send_seq(struct cuc__link *l, const cuc_msg *m,
 }
 
 /* ---- receive ---- */
+
+void cuc__link_limit_rx(struct cuc__link *l, uint32_t max_len, uint32_t max_fds)
+{
+    l->rx_max_len = max_len;
+    l->rx_max_fds = max_fds;
+}
+
+int64_t cuc__link_partial_since(const struct cuc__link *l)
+{
+    return l->rx_since;
+}
+
+/* A frame of a message larger than the link takes (its fds closed). */
+static int over_limit(const struct cuc__link *l, const struct cuc__frame *f, int *fds,
+                      size_t nfds)
+{
+    if (f->msg_len <= l->rx_max_len && f->msg_nfds <= l->rx_max_fds)
+        return 0;
+    cuc__close_fds(fds, nfds);
+    return cuc__badmsg("the peer (pid %ld) sent a frame of a message of %u bytes and %u "
+                       "fds; this channel takes at most %u bytes and %u fds",
+                       (long)l->peer_pid, f->msg_len, f->msg_nfds, l->rx_max_len,
+                       l->rx_max_fds);
+}
 
 static int peer_gone(const struct cuc__link *l)
 {
@@ -274,10 +302,16 @@ int cuc__link_recv(struct cuc__link *l, int64_t deadline, cuc_msg **m)
             break;
         }
         if (!rc)
+            rc = over_limit(l, &f, fds, nfds);
+        if (!rc)
             rc = cuc__reasm_push(&l->rx, &f, l->rxbuf + CUC__FRAME_HDR, fds, nfds,
                                  &msg, &drc);
         if (rc)
             break;
+        if (!cuc__reasm_partial(&l->rx))
+            l->rx_since = -1;
+        else if (l->rx_since < 0)
+            l->rx_since = cuc__deadline(0);
         if (msg) {
             *m = msg;
             return 0;

@@ -49,6 +49,8 @@ struct cuc__link {
     struct cuc__reasm rx;
     uint8_t *rxbuf; /* one frame */
     struct cuc__err_saved recv_err;
+    uint32_t rx_max_len, rx_max_fds; /* the most a received message may be */
+    int64_t rx_since; /* when the partial message's first frame came, or -1 */
 };
 
 /* A link over fd, which must be a connected SEQPACKET socket (checked);
@@ -57,6 +59,16 @@ struct cuc__link {
 int cuc__link_open(int fd, struct cuc__link **out);
 void cuc__link_ref(struct cuc__link *l);
 void cuc__link_unref(struct cuc__link *l);
+
+/* Lowers what a message from the peer may be (cuc__link_open: the
+ * format's CUC_MSG_MAX_BYTES and CUC_MSG_MAX_FDS): a frame announcing more
+ * is a framing error (its fds closed). A share point's peers send only
+ * claims and releases. */
+void cuc__link_limit_rx(struct cuc__link *l, uint32_t max_len, uint32_t max_fds);
+/* When the first frame of a message still partial arrived (a deadline's
+ * clock, os/clock.h), or -1 when none is: a peer that stops half-way
+ * through a message is found by it. */
+int64_t cuc__link_partial_since(const struct cuc__link *l);
 
 /* Shuts the socket down (sends after it fail, receives too; the peer sees
  * the close) and drops a partial message. Must not race a receive. The

@@ -37,6 +37,7 @@ struct ended {
     uint64_t id;
     const struct cuc__lease_ops *ops;
     void *obj;
+    int last; /* its grant's last lease: the grant left the table */
 };
 
 #define WORDS(n) (((size_t)(n) + 63) / 64)
@@ -111,7 +112,8 @@ int cuc__leases_create(struct cuc__link *link, struct cuc__leases **out)
     if (!l)
         return cuc__seterr(CUC_E_NOMEM, "out of memory for a channel's lease table");
     cuc__ref_init(&l->ref, leases_free);
-    cuc__link_ref(link);
+    if (link)
+        cuc__link_ref(link);
     l->link = link;
     pthread_mutex_init(&l->lock, NULL);
     cuc__cond_init(&l->cond);
@@ -187,12 +189,13 @@ uint64_t cuc__lease_id_next(void)
 static int take_entry_locked(struct cuc__leases *l, struct grant *g, uint32_t i,
                              struct ended *x)
 {
-    *x = (struct ended){g->block << CUC__LEASE_INDEX_BITS | i, g->e[i].ops, g->e[i].obj};
+    *x = (struct ended){g->block << CUC__LEASE_INDEX_BITS | i, g->e[i].ops, g->e[i].obj, 0};
     bit_clear(g->bits, i);
     l->count--;
     if (--g->held)
         return 0;
     cuc__htab_remove(&l->by_block, &g->node);
+    x->last = 1;
     return 1;
 }
 
@@ -210,7 +213,8 @@ static int take_locked(struct cuc__leases *l, uint64_t id, struct ended *x)
     return 1;
 }
 
-/* Runs the ends of x[0..n), unlocked, then wakes the lease waiters once. */
+/* Runs the ends of x[0..n), unlocked, then wakes the lease waiters once
+ * and tells the table's owner of the grants that left it. */
 static void finish(struct cuc__leases *l, const struct ended *x, size_t n, int why)
 {
     for (size_t i = 0; i < n; i++)
@@ -218,6 +222,9 @@ static void finish(struct cuc__leases *l, const struct ended *x, size_t n, int w
     pthread_mutex_lock(&l->lock);
     pthread_cond_broadcast(&l->cond);
     pthread_mutex_unlock(&l->lock);
+    for (size_t i = 0; l->gone && i < n; i++)
+        if (x[i].last)
+            l->gone(l->gone_arg, block_of(x[i].id), why);
 }
 
 /* A grant of n leases of block, refs 1 (the sender's), nothing held yet. */
@@ -246,7 +253,8 @@ static int refuse_locked(struct cuc__leases *l, uint64_t block)
     if (l->over)
         return cuc__seterr(CUC_E_PEER_CLOSED, "the peer (pid %ld) has closed the "
                            "channel: lease %llu would never be released",
-                           (long)l->link->peer_pid, (unsigned long long)first);
+                           l->link ? (long)l->link->peer_pid : 0L,
+                           (unsigned long long)first);
     if (find_locked(l, block))
         return cuc__seterr(CUC_E_INVALID, "lease %llu is already held on this channel (a "
                            "message is sent again only once its leases ended)",
@@ -377,10 +385,9 @@ static struct grant *grant_of(const struct cuc__lease_att *atts, size_t n)
 /* Begins and registers every lease attached to m, in one grant. On
  * failure every lease begun is ended with CUC__LEASE_SEND_FAILED and *out
  * is NULL. *out is NULL too for a message with no lease. */
-static int grant_msg(struct cuc__leases *l, const cuc_msg *m, struct grant **out)
+static int grant_atts(struct cuc__leases *l, const struct cuc__lease_att *atts, size_t n,
+                      struct grant **out)
 {
-    const struct cuc__lease_att *atts;
-    size_t n = cuc__msg_leases(m, &atts);
     struct grant *g;
     int rc;
 
@@ -404,6 +411,14 @@ static int grant_msg(struct cuc__leases *l, const cuc_msg *m, struct grant **out
     }
     *out = g;
     return 0;
+}
+
+static int grant_msg(struct cuc__leases *l, const cuc_msg *m, struct grant **out)
+{
+    const struct cuc__lease_att *atts;
+    size_t n = cuc__msg_leases(m, &atts);
+
+    return grant_atts(l, atts, n, out);
 }
 
 /* The sender is done with g (its leases may live on). */
@@ -467,6 +482,21 @@ int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sen
     return rc;
 }
 
+int cuc__leases_send_stamped(struct cuc__leases *l, const cuc_msg *m, uint64_t block)
+{
+    struct stamp st = {l, NULL};
+    int rc;
+
+    pthread_mutex_lock(&l->lock);
+    st.g = block ? find_locked(l, block) : NULL;
+    if (st.g)
+        st.g->refs++; /* this send's */
+    pthread_mutex_unlock(&l->lock);
+    rc = cuc__link_send_seq(l->link, m, st.g ? stamp_seq : NULL, &st);
+    grant_done(l, st.g);
+    return rc;
+}
+
 struct by_seq {
     uint32_t seq;
     struct grant *g; /* the grant of the message that began at seq, or NULL */
@@ -526,6 +556,88 @@ int cuc__leases_take_release(struct cuc__leases *l, cuc_msg *m)
     return 1;
 }
 
+int cuc__leases_grant(struct cuc__leases *l, const struct cuc__lease_att *atts, size_t n)
+{
+    struct grant *g;
+    int rc = grant_atts(l, atts, n, &g);
+
+    grant_done(l, g);
+    return rc;
+}
+
+/* The two tables' locks, in one order whoever moves between them. */
+static void lock_two(struct cuc__leases *a, struct cuc__leases *b)
+{
+    if ((uintptr_t)a > (uintptr_t)b) {
+        struct cuc__leases *t = a;
+        a = b;
+        b = t;
+    }
+    pthread_mutex_lock(&a->lock);
+    pthread_mutex_lock(&b->lock);
+}
+
+int cuc__leases_move(struct cuc__leases *from, struct cuc__leases *to, uint64_t block)
+{
+    struct grant *g;
+    int rc;
+
+    lock_two(from, to);
+    g = find_locked(from, block);
+    rc = g ? refuse_locked(to, block) : CUC_E_NOT_FOUND;
+    if (!rc) {
+        cuc__htab_remove(&from->by_block, &g->node);
+        from->count -= g->held;
+        rc = cuc__htab_insert(&to->by_block, &g->node);
+        if (rc) /* out of memory growing to's table: it stays where it was */
+            (void)cuc__htab_insert(&from->by_block, &g->node);
+        (rc ? from : to)->count += g->held;
+        g->sent = 0; /* a refusal names the message it goes out in next */
+    }
+    pthread_mutex_unlock(&from->lock);
+    pthread_mutex_unlock(&to->lock);
+    if (!rc) {
+        pthread_mutex_lock(&from->lock);
+        pthread_cond_broadcast(&from->cond);
+        pthread_mutex_unlock(&from->lock);
+    }
+    return rc == CUC_E_NOT_FOUND ? cuc__seterr(rc, "lease %llu is not held here",
+                                               (unsigned long long)(block << CUC__LEASE_INDEX_BITS))
+                                 : rc;
+}
+
+int cuc__leases_held(struct cuc__leases *l, uint64_t block)
+{
+    int held;
+
+    pthread_mutex_lock(&l->lock);
+    held = find_locked(l, block) != NULL;
+    pthread_mutex_unlock(&l->lock);
+    return held;
+}
+
+void cuc__leases_end_block(struct cuc__leases *l, uint64_t block, int why)
+{
+    struct grant *g;
+
+    pthread_mutex_lock(&l->lock);
+    g = find_locked(l, block);
+    if (g)
+        g->refs++; /* this walk's */
+    pthread_mutex_unlock(&l->lock);
+    if (!g)
+        return;
+    end_held(l, g, why);
+    grant_done(l, g);
+}
+
+void cuc__leases_on_gone(struct cuc__leases *l, void (*gone)(void *, uint64_t, int),
+                         void *arg)
+{
+    l->gone = gone;
+    l->gone_arg = arg;
+}
+
 uint64_t cuc__leases_refused(struct cuc__leases *l)
 {
     uint64_t n;
@@ -569,6 +681,8 @@ void cuc__leases_end_all(struct cuc__leases *l, int why)
         for (uint32_t i = 0; i < g->n; i++)
             if (bit(g->ending, i))
                 g->e[i].ops->end(g->e[i].obj, g->block << CUC__LEASE_INDEX_BITS | i, why);
+    for (struct grant *g = list; l->gone && g; g = g->next_end)
+        l->gone(l->gone_arg, g->block, why);
     pthread_mutex_lock(&l->lock);
     while (list) {
         struct grant *next = list->next_end;
@@ -593,7 +707,10 @@ static void leases_describe(const void *obj, char *out, size_t len)
 {
     const struct cuc__leases *l = obj;
 
-    snprintf(out, len, "the channel to pid %ld", (long)l->link->peer_pid);
+    if (l->link)
+        snprintf(out, len, "the channel to pid %ld", (long)l->link->peer_pid);
+    else
+        snprintf(out, len, "the share point's holds");
 }
 
 struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__lease_gauge *g)

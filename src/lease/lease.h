@@ -43,7 +43,8 @@ enum cuc__lease_end {
     CUC__LEASE_PEER_CLOSED = 2,    /* the importer closed its end or died */
     CUC__LEASE_CHANNEL_CLOSED = 3, /* this side closed the link for good */
     CUC__LEASE_SEND_FAILED = 4,    /* the message never reached the peer */
-    CUC__LEASE_REFUSED = 5         /* the peer dropped the message unread */
+    CUC__LEASE_REFUSED = 5,        /* the peer dropped the message unread */
+    CUC__LEASE_EXPIRED = 6         /* a hold nobody claimed in time */
 };
 
 struct cuc__leases {
@@ -59,13 +60,21 @@ struct cuc__leases {
      * cuc__origin_ops keep): images the peer may name by reference */
     struct cuc__kept *kept;
     size_t nkept, kept_cap;
+    /* told when a grant left the table because its last lease ended (not
+     * when it moved: cuc__leases_move), after the ends ran, no lock held */
+    void (*gone)(void *arg, uint64_t block, int why);
+    void *gone_arg;
 };
 
 /* Most objects a table keeps for its peer (images it said it holds). */
 #define CUC__LEASES_MAX_KEPT 4096u
 
-/* A table for the channel over link (a reference is taken). */
+/* A table for the channel over link (a reference is taken), or, link
+ * NULL, one that sends nothing: a share point's holds (lease/hold.h). */
 int cuc__leases_create(struct cuc__link *link, struct cuc__leases **out);
+/* Sets the table's gone callback (above); before any grant. */
+void cuc__leases_on_gone(struct cuc__leases *l, void (*gone)(void *, uint64_t, int),
+                         void *arg);
 void cuc__leases_ref(struct cuc__leases *l);
 void cuc__leases_unref(struct cuc__leases *l);
 
@@ -91,6 +100,20 @@ int cuc__leases_add(struct cuc__leases *l, uint64_t id,
 /* Forgets lease id without running its end (CUC_E_NOT_FOUND if not held). */
 int cuc__leases_drop(struct cuc__leases *l, uint64_t id);
 
+/* Begins and registers atts[0..n) as one grant: their ids must be one
+ * block's, attachment i block | i (wire.h). On failure each lease begun
+ * is ended with CUC__LEASE_SEND_FAILED. */
+int cuc__leases_grant(struct cuc__leases *l, const struct cuc__lease_att *atts, size_t n);
+/* Moves the grant of block from one table to another, its leases going
+ * on (none ends or begins): CUC_E_NOT_FOUND when from does not hold it,
+ * CUC_E_PEER_CLOSED when to can take no lease, CUC_E_INVALID when to
+ * holds the block already. */
+int cuc__leases_move(struct cuc__leases *from, struct cuc__leases *to, uint64_t block);
+/* 1 when the table holds a grant of block. */
+int cuc__leases_held(struct cuc__leases *l, uint64_t block);
+/* Ends the leases of block's grant still held, with why (0 when none). */
+void cuc__leases_end_block(struct cuc__leases *l, uint64_t block, int why);
+
 /* Sends sent (m, or what the channel made of it) on the link, after
  * beginning and registering every lease attached to m: one grant for the
  * message (one allocation and one pass under the table's lock for all its
@@ -99,6 +122,11 @@ int cuc__leases_drop(struct cuc__leases *l, uint64_t id);
  * leases. On failure every lease begun for it (and still held) is ended
  * with CUC__LEASE_SEND_FAILED. */
 int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sent);
+
+/* Sends m (whose records name leases granted already) on the link,
+ * stamping the grant of block with its first frame's sequence number,
+ * so that a refusal of m ends that grant (CUC__LEASE_REFUSED). */
+int cuc__leases_send_stamped(struct cuc__leases *l, const cuc_msg *m, uint64_t block);
 
 /* A message the channel received: 1 if it was a release or a refusal
  * (consumed: the leases it names ended, m destroyed; a refused record

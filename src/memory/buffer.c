@@ -72,6 +72,7 @@ void cuc__buffer_obj_free(cuc_buffer *b)
 
     if (!b)
         return;
+    cuc__gate_unref(b->gate);
     if (!SPARES) {
         free(b);
         return;
@@ -831,7 +832,45 @@ const struct cuc__lease_ops cuc__buffer_lease_ops = {lease_begin,      lease_end
 
 /* ---- getters, lease counts ---- */
 
-void *cuc_buffer_ptr(const cuc_buffer *b) { return (void *)(uintptr_t)b->ptr; }
+/* ---- gates: an attached buffer's memory waits for its lease ---- */
+
+void cuc__buffer_set_gate(cuc_buffer *b, const cuc_msg *m)
+{
+    struct cuc__gate *g = cuc__gate_of_msg(m), *none = NULL;
+
+    if (!g || __atomic_load_n(&b->gate, __ATOMIC_ACQUIRE))
+        return;
+    cuc__gate_ref(g);
+    if (!__atomic_compare_exchange_n(&b->gate, &none, g, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        cuc__gate_unref(g); /* another message gave it one first */
+}
+
+int cuc__buffer_pass(const cuc_buffer *b)
+{
+    const cuc_buffer *r = b->root ? b->root : b;
+    struct cuc__gate *g = __atomic_load_n(&b->gate, __ATOMIC_ACQUIRE);
+    int rc = cuc__gate_pass(g, "an attached buffer");
+
+    if (!rc && r != b)
+        rc = cuc__gate_pass(__atomic_load_n(&r->gate, __ATOMIC_ACQUIRE),
+                            "the allocation of an attached view");
+    return rc;
+}
+
+int cuc_buffer_ready(const cuc_buffer *b)
+{
+    if (!b)
+        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_ready: buf is NULL");
+    return cuc__buffer_pass(b);
+}
+
+void *cuc_buffer_ptr(const cuc_buffer *b)
+{
+    if (CUC_UNLIKELY(cuc__buffer_pass(b) != 0))
+        return NULL;
+    return (void *)(uintptr_t)b->ptr;
+}
 size_t cuc_buffer_size(const cuc_buffer *b) { return b->size; }
 cuc_device *cuc_buffer_device(const cuc_buffer *b) { return b->pool->dev; }
 cuc_pool *cuc_buffer_pool(const cuc_buffer *b) { return b->pool; }

@@ -8,6 +8,7 @@
 
 #include "cucore/memory.h"
 #include "exec/stream.h"
+#include "lease/gate.h"
 #include "lease/lease.h"
 #include "memory/pool.h"
 
@@ -66,7 +67,16 @@ struct cuc_buffer {
     int in_views;     /* a view findable in pool->views */
     struct cuc__carve *carve; /* a view carved by a slab allocator: its range */
     struct cuc__ipc_base *ipc; /* legacy IPC memory (an allocation, not a view) */
+    /* from an attached message: what a use of the memory waits for (a
+     * reference, set once, atomically, by the first message that gives it) */
+    struct cuc__gate *gate;
 };
+
+/* Waits for b's gate, or its allocation's (0 at once for a buffer of no
+ * attach); the gate's refusal or CUC_E_TIMEOUT otherwise. */
+int cuc__buffer_pass(const cuc_buffer *b);
+/* Gives b the gate of m, the message it was got from, unless it has one. */
+void cuc__buffer_set_gate(cuc_buffer *b, const cuc_msg *m);
 
 /* The ops of the leases a message holding the buffer begins. */
 extern const struct cuc__lease_ops cuc__buffer_lease_ops;

@@ -537,6 +537,32 @@ static int run_at(const cuc_msg *m, size_t i, int type, struct run *r)
     return 0;
 }
 
+/* The buffers of an attached message wait for its claim's answer. */
+static int gate_all(const cuc_msg *m, cuc_buffer **bufs, size_t n)
+{
+    if (cuc__gate_of_msg(m))
+        for (size_t k = 0; k < n; k++)
+            cuc__buffer_set_gate(bufs[k], m);
+    return 0;
+}
+
+/* An import from an attached message that failed may have been of memory
+ * whose hold had ended (the driver then refuses stale export data): the
+ * exporter's refusal of the claim, when it comes, says so better than the
+ * driver. */
+static int refusal_first(const cuc_msg *m, int rc)
+{
+    struct cuc__gate *g = cuc__gate_of_msg(m);
+    struct cuc__err_saved saved;
+    int why;
+
+    if (!g || rc == CUC_E_NOMEM)
+        return rc;
+    cuc__err_save(&saved, rc);
+    why = cuc__gate_pass(g, "an attached buffer");
+    return why && why != CUC_E_TIMEOUT ? why : cuc__err_restore(&saved);
+}
+
 /* The buffers of records [i, i + n) of m from the run that begins at i:
  * *took of them (at least one) into out. */
 static int get_from(const cuc_msg *m, size_t i, size_t n, cuc_buffer **out, size_t *took)
@@ -554,7 +580,7 @@ static int get_from(const cuc_msg *m, size_t i, size_t n, cuc_buffer **out, size
     cuc_pool_unref(r.pool);
     if (!rc && *took == 0) /* cannot be: run_at read record i as the run does */
         rc = cuc__seterr(CUC_E_BADMSG, "buffer record %zu could not be read twice alike", i);
-    return rc;
+    return rc ? refusal_first(m, rc) : gate_all(m, out, *took);
 }
 
 int cuc_msg_get_buffer(const cuc_msg *m, size_t index, cuc_buffer **out)

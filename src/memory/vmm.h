@@ -49,6 +49,9 @@ int cuc__vmm_check_peer_access(const cuc_device *owner, const cuc_device *peer,
 
 /* The import of (leases, id), with a new reference, or NULL. */
 cuc_vmm *cuc__vmm_imported(struct cuc__leases *leases, uint64_t id);
+/* cuc_msg_add_vmm's record of v under lease_id, attaching nothing (a
+ * share point re-serving a hold's record: the hold holds the lease). */
+int cuc__msg_add_vmm_under(cuc_msg *m, cuc_vmm *v, uint64_t lease_id);
 /* Registers v as the import of (leases, id) (a reference to leases is
  * taken), unless another thread got there first: then that one is
  * returned with a new reference and v is left alone. */

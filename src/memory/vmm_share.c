@@ -42,16 +42,14 @@ static int export_fds(const cuc_vmm *v, int *fds)
     return 0;
 }
 
-int cuc_msg_add_vmm(cuc_msg *m, const cuc_vmm *cv)
+/* The record of v under lease id (0: a new lease of the message); its
+ * chunks exported afresh. */
+static int add_vmm(cuc_msg *m, cuc_vmm *v, uint64_t id)
 {
     cuc_uuid peers[CUC_VMM_MAX_PEERS];
-    cuc_vmm *v = (cuc_vmm *)cv;
     int fds[CUC_VMM_MAX_CHUNKS];
-    uint64_t id;
-    int rc;
+    int rc, attached = 0;
 
-    if (!m || !v)
-        return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_vmm: NULL argument");
     if (v->imported)
         return cuc__seterr(CUC_E_NOT_SUPPORTED, "cuc_msg_add_vmm: this VMM resource "
                            "(%zu bytes on %s) was imported from another process; "
@@ -64,18 +62,33 @@ int cuc_msg_add_vmm(cuc_msg *m, const cuc_vmm *cv)
         return rc;
     /* The lease first: a record whose lease is missing could let the
      * exporter free memory the importer maps. */
-    rc = cuc__msg_lease_attach(m, &cuc__vmm_lease_ops, v, &id);
-    if (rc) {
-        cuc__close_fds(fds, v->nchunks);
-        return rc;
+    if (!id) {
+        rc = cuc__msg_lease_attach(m, &cuc__vmm_lease_ops, v, &id);
+        if (rc) {
+            cuc__close_fds(fds, v->nchunks);
+            return rc;
+        }
+        attached = 1;
     }
     for (size_t i = 0; i < v->npeers; i++)
         peers[i] = v->peers[i]->uuid;
     rc = cuc__vmm_rec_put(m, id, &v->owner->uuid, peers, v->npeers, v->sizes,
                           v->nchunks, fds);
-    if (rc)
+    if (rc && attached)
         cuc__msg_lease_pop(m); /* no record: nothing to lease */
     return rc;
+}
+
+int cuc_msg_add_vmm(cuc_msg *m, const cuc_vmm *v)
+{
+    if (!m || !v)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_vmm: NULL argument");
+    return add_vmm(m, (cuc_vmm *)v, 0);
+}
+
+int cuc__msg_add_vmm_under(cuc_msg *m, cuc_vmm *v, uint64_t lease_id)
+{
+    return add_vmm(m, v, lease_id);
 }
 
 /* A device of the record by UUID; the not-visible message says which. */
@@ -191,6 +204,10 @@ int cuc_msg_get_vmm(const cuc_msg *m, size_t index, cuc_vmm **out)
     rc = cuc_msg_read_vmm(m, index, &o);
     if (rc)
         return rc;
+    if ((v = cuc__msg_local(m, index)) != NULL) { /* attached where it was made */
+        *out = cuc_vmm_ref(v);
+        return 0;
+    }
     from = cuc__leases_of_msg(m);
     v = from ? cuc__vmm_imported(from, o.lease_id) : NULL;
     if (v) {

@@ -88,6 +88,9 @@ static void storage_init(cuc_msg *m)
     m->atts = NULL;
     m->natts = m->att_cap = 0;
     m->origin = NULL;
+    m->gate = NULL;
+    m->gate_done = NULL;
+    m->locals = NULL;
     m->side = NULL;
     m->taken = NULL;
 }
@@ -130,6 +133,24 @@ int cuc_msg_create(cuc_msg **msg)
     return 0;
 }
 
+/* Objects records resolve to in this process (cuc__msg_set_local). */
+struct cuc__local {
+    size_t index;
+    void *obj;
+    void (*unref)(void *obj);
+};
+struct cuc__locals {
+    size_t n, cap;
+    struct cuc__local e[];
+};
+
+static void locals_free(cuc_msg *m)
+{
+    for (size_t i = 0; i < m->locals->n; i++)
+        m->locals->e[i].unref(m->locals->e[i].obj);
+    free(m->locals);
+}
+
 /* Everything a message may hold, freed; the struct cached or freed. */
 static CUC_COLD void destroy_holding(cuc_msg *m)
 {
@@ -137,6 +158,13 @@ static CUC_COLD void destroy_holding(cuc_msg *m)
         return;
     if (m->nfds)
         cuc__close_fds(m->fds, m->nfds);
+    if (m->gate) { /* first: it reads the records and their marks */
+        if (m->gate_done)
+            m->gate_done(m->gate, m);
+        cuc__ref_put(m->gate);
+    }
+    if (m->locals)
+        locals_free(m);
     if (m->recs != m->rec_inline)
         free(m->recs);
     if (m->data_block)
@@ -760,6 +788,53 @@ void cuc__msg_set_origin(cuc_msg *m, struct cuc__ref *origin)
 struct cuc__ref *cuc__msg_origin(const cuc_msg *m)
 {
     return m ? m->origin : NULL;
+}
+
+void cuc__msg_set_gate(cuc_msg *m, struct cuc__ref *gate,
+                       void (*done)(struct cuc__ref *gate, const cuc_msg *m))
+{
+    if (gate) {
+        cuc__ref_get(gate);
+        m->holds |= CUC__MSG_HOLDS_GATE;
+    }
+    if (m->gate)
+        cuc__ref_put(m->gate);
+    m->gate = gate;
+    m->gate_done = gate ? done : NULL;
+}
+
+struct cuc__ref *cuc__msg_gate(const cuc_msg *m)
+{
+    return m ? m->gate : NULL;
+}
+
+int cuc__msg_set_local(cuc_msg *m, size_t index, void *obj, void (*unref)(void *obj))
+{
+    struct cuc__locals *l = m->locals;
+    size_t cap = l ? l->cap : 0, n = l ? l->n : 0;
+
+    if (n == cap) {
+        cap = cap ? 2 * cap : 4;
+        l = realloc(l, sizeof(*l) + cap * sizeof(l->e[0]));
+        if (!l)
+            return cuc__seterr(CUC_E_NOMEM, "out of memory for a message's local objects");
+        l->cap = cap;
+        l->n = n;
+        m->locals = l;
+    }
+    l->e[l->n++] = (struct cuc__local){index, obj, unref};
+    m->holds |= CUC__MSG_HOLDS_ATTS;
+    return 0;
+}
+
+void *cuc__msg_local(const cuc_msg *m, size_t index)
+{
+    const struct cuc__locals *l = m->locals;
+
+    for (size_t i = 0; l && i < l->n; i++)
+        if (l->e[i].index == index)
+            return l->e[i].obj;
+    return NULL;
 }
 
 int cuc__msg_taken_ready(const cuc_msg *m)

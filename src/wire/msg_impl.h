@@ -48,6 +48,7 @@ struct cuc__wire_rec {
 #define CUC__MSG_HOLDS_BLOCK 2u  /* data lies in an adopted block */
 #define CUC__MSG_HOLDS_ATTS 4u   /* an attachment array */
 #define CUC__MSG_HOLDS_ORIGIN 8u /* a reference to a lease table */
+#define CUC__MSG_HOLDS_GATE 16u  /* a reference to a gate */
 
 /* Arrays start in the inline storage, so that a small message costs one
  * malloc; they move to the heap when they outgrow it. The storage fields
@@ -64,6 +65,9 @@ struct cuc_msg {
     struct cuc__lease_att *atts; /* objects kept, leases to begin when sent */
     size_t natts, att_cap;
     struct cuc__ref *origin; /* the lease table it arrived from (a reference) */
+    struct cuc__ref *gate;   /* what its leases wait for (a reference), or NULL */
+    void (*gate_done)(struct cuc__ref *gate, const cuc_msg *m);
+    struct cuc__locals *locals; /* objects some records resolve to here, or NULL */
     /* the counts, reset by cuc__msg_new */
     uint32_t nrecs, nfds;
     uint32_t fds_owned; /* entries of fds that are not -1 */
@@ -148,7 +152,7 @@ struct cuc__rec_shape {
     uint64_t fixed_hdr;
 };
 /* The highest record type + 1: the shape table's length. */
-#define CUC__REC_NSHAPES 16u
+#define CUC__REC_NSHAPES 20u
 extern const struct cuc__rec_shape cuc__rec_shapes[CUC__REC_NSHAPES];
 static inline const struct cuc__rec_shape *cuc__rec_shape_of(unsigned type)
 {

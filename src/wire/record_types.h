@@ -29,6 +29,12 @@
 #define CUC__RELEASE_MAX_IDS 8192u
 #define CUC__RELEASE_MAX_RECORDS 1000u
 
+/* Held records (detached messages, rec_share.c) stand for a record with
+ * fds: the longest payload of such a record (a vmm record's). Claim and
+ * confirm records: at most this many a message; decode refuses more. */
+#define CUC__HELD_INNER_MAX 9256u
+#define CUC__CLAIM_MAX_RECORDS 4096u
+
 #define CUC__RECORD_SHAPES(X)                                                 \
     X(DEVICE, 1, 16, 16, 8, 0, 0, 0, 0)                /* rec_device.c */     \
     X(STREAM, 1, 24, 24, 8, 0, 0, 4, 4)                /* rec_stream.c */     \
@@ -44,7 +50,11 @@
     X(KERNEL_HELD, 1, 40, 40, 8, 0, 0, 0, 0)     /* rec_kernel.c */        \
     X(BUFFER_VIEW, 1, 112, 112, 8, 0, 0, 0, 0)         /* rec_buffer.c */     \
     X(IPC_BUFFER, 1, 144, 144, 8, 0, 0, 76, 4)         /* rec_ipc_buffer.c */ \
-    X(REFUSED, 1, 8, 8, 8, 0, 0, 4, 4)                 /* rec_refused.c */
+    X(REFUSED, 1, 8, 8, 8, 0, 0, 4, 4)                 /* rec_refused.c */    \
+    X(SHARE, 1, 176, 176, 8, 0, 0, 48, 4)              /* rec_share.c */      \
+    X(HELD, 1, 24, 16u + CUC__HELD_INNER_MAX, 8, 0, 0, 12, 4) /* rec_share.c */ \
+    X(CLAIM, 1, 24, 24, 8, 0, 0, 20, 4)                /* rec_share.c */      \
+    X(CONFIRM, 1, 24, 24, 8, 0, 0, 20, 4)              /* rec_share.c */
 
 /* Payload versions, for the codecs: CUC_RECORD_DEVICE_VERSION, ... */
 #define CUC__RECORD_VERSION_OF_(name, version, a, b, c, d, e, f, g) \

@@ -18,6 +18,7 @@
 #include "cucore/pool.h"
 #include "cucore/memory.h"
 #include "cucore/vmm.h"
+#include "cucore/share.h"
 #include "wire/wire.h"
 
 /* Fixed payload sizes. */
@@ -110,5 +111,25 @@ int cuc__refused_msg_build(uint32_t seq, cuc_msg **out);
 size_t cuc__refused_rec_count(const cuc_msg *m);
 /* The sequence number of refused record index. */
 int cuc__refused_rec_read(const cuc_msg *m, size_t index, uint32_t *seq);
+
+/* Detached messages and the share point's protocol (rec_share.c). */
+#define CUC__SHARE_PAYLOAD 176u
+#define CUC__HELD_HDR 16u
+#define CUC__CLAIM_PAYLOAD 24u
+/* Claim flags: send the held records with their fds (the importer lacks
+ * some); give the claim back (nothing of the hold was used). */
+#define CUC__CLAIM_FETCH 1u
+#define CUC__CLAIM_GIVE_BACK 2u
+#define CUC__CLAIM_FLAGS (CUC__CLAIM_FETCH | CUC__CLAIM_GIVE_BACK)
+int cuc__share_rec_put(cuc_msg *m, const struct cuc_share_record *r);
+/* h->payload (h->len bytes) is copied; h->type's record is not checked. */
+int cuc__held_rec_put(cuc_msg *m, const struct cuc_held_record *h);
+int cuc__claim_rec_put(cuc_msg *m, const uint8_t token[16], uint32_t flags);
+/* CUC_E_BADMSG for flags this cucore does not define. */
+int cuc__claim_rec_read(const cuc_msg *m, size_t index, uint8_t token[16], uint32_t *flags);
+/* status: 0 or a negative CUC_E_* code. */
+int cuc__confirm_rec_put(cuc_msg *m, const uint8_t token[16], int status);
+/* CUC_E_BADMSG for a status that is no CUC_E_* code. */
+int cuc__confirm_rec_read(const cuc_msg *m, size_t index, uint8_t token[16], int *status);
 
 #endif

@@ -180,6 +180,22 @@ size_t cuc__msg_leases(const cuc_msg *m, const struct cuc__lease_att **atts);
 void cuc__msg_set_origin(cuc_msg *m, struct cuc__ref *origin);
 struct cuc__ref *cuc__msg_origin(const cuc_msg *m);
 
+/* What the leases of a message wait for before its objects' memory may
+ * be used (lease/gate.h: an attached message's claim, which its share
+ * point confirms), as a reference count; done(gate, m) runs when m is
+ * destroyed, first, while its records and their taken marks are still
+ * there. NULL for every other message. */
+void cuc__msg_set_gate(cuc_msg *m, struct cuc__ref *gate,
+                       void (*done)(struct cuc__ref *gate, const cuc_msg *m));
+struct cuc__ref *cuc__msg_gate(const cuc_msg *m);
+
+/* The object record index resolves to in this process, as is (an
+ * attach in the process that detached the message: the hold's own VMM
+ * resource), the message holding a reference the caller took for it,
+ * dropped by unref at the destroy. cuc__msg_local: the object, or NULL. */
+int cuc__msg_set_local(cuc_msg *m, size_t index, void *obj, void (*unref)(void *obj));
+void *cuc__msg_local(const cuc_msg *m, size_t index);
+
 /* Records whose lease a reader took: a received record resolved into an
  * object that holds its lease is marked, so that once that object has
  * released the lease a later resolve of the same record can be refused

@@ -1,0 +1,510 @@
+/* The share point (cucore/share.h): objects detached to bytes, the bytes
+ * carried by a transport of the test's (a pipe, a file), attached in an
+ * exec'd child whose CUDA_VISIBLE_DEVICES reverses the parent's:
+ *  - objects: a pool buffer, a view of one, a slab buffer, a wrapped
+ *    cuMemAlloc allocation and a VMM resource, each checked in the child
+ *    by its bytes and its device's UUID, written back and checked again
+ *    by the parent;
+ *  - leases: the parent drops its references right after detaching; its
+ *    frees run when the child's leases end, and the pool's memory is back
+ *    to none; fds back to the baseline once the child is gone;
+ *  - through a file, the same;
+ *  - two children attaching the same bytes, each with a lease of its own;
+ *  - a child SIGKILLed while it holds the leases: they end, the frees run;
+ *  - bytes attached after their hold expired: CUC_E_NOT_FOUND naming the
+ *    token, and the memory is never handed out (the pointer getter fails);
+ *  - in the detaching process: the objects themselves.
+ * The child gets the bytes on stdin (length-prefixed) and the parent's
+ * UUIDs in its arguments. */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include "pool_test.h"
+#include "vmm_test.h"
+#include "base/hex.h"
+
+#define KiB ((size_t)1 << 10)
+#define WAIT_MS 30000
+#define N_OBJ 5
+
+enum { O_BUF, O_VIEW, O_SLAB, O_WRAP, O_VMM };
+static const char *const obj_name[N_OBJ] = {"buffer", "view", "slab buffer", "wrapped",
+                                            "vmm"};
+
+/* ---- helpers ---- */
+
+static void write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+
+    while (n) {
+        ssize_t k = write(fd, b, n);
+        CHECK(k > 0);
+        b += k;
+        n -= (size_t)k;
+    }
+}
+
+static int read_all(int fd, void *p, size_t n)
+{
+    uint8_t *b = p;
+
+    while (n) {
+        ssize_t k = read(fd, b, n);
+        if (k <= 0)
+            return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* A blob: u64 length then the bytes. */
+static void put_blob(int fd, const void *p, size_t n)
+{
+    uint64_t len = n;
+
+    write_all(fd, &len, sizeof(len));
+    write_all(fd, p, n);
+}
+
+static void *get_blob(int fd, size_t *n)
+{
+    uint64_t len;
+    void *p;
+
+    if (read_all(fd, &len, sizeof(len)) != 0)
+        return NULL;
+    CHECK(len < ((uint64_t)1 << 30));
+    p = malloc(len ? len : 1);
+    CHECK(p != NULL);
+    CHECK(read_all(fd, p, len) == 0);
+    *n = len;
+    return p;
+}
+
+/* A fresh socket directory for this run: every process of it shares there. */
+static void private_share_dir(void)
+{
+    static char dir[] = "/tmp/cucore-test-share-XXXXXX";
+
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(chmod(dir, 0700) == 0);
+    setenv("CUCORE_SHARE_DIR", dir, 1);
+}
+
+/* ---- the objects ---- */
+
+struct objs {
+    cuc_pool *pool;
+    cuc_slab *slab;
+    cuc_buffer *buf, *parent, *view, *carved, *wrapped;
+    CUdeviceptr raw;
+    cuc_vmm *vmm;
+};
+
+static uint64_t seed_of(int phase, int k)
+{
+    return 7919ull * (uint64_t)phase + (uint64_t)k + 1;
+}
+
+static void make_objs(struct objs *o, int phase)
+{
+    size_t chunk;
+
+    memset(o, 0, sizeof(*o));
+    o->pool = pt_new_pool(devs[0], CUC_POOL_DEVICE, CUC_POOL_IPC);
+    CHECK_OK(cuc_buffer_alloc_async(o->pool, 64 * KiB + 3, NULL, &o->buf));
+    CHECK_OK(cuc_buffer_alloc_async(o->pool, 256 * KiB, NULL, &o->parent));
+    CHECK_OK(cuc_buffer_view(o->parent, 4 * KiB, 8 * KiB + 5, &o->view));
+    CHECK_OK(cuc_slab_create(o->pool, 1 << 20, &o->slab));
+    CHECK_OK(cuc_slab_alloc_async(o->slab, 3 * KiB, NULL, &o->carved));
+    CHECK_OK(cuc_device_set_current(devs[0]));
+    CHECK(CUC_DRV->cuMemAlloc(&o->raw, 128 * KiB) == CUDA_SUCCESS);
+    CHECK_OK(cuc_buffer_wrap(devs[0], (void *)(uintptr_t)o->raw, 32 * KiB, &o->wrapped));
+    CHECK_OK(cuc_vmm_granularity(devs[0], &chunk));
+    CHECK_OK(cuc_vmm_create(devs[0], NULL, 0, &chunk, 1, &o->vmm));
+    pt_fill(o->buf, seed_of(phase, O_BUF));
+    pt_fill(o->view, seed_of(phase, O_VIEW));
+    pt_fill(o->carved, seed_of(phase, O_SLAB));
+    pt_fill(o->wrapped, seed_of(phase, O_WRAP));
+    vmm_t_fill(o->vmm, seed_of(phase, O_VMM));
+}
+
+static cuc_msg *objs_msg(const struct objs *o)
+{
+    cuc_msg *m;
+
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_buffer(m, o->buf));
+    CHECK_OK(cuc_msg_add_buffer(m, o->view));
+    CHECK_OK(cuc_msg_add_buffer(m, o->carved));
+    CHECK_OK(cuc_msg_add_buffer(m, o->wrapped));
+    CHECK_OK(cuc_msg_add_vmm(m, o->vmm));
+    return m;
+}
+
+/* The parent's references go at once: the frees wait for the leases. */
+static void drop_objs(struct objs *o)
+{
+    CHECK_OK(cuc_buffer_unref_async(o->buf, NULL));
+    CHECK_OK(cuc_buffer_unref_async(o->view, NULL));
+    CHECK_OK(cuc_buffer_unref_async(o->parent, NULL));
+    CHECK_OK(cuc_buffer_unref_async(o->carved, NULL));
+    cuc_vmm_unref(o->vmm);
+}
+
+/* After the leases ended: nothing of the pool is in use, then the rest. */
+static void end_objs(struct objs *o)
+{
+    CHECK_OK(cuc_pool_lease_wait(o->pool, NULL, 0, WAIT_MS));
+    CHECK_OK(cuc_buffer_lease_wait(o->wrapped, NULL, 0, WAIT_MS));
+    CHECK_OK(cuc_buffer_unref_async(o->wrapped, NULL));
+    CHECK_OK(cuc_device_set_current(devs[0]));
+    CHECK(CUC_DRV->cuMemFree(o->raw) == CUDA_SUCCESS);
+    cuc_slab_unref(o->slab);
+    EXPECT(pt_used(o->pool) == 0);
+    cuc_pool_unref(o->pool);
+}
+
+static void detach(const struct objs *o, void **bytes, size_t *len)
+{
+    cuc_msg *m = objs_msg(o);
+
+    CHECK_OK(cuc_share_detach(m, bytes, len));
+    cuc_msg_destroy(m);
+}
+
+/* ---- the child ---- */
+
+static int child_attach(int argc, char **argv)
+{
+    const char *uuid = argv[0];
+    int phase = atoi(argv[1]), mode = atoi(argv[2]);
+    cuc_buffer *b[4];
+    size_t len;
+    cuc_vmm *v;
+    cuc_msg *m;
+    void *bytes;
+
+    (void)argc;
+    bytes = get_blob(0, &len);
+    CHECK(bytes != NULL);
+    CHECK_OK(cuc_share_attach(bytes, len, &m));
+    free(bytes);
+    CHECK(cuc_msg_record_count(m) == N_OBJ);
+    CHECK_OK(cuc_msg_get_buffers(m, 0, 4, b));
+    CHECK_OK(cuc_msg_get_vmm(m, 4, &v));
+    cuc_msg_destroy(m);
+    for (int k = 0; k < 4; k++) {
+        EXPECT(strcmp(cuc_device_uuid_string(cuc_buffer_device(b[k])), uuid) == 0);
+        if (!pt_holds(b[k], seed_of(phase, k))) {
+            fprintf(stderr, "child: the %s holds other bytes\n", obj_name[k]);
+            exit(1);
+        }
+        if (mode == 0) /* the only child: it answers in the same memory */
+            pt_fill(b[k], seed_of(phase + 100, k));
+    }
+    EXPECT(strcmp(cuc_device_uuid_string(cuc_vmm_device(v)), uuid) == 0);
+    EXPECT(vmm_t_holds(v, seed_of(phase, O_VMM)));
+    if (mode == 0)
+        vmm_t_fill(v, seed_of(phase + 100, O_VMM));
+    printf("ok\n");
+    fflush(stdout);
+    if (mode == 1) /* hold the leases until killed */
+        for (;;)
+            pause();
+    for (int k = 0; k < 4; k++)
+        CHECK_OK(cuc_buffer_unref_async(b[k], NULL));
+    cuc_vmm_unref(v);
+    return test_finish();
+}
+
+/* The child of expired bytes: the attach is refused, or, mapped before
+ * the refusal came, its memory is never handed out. */
+static int child_expired(int argc, char **argv)
+{
+    cuc_buffer *b;
+    size_t len;
+    cuc_msg *m;
+    void *bytes;
+    int rc;
+
+    (void)argc;
+    (void)argv;
+    bytes = get_blob(0, &len);
+    CHECK(bytes != NULL);
+    rc = cuc_share_attach(bytes, len, &m);
+    free(bytes);
+    if (rc == 0) {
+        rc = cuc_msg_get_buffer(m, 0, &b);
+        if (rc == 0) {
+            CHECK(cuc_buffer_ptr(b) == NULL);
+            rc = cuc_buffer_ready(b);
+            CHECK_OK(cuc_buffer_unref_async(b, NULL));
+        }
+        cuc_msg_destroy(m);
+    }
+    CHECK_RC(rc, CUC_E_NOT_FOUND);
+    CHECK_ERRMSG("token");
+    printf("refused\n");
+    return 0;
+}
+
+/* ---- the parent's scenarios ---- */
+
+/* A child attaching what arrives on its stdin; *to its stdin, *from its stdout. */
+static pid_t start_child(const char *role, int phase, int mode, int *to, FILE **from)
+{
+    char cvd[256], ph[16], md[16];
+    const char *env[] = {cvd, NULL};
+    const char *args[] = {cuc_device_uuid_string(devs[0]), ph, md, NULL};
+    int in[2], out[2];
+    pid_t pid;
+
+    pt_child_cvd(cvd, sizeof(cvd));
+    snprintf(ph, sizeof(ph), "%d", phase);
+    snprintf(md, sizeof(md), "%d", mode);
+    CHECK(pipe(in) == 0 && pipe(out) == 0);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        const char *argv[32];
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        test_apply_env(env);
+        child_argv(role, args, argv);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    *to = in[1];
+    *from = fdopen(out[0], "r");
+    CHECK(*from != NULL);
+    return pid;
+}
+
+static void expect_line(FILE *f, const char *want)
+{
+    char line[256] = {0};
+
+    CHECK(fgets(line, sizeof(line), f) != NULL);
+    if (strncmp(line, want, strlen(want)) != 0) {
+        fprintf(stderr, "child said \"%s\", want \"%s\"\n", line, want);
+        exit(1);
+    }
+}
+
+/* The parent checks what the child wrote back (before dropping). */
+static void check_written(const struct objs *o, int phase)
+{
+    EXPECT(pt_holds(o->buf, seed_of(phase + 100, O_BUF)));
+    EXPECT(pt_holds(o->view, seed_of(phase + 100, O_VIEW)));
+    EXPECT(pt_holds(o->carved, seed_of(phase + 100, O_SLAB)));
+    EXPECT(pt_holds(o->wrapped, seed_of(phase + 100, O_WRAP)));
+    EXPECT(vmm_t_holds(o->vmm, seed_of(phase + 100, O_VMM)));
+}
+
+static void scenario_pipe(int phase)
+{
+    struct objs o;
+    FILE *from;
+    size_t len;
+    void *bytes;
+    pid_t pid;
+    int to;
+
+    make_objs(&o, phase);
+    detach(&o, &bytes, &len);
+    pid = start_child("attach", phase, 0, &to, &from);
+    put_blob(to, bytes, len);
+    free(bytes);
+    close(to);
+    expect_line(from, "ok");
+    fclose(from);
+    CHECK(wait_child(pid) == 0);
+    check_written(&o, phase);
+    drop_objs(&o);
+    end_objs(&o);
+    printf("pipe (phase %d): ok\n", phase);
+}
+
+/* The bytes in a file, read by the child as its stdin. */
+static void scenario_file(int phase)
+{
+    char path[] = "/tmp/cucore-test-share-bytes-XXXXXX";
+    struct objs o;
+    FILE *from;
+    size_t len;
+    void *bytes;
+    pid_t pid;
+    int fd, to;
+
+    make_objs(&o, phase);
+    detach(&o, &bytes, &len);
+    drop_objs(&o); /* before the child exists: the hold keeps them */
+    fd = mkstemp(path);
+    CHECK(fd >= 0);
+    put_blob(fd, bytes, len);
+    free(bytes);
+    close(fd);
+    pid = start_child("attach", phase, 0, &to, &from);
+    fd = open(path, O_RDONLY);
+    CHECK(fd >= 0);
+    {
+        uint8_t tmp[4096];
+        ssize_t k;
+        while ((k = read(fd, tmp, sizeof(tmp))) > 0)
+            write_all(to, tmp, (size_t)k);
+    }
+    close(fd);
+    unlink(path);
+    close(to);
+    expect_line(from, "ok");
+    fclose(from);
+    CHECK(wait_child(pid) == 0);
+    end_objs(&o);
+    printf("file (phase %d): ok\n", phase);
+}
+
+static void scenario_two_children(int phase)
+{
+    struct objs o;
+    FILE *from[2];
+    size_t len, n;
+    void *bytes;
+    pid_t pid[2];
+    int to[2];
+
+    make_objs(&o, phase);
+    detach(&o, &bytes, &len);
+    drop_objs(&o);
+    for (int i = 0; i < 2; i++) {
+        pid[i] = start_child("attach", phase, 1, &to[i], &from[i]); /* hold until killed */
+        put_blob(to[i], bytes, len);
+    }
+    for (int i = 0; i < 2; i++)
+        expect_line(from[i], "ok");
+    /* each child leases the pool's three buffers (the buffer, the view, the
+     * slab buffer): the first child took the hold, the second a copy */
+    CHECK_OK(cuc_pool_lease_count(o.pool, &n));
+    EXPECT(n == 6);
+    /* the first goes: the second's leases still keep the memory */
+    kill(pid[0], SIGKILL);
+    wait_child(pid[0]);
+    EXPECT(cuc_pool_lease_wait(o.pool, NULL, 3, WAIT_MS) == 0);
+    CHECK_OK(cuc_pool_lease_count(o.pool, &n));
+    EXPECT(n == 3);
+    EXPECT(pt_used(o.pool) > 0);
+    kill(pid[1], SIGKILL);
+    wait_child(pid[1]);
+    for (int i = 0; i < 2; i++) {
+        close(to[i]);
+        fclose(from[i]);
+    }
+    free(bytes);
+    end_objs(&o);
+    printf("two children, killed (phase %d): ok\n", phase);
+}
+
+static void scenario_expired(void)
+{
+    struct objs o;
+    FILE *from;
+    size_t len, n;
+    void *bytes;
+    pid_t pid;
+    int to;
+    cuc_msg *m;
+
+    make_objs(&o, 9);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_buffer(m, o.buf));
+    CHECK_OK(cuc_share_detach(m, &bytes, &len));
+    cuc_msg_destroy(m);
+    drop_objs(&o);
+    /* the hold (200 ms in this test) ends unclaimed: the buffer is freed */
+    CHECK_OK(cuc_pool_lease_wait(o.pool, NULL, 0, WAIT_MS));
+    CHECK_OK(cuc_pool_lease_count(o.pool, &n));
+    CHECK(n == 0);
+    pid = start_child("expired", 9, 0, &to, &from);
+    put_blob(to, bytes, len);
+    free(bytes);
+    close(to);
+    expect_line(from, "refused");
+    fclose(from);
+    CHECK(wait_child(pid) == 0);
+    end_objs(&o);
+    printf("expired: ok\n");
+}
+
+/* In the detaching process the records resolve to the objects. */
+static void scenario_here(void)
+{
+    struct objs o;
+    cuc_buffer *b[4];
+    size_t len, n;
+    void *bytes;
+    cuc_vmm *v;
+    cuc_msg *m;
+
+    make_objs(&o, 11);
+    detach(&o, &bytes, &len);
+    CHECK_OK(cuc_share_attach(bytes, len, &m));
+    CHECK_OK(cuc_msg_get_buffers(m, 0, 4, b));
+    CHECK_OK(cuc_msg_get_vmm(m, 4, &v));
+    cuc_msg_destroy(m);
+    EXPECT(b[O_BUF] == o.buf && b[O_WRAP] == o.wrapped && v == o.vmm);
+    EXPECT(cuc_buffer_ptr(b[O_VIEW]) == cuc_buffer_ptr(o.view));
+    for (int k = 0; k < 4; k++)
+        CHECK_OK(cuc_buffer_unref_async(b[k], NULL));
+    cuc_vmm_unref(v);
+    /* attached here, the hold ended: nothing is leased */
+    CHECK_OK(cuc_pool_lease_count(o.pool, &n));
+    EXPECT(n == 0);
+    /* and the bytes are spent */
+    CHECK_RC(cuc_share_attach(bytes, len, &m), CUC_E_NOT_FOUND);
+    free(bytes);
+    drop_objs(&o);
+    end_objs(&o);
+    printf("here: ok\n");
+}
+
+int main(int argc, char **argv)
+{
+    cuc_share_opts opts;
+    int fds0;
+
+    if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
+        open_all();
+        if (strcmp(argv[2], "attach") == 0)
+            return child_attach(argc - 3, argv + 3);
+        if (strcmp(argv[2], "expired") == 0)
+            return child_expired(argc - 3, argv + 3);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    private_share_dir();
+    pt_start(CUC_DEVICE_CAP_MEMORY_POOLS | CUC_DEVICE_CAP_POOL_POSIX_FD | CUC_DEVICE_CAP_VMM |
+                 CUC_DEVICE_CAP_VMM_POSIX_FD, "lacks IPC pools or VMM");
+    fds0 = test_fd_count();
+    CHECK_OK(cuc_share_start(NULL));
+    scenario_here();
+    scenario_pipe(1);
+    scenario_file(2);
+    scenario_two_children(3);
+    CHECK_OK(cuc_share_stop(WAIT_MS));
+    cuc_share_opts_init(&opts);
+    opts.hold_ms = 200; /* holds nobody claims end soon */
+    CHECK_OK(cuc_share_start(&opts));
+    scenario_expired();
+    CHECK_OK(cuc_share_stop(WAIT_MS));
+    EXPECT(test_fd_count() == fds0);
+    return test_finish();
+}
