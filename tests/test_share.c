@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 
 #include "pool_test.h"
+#include "share_test.h"
 #include "vmm_test.h"
-#include "base/hex.h"
 
 #define KiB ((size_t)1 << 10)
 #define WAIT_MS 30000
@@ -31,68 +31,6 @@
 enum { O_BUF, O_VIEW, O_SLAB, O_WRAP, O_VMM };
 static const char *const obj_name[N_OBJ] = {"buffer", "view", "slab buffer", "wrapped",
                                             "vmm"};
-
-/* ---- helpers ---- */
-
-static void write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-
-    while (n) {
-        ssize_t k = write(fd, b, n);
-        CHECK(k > 0);
-        b += k;
-        n -= (size_t)k;
-    }
-}
-
-static int read_all(int fd, void *p, size_t n)
-{
-    uint8_t *b = p;
-
-    while (n) {
-        ssize_t k = read(fd, b, n);
-        if (k <= 0)
-            return -1;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* A blob: u64 length then the bytes. */
-static void put_blob(int fd, const void *p, size_t n)
-{
-    uint64_t len = n;
-
-    write_all(fd, &len, sizeof(len));
-    write_all(fd, p, n);
-}
-
-static void *get_blob(int fd, size_t *n)
-{
-    uint64_t len;
-    void *p;
-
-    if (read_all(fd, &len, sizeof(len)) != 0)
-        return NULL;
-    CHECK(len < ((uint64_t)1 << 30));
-    p = malloc(len ? len : 1);
-    CHECK(p != NULL);
-    CHECK(read_all(fd, p, len) == 0);
-    *n = len;
-    return p;
-}
-
-/* A fresh socket directory for this run: every process of it shares there. */
-static void private_share_dir(void)
-{
-    static char dir[] = "/tmp/cucore-test-share-XXXXXX";
-
-    CHECK(mkdtemp(dir) != NULL);
-    CHECK(chmod(dir, 0700) == 0);
-    setenv("CUCORE_SHARE_DIR", dir, 1);
-}
 
 /* ---- the objects ---- */
 
@@ -254,53 +192,6 @@ static int child_expired(int argc, char **argv)
 
 /* ---- the parent's scenarios ---- */
 
-/* A child attaching what arrives on its stdin; *to its stdin, *from its stdout. */
-static pid_t start_child(const char *role, int phase, int mode, int *to, FILE **from)
-{
-    char cvd[256], ph[16], md[16];
-    const char *env[] = {cvd, NULL};
-    const char *args[] = {cuc_device_uuid_string(devs[0]), ph, md, NULL};
-    int in[2], out[2];
-    pid_t pid;
-
-    pt_child_cvd(cvd, sizeof(cvd));
-    snprintf(ph, sizeof(ph), "%d", phase);
-    snprintf(md, sizeof(md), "%d", mode);
-    CHECK(pipe(in) == 0 && pipe(out) == 0);
-    pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        const char *argv[32];
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[0]);
-        close(in[1]);
-        close(out[0]);
-        close(out[1]);
-        test_apply_env(env);
-        child_argv(role, args, argv);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    *to = in[1];
-    *from = fdopen(out[0], "r");
-    CHECK(*from != NULL);
-    return pid;
-}
-
-static void expect_line(FILE *f, const char *want)
-{
-    char line[256] = {0};
-
-    CHECK(fgets(line, sizeof(line), f) != NULL);
-    if (strncmp(line, want, strlen(want)) != 0) {
-        fprintf(stderr, "child said \"%s\", want \"%s\"\n", line, want);
-        exit(1);
-    }
-}
-
 /* The parent checks what the child wrote back (before dropping). */
 static void check_written(const struct objs *o, int phase)
 {
@@ -322,7 +213,7 @@ static void scenario_pipe(int phase)
 
     make_objs(&o, phase);
     detach(&o, &bytes, &len);
-    pid = start_child("attach", phase, 0, &to, &from);
+    pid = start_child(NULL, "attach", phase, 0, &to, &from);
     put_blob(to, bytes, len);
     free(bytes);
     close(to);
@@ -354,7 +245,7 @@ static void scenario_file(int phase)
     put_blob(fd, bytes, len);
     free(bytes);
     close(fd);
-    pid = start_child("attach", phase, 0, &to, &from);
+    pid = start_child(NULL, "attach", phase, 0, &to, &from);
     fd = open(path, O_RDONLY);
     CHECK(fd >= 0);
     {
@@ -386,7 +277,7 @@ static void scenario_two_children(int phase)
     detach(&o, &bytes, &len);
     drop_objs(&o);
     for (int i = 0; i < 2; i++) {
-        pid[i] = start_child("attach", phase, 1, &to[i], &from[i]); /* hold until killed */
+        pid[i] = start_child(NULL, "attach", phase, 1, &to[i], &from[i]); /* hold until killed */
         put_blob(to[i], bytes, len);
     }
     for (int i = 0; i < 2; i++)
@@ -433,7 +324,7 @@ static void scenario_expired(void)
     CHECK_OK(cuc_pool_lease_wait(o.pool, NULL, 0, WAIT_MS));
     CHECK_OK(cuc_pool_lease_count(o.pool, &n));
     CHECK(n == 0);
-    pid = start_child("expired", 9, 0, &to, &from);
+    pid = start_child(NULL, "expired", 9, 0, &to, &from);
     put_blob(to, bytes, len);
     free(bytes);
     close(to);

@@ -790,16 +790,27 @@ static void lease_end(void *obj, uint64_t id, int why)
     (void)why; /* released, closed, died or never sent: the same to us */
     pthread_mutex_lock(&pool->lock);
     b->leases--;
-    pool->leases--;
     last = cuc__buffer_unkept_locked(b);
-    if (last && view_now(b)) {
-        release_view_locked(b, NULL, 0); /* wakes the pool's waiters too */
+    if (!last) {
+        pool->leases--;
+        pthread_cond_broadcast(&pool->cond);
+        pthread_mutex_unlock(&pool->lock);
         return;
     }
+    /* The pool counts the lease until the free it allowed is done: a
+     * pool's lease wait, on another thread, returns with its frees done. */
+    cuc_pool_ref(pool);
+    if (view_now(b)) {
+        release_view_locked(b, NULL, 0);
+    } else {
+        pthread_mutex_unlock(&pool->lock);
+        release_as(b, NULL, 0);
+    }
+    pthread_mutex_lock(&pool->lock);
+    pool->leases--;
     pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->lock);
-    if (last)
-        release_as(b, NULL, 0);
+    cuc_pool_unref(pool);
 }
 
 /* The record of b, as it is while a message holds it (its export data

@@ -97,6 +97,8 @@ static int resolve_opts(struct cuc__share *p, const cuc_share_opts *o)
                            : env_ms("CUCORE_SHARE_TIMEOUT_MS", DEFAULT_TIMEOUT_MS,
                                     &p->timeout_ms);
     p->max_peers = o->max_peers ? o->max_peers : CUC_SHARE_MAX_PEERS_DEFAULT;
+    p->half_sent_ms = p->timeout_ms < CUC__SHARE_HALF_SENT_MS ? p->timeout_ms
+                                                               : CUC__SHARE_HALF_SENT_MS;
     return rc;
 }
 
@@ -308,7 +310,9 @@ static int64_t build(struct cuc__share *p, struct pollset *s, int64_t listen_aft
         next = listen_after;
     for (struct cuc__share_peer *pr = p->peers; pr; pr = pr->next) {
         if (cuc__link_partial_since(pr->ch->link) >= 0) {
-            int64_t check = cuc__deadline(HALF_SENT_CHECK_MS);
+            int64_t check = cuc__deadline(p->half_sent_ms < HALF_SENT_CHECK_MS
+                                              ? p->half_sent_ms / 2 + 1
+                                              : HALF_SENT_CHECK_MS);
             next = next < 0 || check < next ? check : next;
         }
         (void)pollset_add(s, pr->ch->link->fd, SLOT_PEER, pr);
@@ -329,7 +333,7 @@ static void drop_half_sent(struct cuc__share *p)
     for (; pr; pr = next) {
         int64_t since = cuc__link_partial_since(pr->ch->link);
         next = pr->next;
-        if (since >= 0 && now - since >= CUC__SHARE_HALF_SENT_MS)
+        if (since >= 0 && now - since >= p->half_sent_ms)
             cuc__share_drop_peer(p, pr, CUC__LEASE_PEER_CLOSED);
     }
 }

@@ -31,7 +31,8 @@
 #define CUC__SHARE_SOCK_SUFFIX ".sock"
 /* What a peer may send: claims and releases, no fds. */
 #define CUC__SHARE_PEER_MAX_BYTES (1u << 20)
-/* A peer that stops half-way through a message is dropped after this. */
+/* A peer that stops half-way through a message is dropped after this, or
+ * after the share point's timeout if that is shorter. */
 #define CUC__SHARE_HALF_SENT_MS 10000
 /* A send to a peer that does not read fails after this (the peer is dropped). */
 #define CUC__SHARE_SEND_MS 10000
@@ -79,7 +80,7 @@ struct cuc__share {
     int wake; /* an eventfd: the lists changed, or stop */
 
     char dir[4096];
-    int hold_ms, timeout_ms;
+    int hold_ms, timeout_ms, half_sent_ms;
     unsigned max_peers;
     uint8_t point[CUC_SHARE_ID_LEN];
     uint8_t boot[CUC_SHARE_ID_LEN];
