@@ -79,6 +79,10 @@ static inline void private_share_dir(void)
     setenv("CUCORE_SHARE_DIR", dir, 1);
 }
 
+/* CUDA_VISIBLE_DEVICES=... for the next start_child instead of the reversed
+ * one, when set. */
+static const char *share_test_cvd;
+
 /* This binary as a child of role (args: the parent's device 0 UUID,
  * phase, mode) whose CUDA_VISIBLE_DEVICES reverses ours, run under the
  * command prefix (NULL-terminated, e.g. unshare ...; NULL: none); *to its
@@ -92,10 +96,13 @@ static inline pid_t start_child(const char *const *prefix, const char *role, int
     int in[2], out[2];
     pid_t pid;
 
-    pt_child_cvd(cvd, sizeof(cvd));
+    if (share_test_cvd)
+        snprintf(cvd, sizeof(cvd), "%s", share_test_cvd);
+    else
+        pt_child_cvd(cvd, sizeof(cvd));
     snprintf(ph, sizeof(ph), "%d", phase);
     snprintf(md, sizeof(md), "%d", mode);
-    CHECK(pipe(in) == 0 && pipe(out) == 0);
+    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
     pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
