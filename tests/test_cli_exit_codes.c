@@ -412,7 +412,7 @@ static void test_json(const char *dir)
     run(&r, ARGS("inspect", bufmsg, "--json"), NULL);
     j = json_of(&r, ON_STDOUT, ARGS("inspect", bufmsg, "--json"), 0, NULL);
     want_in(j, "\"type\":\"device\"");
-    want_in(j, "\"type\":\"buffer\",\"pool_id\":");
+    want_in(j, "\"type\":\"buffer\",\"payload_bytes\":104,\"fds\":0,\"pool_id\":");
     want_in(j, "\"resolved\":false,\"why\":\"inspect does not import buffers");
     want_in(j, "\"type\":\"release\",\"payload_bytes\":8,\"fds\":0,\"lease_ids\":[1],"
                "\"resolved\":false,\"why\":\"a release ends leases");

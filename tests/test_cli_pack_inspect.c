@@ -156,11 +156,11 @@ static void add_objects(cuc_msg *m, cuc_device *d, struct every *e)
         cuc_msg_destroy(back);
     }
     snprintf(wb->json[0], sizeof(wb->json[0]), "{\"index\":5,\"type\":\"buffer\","
-             "\"pool_id\":\"%s\",\"size\":4096,\"lease_id\":", pool_hex);
+             "\"payload_bytes\":104,\"fds\":0,\"pool_id\":\"%s\",\"size\":4096,\"lease_id\":", pool_hex);
     snprintf(wb->json[1], sizeof(wb->json[1]), "\"resolved\":false,\"why\":"
              "\"inspect does not import buffers");
     snprintf(w->json[0], sizeof(w->json[0]), "{\"index\":6,\"type\":\"buffer view\","
-             "\"pool_id\":\"%s\",\"size\":1024,\"offset\":512,\"alloc_size\":4096,"
+             "\"payload_bytes\":112,\"fds\":0,\"pool_id\":\"%s\",\"size\":1024,\"offset\":512,\"alloc_size\":4096,"
              "\"lease_id\":", pool_hex);
     snprintf(w->json[1], sizeof(w->json[1]), "\"resolved\":false,\"why\":"
              "\"inspect does not import buffer views");
@@ -171,7 +171,7 @@ static void add_objects(cuc_msg *m, cuc_device *d, struct every *e)
     CHECK_OK(cuc_msg_add_buffer(m, e->wrapped));
     w = want_type(m, CUC_RECORD_IPC_BUFFER);
     snprintf(w->json[0], sizeof(w->json[0]), "{\"index\":7,\"type\":\"ipc buffer\","
-             "\"uuid\":\"%s\",\"exporter\":\"", u);
+             "\"payload_bytes\":144,\"fds\":0,\"uuid\":\"%s\",\"exporter\":\"", u);
     snprintf(w->json[1], sizeof(w->json[1]), "\"base_size\":8192,\"offset\":1024,"
              "\"size\":2048,\"lease_id\":");
 }
@@ -205,7 +205,7 @@ static void add_channel_records(cuc_msg *m, const struct every *e)
     CHECK_OK(cuc__kernel_ref_rec_put(m, &kr));
     w = want_type(m, CUC_RECORD_KERNEL_REF);
     snprintf(w->json[0], sizeof(w->json[0]), "{\"index\":9,\"type\":\"kernel ref\","
-             "\"name\":\"twice\",\"kind\":\"ptx\",\"image_bytes\":%zu,\"sha256\":\"%s\","
+             "\"payload_bytes\":54,\"fds\":0,\"name\":\"twice\",\"kind\":\"ptx\",\"image_bytes\":%zu,\"sha256\":\"%s\","
              "\"resolved\":false", strlen(ptx_twice), hash);
     CHECK_OK(cuc__kernel_held_rec_put(m, &id));
     w = want_type(m, CUC_RECORD_KERNEL_HELD);

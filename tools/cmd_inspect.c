@@ -214,7 +214,8 @@ static void field_uuid(struct out *o, const char *name, const cuc_uuid *u)
     field_s(o, name, text);
 }
 
-/* The raw view's sizes, which every record has. */
+/* The raw view's sizes: listed for every record inspect does not
+ * resolve. */
 static void field_sizes(struct out *o, const cuc_msg *m, size_t i, struct cuc_record_view *r)
 {
     cuc_msg_record(m, i, r);
@@ -225,10 +226,12 @@ static void field_sizes(struct out *o, const cuc_msg *m, size_t i, struct cuc_re
 static void show_BUFFER(struct out *o, const cuc_msg *m, size_t i)
 {
     struct cuc_buffer_record rec;
+    struct cuc_record_view r;
     int type = 0, rc;
 
     cuc_msg_record_type(m, i, &type);
     begin(o, i, cuc_record_type_name(type));
+    field_sizes(o, m, i, &r);
     rc = cuc_msg_read_buffer(m, i, &rec);
     if (rc) {
         end(o, rc, NULL);
@@ -257,9 +260,11 @@ static void show_BUFFER_VIEW(struct out *o, const cuc_msg *m, size_t i)
 static void show_IPC_BUFFER(struct out *o, const cuc_msg *m, size_t i)
 {
     struct cuc_ipc_buffer_record rec;
+    struct cuc_record_view r;
     int rc;
 
     begin(o, i, cuc_record_type_name(CUC_RECORD_IPC_BUFFER));
+    field_sizes(o, m, i, &r);
     rc = cuc_msg_read_ipc_buffer(m, i, &rec);
     if (rc) {
         end(o, rc, NULL);
@@ -322,9 +327,11 @@ static void show_KERNEL_REF(struct out *o, const cuc_msg *m, size_t i)
 {
     char hex[2 * CUC_KERNEL_HASH_LEN + 1];
     struct cuc_kernel_record rec;
+    struct cuc_record_view r;
     int rc;
 
     begin(o, i, cuc_record_type_name(CUC_RECORD_KERNEL_REF));
+    field_sizes(o, m, i, &r);
     rc = cuc_msg_read_kernel(m, i, &rec);
     if (rc) {
         end(o, rc, NULL);
