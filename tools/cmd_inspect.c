@@ -70,18 +70,43 @@ static void field_u(struct out *o, const char *name, unsigned long long v)
         printf(" %s=%llu", name, v);
 }
 
+/* n bytes (at most 32: an id, a hash) as hex. */
+static void field_hex(struct out *o, const char *name, const uint8_t *bytes, size_t n)
+{
+    char hex[2 * 32 + 1];
+
+    cli_hex(bytes, n < 32 ? n : 32, hex);
+    field_s(o, name, hex);
+}
+
+/* The little-endian integer of n bytes at p (docs/wire-format.md). */
+static unsigned long long le(const uint8_t *p, int n)
+{
+    unsigned long long v = 0;
+
+    while (n--)
+        v = v << 8 | p[n];
+    return v;
+}
+
+static void field_uuid(struct out *o, const char *name, const cuc_uuid *u)
+{
+    char text[CUC_UUID_STRLEN];
+
+    cuc_uuid_format(u, text);
+    field_s(o, name, text);
+}
+
 static void show_DEVICE(struct out *o, const cuc_msg *m, size_t i)
 {
-    char text[CUC_UUID_STRLEN], ok[96];
+    char ok[96];
     cuc_device *d;
     cuc_uuid u;
     int rc;
 
     begin(o, i, "device");
-    if (cuc_msg_read_device(m, i, &u) == 0) {
-        cuc_uuid_format(&u, text);
-        field_s(o, "uuid", text);
-    }
+    if (cuc_msg_read_device(m, i, &u) == 0)
+        field_uuid(o, "uuid", &u);
     rc = cuc_msg_get_device(m, i, &d);
     if (!rc) {
         snprintf(ok, sizeof(ok), "local ordinal %d (%s)", cuc_device_ordinal(d),
@@ -95,16 +120,15 @@ static void show_DEVICE(struct out *o, const cuc_msg *m, size_t i)
 static void show_STREAM(struct out *o, const cuc_msg *m, size_t i)
 {
     struct cuc_stream_record rec;
-    char text[CUC_UUID_STRLEN], ok[96];
+    char ok[96];
     cuc_stream *s;
     int rc;
 
     begin(o, i, "stream");
     rc = cuc_msg_read_stream(m, i, &rec);
     if (!rc) {
-        cuc_uuid_format(&rec.device, text);
         field_s(o, "kind", rec.kind == CUC_STREAM_LEGACY_DEFAULT ? "legacy" : "per-thread");
-        field_s(o, "uuid", text);
+        field_uuid(o, "uuid", &rec.device);
         rc = cuc_msg_get_stream(m, i, &s);
     }
     if (!rc) {
@@ -120,15 +144,14 @@ static void show_STREAM(struct out *o, const cuc_msg *m, size_t i)
 static void show_EVENT(struct out *o, const cuc_msg *m, size_t i)
 {
     struct cuc_event_record rec;
-    char text[CUC_UUID_STRLEN], ok[96];
+    char ok[96];
     cuc_event *ev;
     int rc;
 
     begin(o, i, "event");
     rc = cuc_msg_read_event(m, i, &rec);
     if (!rc) {
-        cuc_uuid_format(&rec.device, text);
-        field_s(o, "uuid", text);
+        field_uuid(o, "uuid", &rec.device);
         field_u(o, "flags", rec.flags);
         rc = cuc_msg_get_event(m, i, &ev);
     }
@@ -165,7 +188,6 @@ static void show_LAUNCH_CONFIG(struct out *o, const cuc_msg *m, size_t i)
 
 static void show_KERNEL(struct out *o, const cuc_msg *m, size_t i)
 {
-    char hex[2 * CUC_KERNEL_HASH_LEN + 1];
     struct cuc_kernel_record rec;
     cuc_kernel *k;
     int rc;
@@ -173,11 +195,10 @@ static void show_KERNEL(struct out *o, const cuc_msg *m, size_t i)
     begin(o, i, "kernel");
     rc = cuc_msg_read_kernel(m, i, &rec);
     if (!rc) {
-        cli_hex(rec.hash, sizeof(rec.hash), hex);
         field_s(o, "name", rec.name);
         field_s(o, "kind", cli_image_kind_name((int)rec.kind));
         field_u(o, "image_bytes", rec.image_len);
-        field_s(o, "sha256", hex);
+        field_hex(o, "sha256", rec.hash, sizeof(rec.hash));
         rc = cuc_msg_get_kernel(m, i, &k);
     }
     if (!rc)
@@ -196,22 +217,6 @@ static void not_resolved(struct out *o, const char *why)
     } else {
         printf("\n    -> not resolved: %s\n", why);
     }
-}
-
-static void field_hex(struct out *o, const char *name, const uint8_t *bytes, size_t n)
-{
-    char hex[2 * 64 + 1];
-
-    cli_hex(bytes, n < 64 ? n : 64, hex);
-    field_s(o, name, hex);
-}
-
-static void field_uuid(struct out *o, const char *name, const cuc_uuid *u)
-{
-    char text[CUC_UUID_STRLEN];
-
-    cuc_uuid_format(u, text);
-    field_s(o, name, text);
 }
 
 /* The raw view's sizes: listed for every record inspect does not
@@ -295,12 +300,8 @@ static void show_RELEASE(struct out *o, const cuc_msg *m, size_t i)
     p = r.payload;
     n = r.len / 8; /* the decoder took the length: a multiple of 8 */
     printf(o->json ? ",\"lease_ids\":[" : " lease_ids=");
-    for (k = 0; k < n && (o->json || k < TEXT_IDS); k++) {
-        unsigned long long id = 0;
-        for (int b = 7; b >= 0; b--)
-            id = id << 8 | p[8 * k + (size_t)b];
-        printf("%s%llu", k ? "," : "", id);
-    }
+    for (k = 0; k < n && (o->json || k < TEXT_IDS); k++)
+        printf("%s%llu", k ? "," : "", le(p + 8 * k, 8));
     if (o->json)
         printf("]");
     else if (n > TEXT_IDS)
@@ -317,15 +318,13 @@ static void show_REFUSED(struct out *o, const cuc_msg *m, size_t i)
     begin(o, i, cuc_record_type_name(CUC_RECORD_REFUSED));
     field_sizes(o, m, i, &r);
     p = r.payload; /* 8 bytes, as the decoder took them */
-    field_u(o, "seq", (unsigned long)p[0] | (unsigned long)p[1] << 8 |
-                          (unsigned long)p[2] << 16 | (unsigned long)p[3] << 24);
+    field_u(o, "seq", le(p, 4));
     not_resolved(o, "a refused record ends the leases of a message its sender's peer could "
                     "not take; inspect has no channel");
 }
 
 static void show_KERNEL_REF(struct out *o, const cuc_msg *m, size_t i)
 {
-    char hex[2 * CUC_KERNEL_HASH_LEN + 1];
     struct cuc_kernel_record rec;
     struct cuc_record_view r;
     int rc;
@@ -337,31 +336,25 @@ static void show_KERNEL_REF(struct out *o, const cuc_msg *m, size_t i)
         end(o, rc, NULL);
         return;
     }
-    cli_hex(rec.hash, sizeof(rec.hash), hex);
     field_s(o, "name", rec.name);
     field_s(o, "kind", cli_image_kind_name(rec.kind));
     field_u(o, "image_bytes", rec.image_len);
-    field_s(o, "sha256", hex);
+    field_hex(o, "sha256", rec.hash, sizeof(rec.hash));
     not_resolved(o, "a kernel ref names by hash an image that only the receiver on its "
                     "channel holds; inspect has no channel");
 }
 
 static void show_KERNEL_HELD(struct out *o, const cuc_msg *m, size_t i)
 {
-    char hex[2 * CUC_KERNEL_HASH_LEN + 1];
     struct cuc_record_view r;
     const uint8_t *p;
-    uint32_t kind, len;
 
     begin(o, i, cuc_record_type_name(CUC_RECORD_KERNEL_HELD));
     field_sizes(o, m, i, &r);
     p = r.payload; /* 40 bytes, as the decoder took them: kind, image_len, sha256 */
-    kind = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    len = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-    cli_hex(p + 8, CUC_KERNEL_HASH_LEN, hex);
-    field_s(o, "kind", cli_image_kind_name((int)kind));
-    field_u(o, "image_bytes", len);
-    field_s(o, "sha256", hex);
+    field_s(o, "kind", cli_image_kind_name((int)le(p, 4)));
+    field_u(o, "image_bytes", le(p + 4, 4));
+    field_hex(o, "sha256", p + 8, CUC_KERNEL_HASH_LEN);
     not_resolved(o, "a kernel held record tells a channel's sender which images its peer "
                     "holds; inspect has no channel");
 }
