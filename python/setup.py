@@ -1,15 +1,21 @@
 """pip install ./python (offline, --no-build-isolation with Debian's
-setuptools): builds cucore._core with libcucore's sources compiled in, so
-the package stands alone. CUCORE_CUDA_INCLUDE=DIR: the CUDA headers
-(default /usr/local/cuda/include); CUCORE_DLPACK_INCLUDE=DIR: dlpack.h
-(default /usr/include/dlpack, then cuda.core's copy in site-packages).
-The installed package loads libcuda.so.1; for the simulator set
-CUCORE_DRIVER to the path of a built libcucore-sim.so."""
+setuptools): builds cucore._core with libcucore's sources compiled in, and
+the simulated driver as cucore/libcucore-sim.so beside it, so the package
+stands alone. CUCORE_CUDA_INCLUDE=DIR: the CUDA headers (default
+/usr/local/cuda/include); CUCORE_DLPACK_INCLUDE=DIR: dlpack.h (default
+/usr/include/dlpack, then cuda.core's copy in site-packages).
+The installed package loads libcuda.so.1; CUCORE_DRIVER=sim loads the
+simulator it holds: the library looks for libcucore-sim.so next to the
+file that holds its code, here the extension module
+(include/cucore/driver.h)."""
 import glob
 import os
 import sysconfig
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+SIM = "libcucore-sim"
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -40,11 +46,36 @@ core = Extension(
     libraries=["dl", "pthread"],
 )
 
+# The simulated driver: a plain shared library, not a Python module, named
+# as CUCORE_DRIVER=sim looks for it, exporting only the CUDA entry points
+# (sim/CMakeLists.txt builds the same sources the same way).
+sim = Extension(
+    "cucore." + SIM,
+    sources=sorted(glob.glob(os.path.join(ROOT, "sim", "*.c"))),
+    include_dirs=[cuda],
+    define_macros=[("_GNU_SOURCE", None)],
+    extra_compile_args=["-std=c11", "-fvisibility=hidden"],
+    extra_link_args=["-Wl,--no-undefined"],
+    libraries=["dl", "pthread"],
+)
+
+
+class BuildExt(build_ext):
+    """Names the simulator libcucore-sim.so, not by the module suffix."""
+
+    def get_ext_filename(self, fullname):
+        parts = fullname.split(".")
+        if parts[-1] == SIM:
+            return os.path.join(*parts[:-1], SIM + ".so")
+        return super().get_ext_filename(fullname)
+
+
 setup(
     name="cucore",
     version="0.1.0",
     description="CUDA objects that cross process boundaries: pickle, multiprocessing, Dask",
     packages=["cucore"],
-    ext_modules=[core],
+    ext_modules=[core, sim],
+    cmdclass={"build_ext": BuildExt},
     python_requires=">=3.9",
 )

@@ -7,7 +7,9 @@
 #     found in bindir/../lib),
 #   - a consumer built with find_package(cucore) against libcucore.so (the
 #     simulator is found next to libcucore.so),
-#   - a consumer built with `pkg-config --cflags --libs cucore`.
+#   - a consumer built with `pkg-config --cflags --libs cucore` and the
+#     libdir as its run path (README's line), and one without the run
+#     path, which the dynamic loader cannot start (what README says).
 # A consumer linked with libcucore.a outside the prefix finds the simulator
 # through the dynamic loader's search (include/cucore/driver.h): it runs
 # with LD_LIBRARY_PATH naming the installed libdir.
@@ -79,8 +81,17 @@ grep -qx 'libdir=${prefix}/[^/].*' "$pc" || fail "cucore.pc libdir is not under 
 grep -qx 'includedir=${prefix}/include' "$pc" || fail "cucore.pc includedir is not \${prefix}/include"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 [ "$(pkg-config --variable=libdir cucore)" = "$libdir" ] || fail "pkg-config libdir is $(pkg-config --variable=libdir cucore)"
+# README's line, and without its run path: the loader does not find
+# libcucore.so.0 (what README says to add the run path for).
 # shellcheck disable=SC2046 # the flags are words
-"$cc" -o "$tmp/pc_consumer" "$src/tests/install_consumer/main.c" $(pkg-config --cflags --libs cucore) \
-    -Wl,-rpath,"$(pkg-config --variable=libdir cucore)"
+"$cc" "$src/tests/install_consumer/main.c" $(pkg-config --cflags --libs cucore) \
+    -Wl,-rpath,"$(pkg-config --variable=libdir cucore)" -o "$tmp/pc_consumer"
 want "$(cd / && run_clean "$tmp/pc_consumer")"
-echo "install consumer: installed cucore devices, find_package (shared, static) and pkg-config consumers ran on the installed simulator; no build path in $(find "$prefix" -type f | wc -l) installed files"
+# shellcheck disable=SC2046
+"$cc" "$src/tests/install_consumer/main.c" $(pkg-config --cflags --libs cucore) -o "$tmp/pc_norpath"
+if out=$(cd / && run_clean "$tmp/pc_norpath" 2>&1); then
+    fail "a pkg-config consumer without the run path ran: $out"
+fi
+grep -qF "libcucore.so.0: cannot open shared object file" <<<"$out" ||
+    fail "a pkg-config consumer without the run path failed otherwise: $out"
+echo "install consumer: installed cucore devices, find_package (shared, static) and pkg-config consumers ran on the installed simulator (without the run path: not found, as README says); no build path in $(find "$prefix" -type f | wc -l) installed files"

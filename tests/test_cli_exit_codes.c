@@ -142,6 +142,8 @@ static void test_help(void)
     }
 }
 
+static void usage_json(const char *const *args);
+
 struct usage_case {
     const char *const *args;
     const char *word; /* the stderr must name it */
@@ -198,6 +200,7 @@ static void test_usage_errors(void)
             say(&r, cases[i].args);
             exit(1);
         }
+        usage_json(cases[i].args);
     }
 }
 
@@ -233,6 +236,59 @@ static void want_in(const char *text, const char *s)
         fprintf(stderr, "JSON lacks %s:\n%s\n", s, text);
         exit(1);
     }
+}
+
+/* args with --json appended (where the command takes a word after --fd,
+ * --json would be that word: such cases are not usage errors then) is a
+ * usage error in JSON: {"error":{"code":"usage",...}} on stdout (pack:
+ * on stderr, then nothing else there), whatever the command, one without
+ * --json or an unknown one too; stderr still has the usage. */
+static void usage_json(const char *const *args)
+{
+    const char *a[16];
+    struct result r;
+    int i, n = 0, on_stderr;
+
+    for (i = 0; args[i]; i++)
+        if (!strcmp(args[i], "--fd"))
+            return;
+    for (i = 0; args[i]; i++)
+        a[n++] = args[i];
+    a[n++] = "--json";
+    a[n] = NULL;
+    on_stderr = n > 1 && !strcmp(a[0], "pack");
+    run(&r, a, NULL);
+    json_of(&r, on_stderr ? ON_STDERR : ON_STDOUT, a, 2, "usage");
+    if (!on_stderr && !strstr(r.err, "usage: cucore")) {
+        fprintf(stderr, "wanted the usage on stderr too:\n");
+        say(&r, a);
+        exit(1);
+    }
+}
+
+/* The words at fault, in the JSON message too. */
+static void test_usage_json_words(void)
+{
+    struct result r;
+
+    run(&r, ARGS("frobnicate", "--json"), NULL);
+    want_in(json_of(&r, ON_STDOUT, ARGS("frobnicate", "--json"), 2, "usage"),
+            "unknown command \\\"frobnicate\\\"");
+    run(&r, ARGS("--json", "frobnicate"), NULL);
+    want_in(json_of(&r, ON_STDOUT, ARGS("--json", "frobnicate"), 2, "usage"),
+            "\\\"--json\\\" is not a command");
+    run(&r, ARGS("frobnicate"), NULL); /* no --json: no JSON */
+    CHECK(r.status == 2 && r.out[0] == '\0' && strstr(r.err, "unknown command"));
+    run(&r, ARGS("serve", "--json"), NULL);
+    want_in(json_of(&r, ON_STDOUT, ARGS("serve", "--json"), 2, "usage"),
+            "unknown option \\\"--json\\\"");
+    run(&r, ARGS("demo", "bogus", "--json"), NULL);
+    want_in(json_of(&r, ON_STDOUT, ARGS("demo", "bogus", "--json"), 2, "usage"), "bogus");
+    run(&r, ARGS("inspect", "--frob", "--json"), NULL);
+    want_in(json_of(&r, ON_STDOUT, ARGS("inspect", "--frob", "--json"), 2, "usage"),
+            "unknown option \\\"--frob\\\"");
+    run(&r, ARGS("devices", "--json", "--help"), NULL); /* help wins: exit 0, no JSON */
+    CHECK(r.status == 0 && !strncmp(r.out, "usage: cucore devices", 21));
 }
 
 /* A message holding a device, a buffer of an IPC pool and a release, in
@@ -356,10 +412,10 @@ static void test_json(const char *dir)
     run(&r, ARGS("inspect", bufmsg, "--json"), NULL);
     j = json_of(&r, ON_STDOUT, ARGS("inspect", bufmsg, "--json"), 0, NULL);
     want_in(j, "\"type\":\"device\"");
-    want_in(j, "\"type\":\"buffer\",\"payload_bytes\":");
+    want_in(j, "\"type\":\"buffer\",\"payload_bytes\":104,\"fds\":0,\"pool_id\":");
     want_in(j, "\"resolved\":false,\"why\":\"inspect does not import buffers");
-    want_in(j, "\"type\":\"release\",\"payload_bytes\":8,\"fds\":0,\"resolved\":false,"
-               "\"why\":\"a release ends leases");
+    want_in(j, "\"type\":\"release\",\"payload_bytes\":8,\"fds\":0,\"lease_ids\":[1],"
+               "\"resolved\":false,\"why\":\"a release ends leases");
     want_in(j, "\"failed\":0}");
     CHECK(strstr(j, "\"resolved\":true") != NULL); /* the device, first */
     CHECK(strstr(strstr(j, "\"type\":\"buffer\""), "\"resolved\":true") == NULL);
@@ -381,6 +437,7 @@ int main(void)
     test_json_check();
     test_help();
     test_usage_errors();
+    test_usage_json_words();
     /* The failure cases need the simulator's settings and its 4 GPUs. */
     if (test_on_sim()) {
         CHECK(mkdtemp(dir) != NULL);

@@ -15,10 +15,17 @@
  *   field is refused by the decoder (CUC_E_BADMSG); of a `resolve` field,
  *   decoded and then refused by cuc_msg_get_*; a `—` field takes any value;
  * - the hex examples: each is exactly the encoding of the object it
- *   describes, and decodes. */
+ *   describes, and decodes; together they hold a record of every type;
+ * - statuses the prose names: the first CUC_E_* after a phrase of the doc
+ *   is what the code returns in the case the phrase describes (a 0-byte
+ *   datagram from a live peer, the peer's end of file, an event handle the
+ *   driver refuses, a handle this process has on another device), and the
+ *   record header's `fd_index` rule is the record's own fd count's, as the
+ *   decoder enforces it. */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "cucore.h"
 #include "check.h"
@@ -1188,6 +1195,162 @@ static cuc_msg *ex_kernel(const uint8_t *b, size_t n)
     return m;
 }
 
+/* The values the examples below state, as their prose gives them. */
+static const cuc_uuid ex_gpu0 = {{0xd8, 0x0a, 0x39, 0xdf, 0x6b, 0xf0, 0x99, 0xe4, 0x45, 0xf9,
+                                  0x69, 0xf1, 0xb5, 0xf3, 0x15, 0x4a}};
+static const cuc_uuid ex_gpu1 = {{0x39, 0x92, 0x38, 0x26, 0xaa, 0xb9, 0x8c, 0xbb, 0x60, 0xf4,
+                                  0xf7, 0x86, 0x95, 0x99, 0x39, 0xcd}};
+#define EX_LEASE 0x10000u /* block 1, record 0: the first leased record of a message */
+
+/* n bytes first, first + 1, ...: bytes the examples' prose says stand
+ * for what a driver or a random draw gave. */
+static void ex_count(uint8_t *out, size_t n, uint8_t first)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (uint8_t)(first + i);
+}
+
+static cuc_msg *ex_device(const uint8_t *b, size_t n)
+{
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    CHECK_OK(cuc__device_rec_put(m, &ex_gpu0));
+    return m;
+}
+
+static cuc_msg *ex_event(const uint8_t *b, size_t n)
+{
+    struct cuc_event_record r = {0};
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    r.flags = CUC_EVENT_IPC;
+    r.device = ex_gpu0;
+    ex_count(r.handle, sizeof(r.handle), 0x00);
+    CHECK_OK(cuc__event_rec_put(m, &r));
+    return m;
+}
+
+static cuc_msg *ex_pool(const uint8_t *b, size_t n)
+{
+    struct cuc_pool_record r;
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    ex_count(r.id, sizeof(r.id), 0x10);
+    r.owner = ex_gpu0;
+    r.kind = CUC_POOL_DEVICE;
+    r.handle_type = CUC_POOL_HANDLE_POSIX_FD;
+    r.fd = null_fd;
+    CHECK_OK(cuc__pool_rec_put(m, &r));
+    return m;
+}
+
+/* The allocation of the buffer and buffer view examples: 1 MiB of the
+ * pool example's pool, its export data 0x20..0x4f and 16 zero bytes. */
+static struct cuc_buffer_record ex_alloc(void)
+{
+    struct cuc_buffer_record r;
+
+    memset(&r, 0, sizeof(r));
+    ex_count(r.pool_id, sizeof(r.pool_id), 0x10);
+    r.size = r.alloc_size = 1u << 20;
+    r.lease_id = EX_LEASE;
+    ex_count(r.export_data, 48, 0x20);
+    return r;
+}
+
+static cuc_msg *ex_buffer(const uint8_t *b, size_t n)
+{
+    struct cuc_buffer_record r = ex_alloc();
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    CHECK_OK(cuc__buffer_rec_put(m, &r));
+    return m;
+}
+
+static cuc_msg *ex_buffer_view(const uint8_t *b, size_t n)
+{
+    struct cuc_buffer_record r = ex_alloc();
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    r.offset = 8192;
+    r.size = 4096;
+    CHECK_OK(cuc__buffer_rec_put(m, &r));
+    return m;
+}
+
+static cuc_msg *ex_ipc_buffer(const uint8_t *b, size_t n)
+{
+    struct cuc_ipc_buffer_record r;
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    memset(&r, 0, sizeof(r));
+    r.device = ex_gpu0;
+    ex_count(r.exporter, sizeof(r.exporter), 0xf0);
+    r.generation = 1;
+    r.base_size = 2u << 20;
+    r.offset = 4096;
+    r.size = 4096;
+    r.lease_id = EX_LEASE;
+    r.handle_type = CUC_IPC_HANDLE_LEGACY;
+    ex_count(r.handle, sizeof(r.handle), 0x40);
+    CHECK_OK(cuc__ipc_buffer_rec_put(m, &r));
+    return m;
+}
+
+static cuc_msg *ex_vmm(const uint8_t *b, size_t n)
+{
+    size_t sizes[2] = {2u << 20, 2u << 20};
+    int fds[2];
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    for (int i = 0; i < 2; i++)
+        CHECK((fds[i] = fcntl(null_fd, F_DUPFD_CLOEXEC, 0)) >= 0);
+    CHECK_OK(cuc__vmm_rec_put(m, EX_LEASE, &ex_gpu0, &ex_gpu1, 1, sizes, 2, fds));
+    return m;
+}
+
+static cuc_msg *ex_kernel_ref(const uint8_t *b, size_t n)
+{
+    struct cuc_kernel_record r;
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    memset(&r, 0, sizeof(r));
+    r.kind = CUC_IMAGE_PTX;
+    r.name = "k";
+    r.image_len = strlen(ptx_k);
+    cuc__sha256(ptx_k, strlen(ptx_k), r.hash);
+    CHECK_OK(cuc__kernel_ref_rec_put(m, &r));
+    return m;
+}
+
+static cuc_msg *ex_kernel_held(const uint8_t *b, size_t n)
+{
+    struct cuc__kernel_id id = {CUC_IMAGE_PTX, (uint32_t)strlen(ptx_k), {0}};
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    cuc__sha256(ptx_k, strlen(ptx_k), id.hash);
+    CHECK_OK(cuc__kernel_held_rec_put(m, &id));
+    return m;
+}
+
+static cuc_msg *ex_refused(const uint8_t *b, size_t n)
+{
+    cuc_msg *m;
+
+    (void)b, (void)n;
+    CHECK_OK(cuc__refused_msg_build(7, &m));
+    return m;
+}
+
 static void print_hex(const uint8_t *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -1236,7 +1399,24 @@ static void test_examples(void)
                                         {"launch_config", ex_launch},
                                         {"stream", ex_stream},
                                         {"kernel", ex_kernel},
-                                        {"fd_and_release", ex_fd_release}};
+                                        {"fd_and_release", ex_fd_release},
+                                        {"device", ex_device},
+                                        {"event", ex_event},
+                                        {"pool", ex_pool},
+                                        {"buffer", ex_buffer},
+                                        {"buffer_view", ex_buffer_view},
+                                        {"ipc_buffer", ex_ipc_buffer},
+                                        {"vmm", ex_vmm},
+                                        {"kernel_ref", ex_kernel_ref},
+                                        {"kernel_held", ex_kernel_held},
+                                        {"refused", ex_refused}};
+#define EX_TYPE_(name, value, text) {value, text},
+    static const struct {
+        int type;
+        const char *name;
+    } types[] = {CUC_RECORD_TYPE_MAP(EX_TYPE_)};
+#undef EX_TYPE_
+    int shown[256] = {0};
     size_t i, k, n, blocks = 0;
 
     for (k = 0; k < nlines; k++)
@@ -1270,9 +1450,204 @@ static void test_examples(void)
             CHECK((fds[k] = fcntl(null_fd, F_DUPFD_CLOEXEC, 0)) >= 0);
         if (cuc__msg_decode(b, n, fds, nfd, &d))
             fail("example %s does not decode: %s", ex[i].name, cuc_errmsg());
+        for (k = 0; k < cuc_msg_record_count(d); k++) {
+            int t = 0;
+            CHECK_OK(cuc_msg_record_type(d, k, &t));
+            CHECK(t > 0 && t < 256);
+            shown[t] = 1;
+        }
         cuc_msg_destroy(d);
         free(b);
     }
+    /* a hex example for every record type */
+    for (i = 0; i < CUC_ARRAY_LEN(types); i++)
+        if (!shown[types[i].type])
+            fail("no hex example holds a %s record (type %d): add one, and its maker "
+                 "here", types[i].name, types[i].type);
+}
+
+/* ---- statuses the prose names ---- */
+
+/* The doc's text with every run of white space one space (lines joined). */
+static char *flat;
+
+static void flatten(void)
+{
+    size_t k, n = 0, cap = 1;
+
+    for (k = 0; k < nlines; k++)
+        cap += strlen(lines[k]) + 1;
+    CHECK((flat = malloc(cap)) != NULL);
+    for (k = 0; k < nlines; k++) {
+        for (const char *p = lines[k]; *p; p++) {
+            int space = *p == ' ' || *p == '\t';
+            if (!space || (n && flat[n - 1] != ' '))
+                flat[n++] = space ? ' ' : *p;
+        }
+        if (n && flat[n - 1] != ' ')
+            flat[n++] = ' ';
+    }
+    flat[n] = '\0';
+}
+
+/* The first status name (CUC_E_...) after phrase (static buffer). */
+static const char *status_after(const char *phrase)
+{
+    static char name[64];
+    const char *at = strstr(flat, phrase), *e;
+    size_t n = 0;
+
+    if (!at)
+        fail("the phrase \"%s\" is gone: update the test with the doc", phrase);
+    if (!(e = strstr(at + strlen(phrase), "CUC_E_")))
+        fail("no status named after \"%s\"", phrase);
+    while (n + 1 < sizeof(name) && ((e[n] >= 'A' && e[n] <= 'Z') || e[n] == '_'))
+        name[n] = e[n], n++;
+    name[n] = '\0';
+    return name;
+}
+
+static int recv_status(cuc_channel *ch)
+{
+    cuc_msg *m = NULL;
+    int rc = cuc_channel_recv(ch, 5000, &m);
+
+    cuc_msg_destroy(m);
+    return rc;
+}
+
+/* A 0-byte datagram from a peer that stays connected. */
+static int case_empty_datagram(void)
+{
+    cuc_channel *ch;
+    int sv[2], rc;
+
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK_OK(cuc_channel_from_fd(sv[0], &ch));
+    CHECK(send(sv[1], "", 0, 0) == 0);
+    rc = recv_status(ch);
+    cuc_channel_destroy(ch);
+    close(sv[1]);
+    return rc;
+}
+
+/* The peer closes its end. */
+static int case_peer_closed(void)
+{
+    cuc_channel *ch;
+    int sv[2], rc;
+
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    CHECK_OK(cuc_channel_from_fd(sv[0], &ch));
+    close(sv[1]);
+    rc = recv_status(ch);
+    cuc_channel_destroy(ch);
+    return rc;
+}
+
+/* An event record of dev0 whose handle no driver made (zeros). */
+static int case_event_refused(void)
+{
+    struct cuc_event_record r = {0};
+    cuc_event *e;
+    cuc_msg *m = new_msg();
+    int rc;
+
+    r.flags = CUC_EVENT_IPC;
+    r.device = *cuc_device_uuid(dev0);
+    CHECK_OK(cuc__event_rec_put(m, &r));
+    rc = cuc_msg_get_event(m, 0, &e);
+    if (!rc)
+        cuc_event_unref(e);
+    cuc_msg_destroy(m);
+    return rc;
+}
+
+/* The record of an IPC event of dev0, its UUID changed to another
+ * device's: this process has that handle's event, on dev0. */
+static int case_event_other_device(void)
+{
+    uint8_t *b;
+    size_t n;
+    cuc_event *e, *got;
+    cuc_msg *m = new_msg(), *d;
+    int rc;
+
+    CHECK_OK(cuc_event_create(dev0, CUC_EVENT_IPC, &e));
+    CHECK_OK(cuc_msg_add_event(m, e));
+    CHECK_OK(cuc_msg_to_bytes(m, (void **)&b, &n));
+    memcpy(b + 24 + 16 + 8, cuc_device_uuid(peers[0])->bytes, 16);
+    CHECK_OK(cuc_msg_from_bytes(b, n, &d));
+    rc = cuc_msg_get_event(d, 0, &got);
+    if (!rc)
+        cuc_event_unref(got);
+    cuc_msg_destroy(d);
+    free(b);
+    cuc_msg_destroy(m);
+    cuc_event_unref(e);
+    return rc;
+}
+
+/* fd_index of a record without fds, after a record that has one: the
+ * record's own fd count rules, not the message's. */
+static void test_fd_index_rule(void)
+{
+    uint8_t *b;
+    const int *efds;
+    size_t n, nfds;
+    struct table t;
+    cuc_msg *m = new_msg(), *d;
+    int fd, i;
+
+    find_table("## Record (16-byte header", "offset", &t);
+    for (i = 0; i < t.nrows && strcmp(ticked(t.rows[i].cell[2], t.rows[i].line), "fd_index");
+         i++)
+        ;
+    if (i == t.nrows || !strstr(t.rows[i].cell[3], "this record's own `fd_count`"))
+        fail("the record header's `fd_index` row does not say its 0 is for this record's "
+             "own `fd_count`");
+    CHECK_OK(cuc_msg_add_fd(m, null_fd, 7));
+    CHECK_OK(cuc__device_rec_put(m, &ex_gpu0));
+    CHECK_OK(cuc__msg_encode(m, &b, &n, &efds, &nfds));
+    CHECK(nfds == 1 && cuc__get32(b + 48 + 8) == 0);
+    CHECK((fd = fcntl(null_fd, F_DUPFD_CLOEXEC, 0)) >= 0);
+    CHECK_OK(cuc__msg_decode(b, n, &fd, 1, &d));
+    cuc_msg_destroy(d);
+    cuc__put32(b + 48 + 8, 1); /* where the fd record's range ended */
+    CHECK((fd = fcntl(null_fd, F_DUPFD_CLOEXEC, 0)) >= 0);
+    CHECK_RC(cuc__msg_decode(b, n, &fd, 1, &d), CUC_E_BADMSG);
+    free(b);
+    cuc_msg_destroy(m);
+}
+
+static void test_statuses(void)
+{
+    static const struct {
+        const char *phrase;
+        int (*make)(void);
+        int needs_peer;
+    } cases[] = {
+        {"otherwise a 0-byte datagram from a peer still connected", case_empty_datagram, 0},
+        {"if the peer has shut its end", case_peer_closed, 0},
+        {"any other refusal is the status", case_event_refused, 0},
+        {"is returned as a new reference to that object, unless", case_event_other_device, 1},
+    };
+
+    flatten();
+    for (size_t i = 0; i < CUC_ARRAY_LEN(cases); i++) {
+        const char *doc_says = status_after(cases[i].phrase);
+        int rc;
+        if (cases[i].needs_peer && npeers == 0) {
+            fprintf(stderr, "note: \"%s\" needs two devices: not checked\n", cases[i].phrase);
+            continue;
+        }
+        rc = cases[i].make();
+        if (strcmp(doc_says, cuc_errname(rc)))
+            fail("after \"%s\" the doc says %s; the code returns %s (%s)", cases[i].phrase,
+                 doc_says, cuc_errname(rc), cuc_errmsg());
+    }
+    test_fd_index_rule();
+    free(flat);
 }
 
 int main(void)
@@ -1293,6 +1668,7 @@ int main(void)
     test_header_tables();
     test_payload_tables();
     test_examples();
+    test_statuses();
     cuc_vmm_unref(vmm);
     CHECK_OK(cuc_buffer_unref_async(view, NULL));
     CHECK_OK(cuc_buffer_unref_async(buf, NULL));

@@ -6,7 +6,9 @@
  *      error object {"error":{"code":"CUC_E_...","message":"..."}} as the
  *      JSON output
  *   2  usage error: the word at fault named, then the subcommand's usage,
- *      on stderr (with --json also as {"error":{"code":"usage",...}})
+ *      on stderr (with --json anywhere on the command line, an unknown
+ *      command or one without --json too, also as
+ *      {"error":{"code":"usage",...}})
  * --json output goes to stdout, except for `pack`, whose stdout is the
  * message: its JSON goes to stderr, which then holds nothing else. */
 #ifndef CUC_CLI_H
@@ -33,9 +35,13 @@ int cli_connect(int argc, char **argv);
 extern const char cli_devices_usage[], cli_demo_usage[], cli_pack_usage[],
     cli_inspect_usage[], cli_serve_usage[], cli_connect_usage[];
 
-/* Where --json output goes: NULL (no --json, the default), stdout or
- * stderr. Set by main.c before the subcommand runs. */
-void cli_set_json(FILE *f);
+/* Where --json output goes: out for the command's output and its
+ * failures (NULL: no --json, the default; stdout, or stderr for pack),
+ * usage for a usage error's JSON (NULL: none). Set by main.c before the
+ * subcommand runs: when --json appears anywhere on the command line, a
+ * usage error is JSON also for a command that has no --json (on stdout),
+ * and so is an unknown command. */
+void cli_set_json(FILE *out, FILE *usage);
 FILE *cli_json(void);
 
 /* Reports a failure: "cucore: <message>" on stderr (unless the JSON output
@@ -48,8 +54,9 @@ int cli_error(const char *code, const char *fmt, ...) __attribute__((format(prin
 int cli_fail(const char *what, int status);
 
 /* Reports a usage error of subcommand cmd: "cucore CMD: <message>" and the
- * usage on stderr (unless the JSON output is stderr), the JSON error object
- * with code "usage". Returns CLI_USAGE. */
+ * usage on stderr (unless the usage JSON goes to stderr), the JSON error
+ * object with code "usage" on the usage JSON output. cmd NULL: an error
+ * of the command line itself ("cucore: <message>"). Returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -64,8 +71,14 @@ int cli_parse_ordinal(const char *s, int *ordinal);
 
 /* Reads all of path ("-": stdin) into a malloc'd buffer, at most
  * CUC_MSG_MAX_BYTES; reports why through cli_error() ("CMD: ...", with the
- * system's reason) and returns CLI_FAILURE otherwise. */
+ * system's reason; CUC_E_LIMIT for a larger file) and returns CLI_FAILURE
+ * otherwise. */
 int cli_read_file(const char *cmd, const char *path, uint8_t **data, size_t *len);
+/* As cli_read_file, but a file larger than CUC_MSG_MAX_BYTES is not a
+ * failure: its first CUC_MSG_MAX_BYTES + 1 bytes are read (*len says so),
+ * and the reader decides (inspect hands them to the library, which
+ * refuses any input of that size as a message would be). */
+int cli_read_upto(const char *cmd, const char *path, uint8_t **data, size_t *len);
 
 /* Lower-case hex of n bytes into out (2n + 1 bytes with the NUL). */
 void cli_hex(const uint8_t *bytes, size_t n, char *out);

@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static FILE *json_out;
+static FILE *json_out, *usage_json_out;
 
-void cli_set_json(FILE *f)
+void cli_set_json(FILE *out, FILE *usage)
 {
-    json_out = f;
+    json_out = out;
+    usage_json_out = usage;
 }
 
 FILE *cli_json(void)
@@ -20,16 +21,16 @@ FILE *cli_json(void)
     return json_out;
 }
 
-static void json_error(const char *code, const char *msg)
+static void json_error(FILE *f, const char *code, const char *msg)
 {
-    if (!json_out)
+    if (!f)
         return;
-    fputs("{\"error\":{\"code\":", json_out);
-    json_str(json_out, code);
-    fputs(",\"message\":", json_out);
-    json_str(json_out, msg);
-    fputs("}}\n", json_out);
-    fflush(json_out);
+    fputs("{\"error\":{\"code\":", f);
+    json_str(f, code);
+    fputs(",\"message\":", f);
+    json_str(f, msg);
+    fputs("}}\n", f);
+    fflush(f);
 }
 
 int cli_error(const char *code, const char *fmt, ...)
@@ -42,7 +43,7 @@ int cli_error(const char *code, const char *fmt, ...)
     va_end(ap);
     if (json_out != stderr)
         fprintf(stderr, "cucore: %s\n", msg);
-    json_error(code, msg);
+    json_error(json_out, code, msg);
     return CLI_FAILURE;
 }
 
@@ -60,9 +61,9 @@ int cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (json_out != stderr)
-        fprintf(stderr, "cucore %s: %s\n%s", cmd, msg, usage);
-    json_error("usage", msg);
+    if (usage_json_out != stderr)
+        fprintf(stderr, "cucore%s%s: %s\n%s", cmd ? " " : "", cmd ? cmd : "", msg, usage);
+    json_error(usage_json_out, "usage", msg);
     return CLI_USAGE;
 }
 
@@ -204,21 +205,29 @@ static int slurp(FILE *f, uint8_t **data, size_t *len)
     return 0;
 }
 
-int cli_read_file(const char *cmd, const char *path, uint8_t **data, size_t *len)
+int cli_read_upto(const char *cmd, const char *path, uint8_t **data, size_t *len)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    uint8_t *buf = NULL;
-    size_t n = 0;
     int err;
 
     if (!f)
         return cli_error("CUC_E_IO", "%s: cannot open %s: %s", cmd, path, strerror(errno));
-    err = slurp(f, &buf, &n);
+    err = slurp(f, data, len);
     if (f != stdin)
         fclose(f);
     if (err)
         return cli_error(err == ENOMEM ? "CUC_E_NOMEM" : "CUC_E_IO", "%s: reading %s failed: %s",
                          cmd, path, strerror(err));
+    return 0;
+}
+
+int cli_read_file(const char *cmd, const char *path, uint8_t **data, size_t *len)
+{
+    uint8_t *buf;
+    size_t n;
+
+    if (cli_read_upto(cmd, path, &buf, &n))
+        return CLI_FAILURE;
     if (n > CUC_MSG_MAX_BYTES) {
         free(buf);
         return cli_error("CUC_E_LIMIT", "%s: %s is larger than a message can hold (%u bytes)",

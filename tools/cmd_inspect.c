@@ -1,10 +1,11 @@
-/* `cucore inspect FILE|- [--json]`: each record of a message and what it
- * resolves to in this process. Exit 0 when the message is well-formed and
- * every record inspect resolves did resolve here; 1 when the input is not
- * a message, or a record is malformed or did not resolve (a device not
- * visible here, for one). Records inspect does not resolve (a buffer needs
- * its pool imported from a channel, a release belongs to a channel) are
- * listed as not resolved, with why, and do not make it fail. */
+/* `cucore inspect FILE|- [--json]`: each record of a message, its fields
+ * and what it resolves to in this process. Exit 0 when the message is
+ * well-formed and every record inspect resolves did resolve here; 1 when
+ * the input is not a message (the library's verdict, cuc_msg_from_bytes),
+ * or a record is malformed or did not resolve (a device not visible here,
+ * for one). Records inspect does not resolve (a buffer needs its pool
+ * imported from a channel, a release belongs to a channel) are listed
+ * with their fields as not resolved, with why, and do not make it fail. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,18 +70,43 @@ static void field_u(struct out *o, const char *name, unsigned long long v)
         printf(" %s=%llu", name, v);
 }
 
-static void show_device(struct out *o, const cuc_msg *m, size_t i)
+/* n bytes (at most 32: an id, a hash) as hex. */
+static void field_hex(struct out *o, const char *name, const uint8_t *bytes, size_t n)
 {
-    char text[CUC_UUID_STRLEN], ok[96];
+    char hex[2 * 32 + 1];
+
+    cli_hex(bytes, n < 32 ? n : 32, hex);
+    field_s(o, name, hex);
+}
+
+/* The little-endian integer of n bytes at p (docs/wire-format.md). */
+static unsigned long long le(const uint8_t *p, int n)
+{
+    unsigned long long v = 0;
+
+    while (n--)
+        v = v << 8 | p[n];
+    return v;
+}
+
+static void field_uuid(struct out *o, const char *name, const cuc_uuid *u)
+{
+    char text[CUC_UUID_STRLEN];
+
+    cuc_uuid_format(u, text);
+    field_s(o, name, text);
+}
+
+static void show_DEVICE(struct out *o, const cuc_msg *m, size_t i)
+{
+    char ok[96];
     cuc_device *d;
     cuc_uuid u;
     int rc;
 
     begin(o, i, "device");
-    if (cuc_msg_read_device(m, i, &u) == 0) {
-        cuc_uuid_format(&u, text);
-        field_s(o, "uuid", text);
-    }
+    if (cuc_msg_read_device(m, i, &u) == 0)
+        field_uuid(o, "uuid", &u);
     rc = cuc_msg_get_device(m, i, &d);
     if (!rc) {
         snprintf(ok, sizeof(ok), "local ordinal %d (%s)", cuc_device_ordinal(d),
@@ -91,19 +117,18 @@ static void show_device(struct out *o, const cuc_msg *m, size_t i)
     end(o, rc, ok);
 }
 
-static void show_stream(struct out *o, const cuc_msg *m, size_t i)
+static void show_STREAM(struct out *o, const cuc_msg *m, size_t i)
 {
     struct cuc_stream_record rec;
-    char text[CUC_UUID_STRLEN], ok[96];
+    char ok[96];
     cuc_stream *s;
     int rc;
 
     begin(o, i, "stream");
     rc = cuc_msg_read_stream(m, i, &rec);
     if (!rc) {
-        cuc_uuid_format(&rec.device, text);
         field_s(o, "kind", rec.kind == CUC_STREAM_LEGACY_DEFAULT ? "legacy" : "per-thread");
-        field_s(o, "uuid", text);
+        field_uuid(o, "uuid", &rec.device);
         rc = cuc_msg_get_stream(m, i, &s);
     }
     if (!rc) {
@@ -116,18 +141,17 @@ static void show_stream(struct out *o, const cuc_msg *m, size_t i)
     end(o, rc, ok);
 }
 
-static void show_event(struct out *o, const cuc_msg *m, size_t i)
+static void show_EVENT(struct out *o, const cuc_msg *m, size_t i)
 {
     struct cuc_event_record rec;
-    char text[CUC_UUID_STRLEN], ok[96];
+    char ok[96];
     cuc_event *ev;
     int rc;
 
     begin(o, i, "event");
     rc = cuc_msg_read_event(m, i, &rec);
     if (!rc) {
-        cuc_uuid_format(&rec.device, text);
-        field_s(o, "uuid", text);
+        field_uuid(o, "uuid", &rec.device);
         field_u(o, "flags", rec.flags);
         rc = cuc_msg_get_event(m, i, &ev);
     }
@@ -141,7 +165,7 @@ static void show_event(struct out *o, const cuc_msg *m, size_t i)
     end(o, rc, ok);
 }
 
-static void show_launch_config(struct out *o, const cuc_msg *m, size_t i)
+static void show_LAUNCH_CONFIG(struct out *o, const cuc_msg *m, size_t i)
 {
     cuc_launch_config c;
     char v[160];
@@ -162,9 +186,8 @@ static void show_launch_config(struct out *o, const cuc_msg *m, size_t i)
     end(o, rc, v);
 }
 
-static void show_kernel(struct out *o, const cuc_msg *m, size_t i)
+static void show_KERNEL(struct out *o, const cuc_msg *m, size_t i)
 {
-    char hex[2 * CUC_KERNEL_HASH_LEN + 1];
     struct cuc_kernel_record rec;
     cuc_kernel *k;
     int rc;
@@ -172,11 +195,10 @@ static void show_kernel(struct out *o, const cuc_msg *m, size_t i)
     begin(o, i, "kernel");
     rc = cuc_msg_read_kernel(m, i, &rec);
     if (!rc) {
-        cli_hex(rec.hash, sizeof(rec.hash), hex);
         field_s(o, "name", rec.name);
         field_s(o, "kind", cli_image_kind_name((int)rec.kind));
         field_u(o, "image_bytes", rec.image_len);
-        field_s(o, "sha256", hex);
+        field_hex(o, "sha256", rec.hash, sizeof(rec.hash));
         rc = cuc_msg_get_kernel(m, i, &k);
     }
     if (!rc)
@@ -184,48 +206,10 @@ static void show_kernel(struct out *o, const cuc_msg *m, size_t i)
     end(o, rc, "loadable here");
 }
 
-/* Why inspect leaves a record of this type alone. */
-static const char *not_resolved_why(int type)
-{
-    switch (type) {
-    case CUC_RECORD_BUFFER:
-        return "inspect does not import buffers: a buffer maps memory of a pool that "
-               "this process must first import from a channel";
-    case CUC_RECORD_IPC_BUFFER:
-        return "inspect does not open ipc buffers: opening maps the exporter's memory "
-               "under a lease, which only a channel gives";
-    case CUC_RECORD_RELEASE:
-        return "a release ends leases on the channel it arrives on; inspect has no channel";
-    case CUC_RECORD_REFUSED:
-        return "a refused record ends the leases of a message its sender's peer could not "
-               "take; inspect has no channel";
-    case CUC_RECORD_KERNEL_HELD:
-        return "a kernel held record tells a channel's sender which images its peer "
-               "holds; inspect has no channel";
-    case CUC_RECORD_KERNEL_REF:
-        return "a kernel ref names by hash an image that only the receiver on its "
-               "channel holds; inspect has no channel";
-    case CUC_RECORD_POOL:
-    case CUC_RECORD_VMM:
-    case CUC_RECORD_FD:
-        return "it carries file descriptors, which only a channel delivers";
-    default:
-        return "inspect does not know this record type";
-    }
-}
-
 /* A record inspect does not resolve: not resolved, with why; not a
- * failure. */
-static void show_other(struct out *o, const cuc_msg *m, size_t i, int type)
+ * failure. Ends the line the record's show_ began. */
+static void not_resolved(struct out *o, const char *why)
 {
-    const char *why = not_resolved_why(type);
-    struct cuc_record_view r;
-
-    begin(o, i, cuc_record_type_name(type));
-    if (cuc_msg_record(m, i, &r) == 0) {
-        field_u(o, "payload_bytes", r.len);
-        field_u(o, "fds", r.nfds);
-    }
     if (o->json) {
         printf(",\"resolved\":false,\"why\":");
         json_str(stdout, why);
@@ -235,19 +219,194 @@ static void show_other(struct out *o, const cuc_msg *m, size_t i, int type)
     }
 }
 
+/* The raw view's sizes: listed for every record inspect does not
+ * resolve. */
+static void field_sizes(struct out *o, const cuc_msg *m, size_t i, struct cuc_record_view *r)
+{
+    cuc_msg_record(m, i, r);
+    field_u(o, "payload_bytes", r->len);
+    field_u(o, "fds", r->nfds);
+}
+
+static void show_BUFFER(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc_buffer_record rec;
+    struct cuc_record_view r;
+    int type = 0, rc;
+
+    cuc_msg_record_type(m, i, &type);
+    begin(o, i, cuc_record_type_name(type));
+    field_sizes(o, m, i, &r);
+    rc = cuc_msg_read_buffer(m, i, &rec);
+    if (rc) {
+        end(o, rc, NULL);
+        return;
+    }
+    field_hex(o, "pool_id", rec.pool_id, sizeof(rec.pool_id));
+    field_u(o, "size", rec.size);
+    if (type == CUC_RECORD_BUFFER_VIEW) {
+        field_u(o, "offset", rec.offset);
+        field_u(o, "alloc_size", rec.alloc_size);
+    }
+    field_u(o, "lease_id", rec.lease_id);
+    not_resolved(o, type == CUC_RECORD_BUFFER
+                        ? "inspect does not import buffers: a buffer maps memory of a pool "
+                          "that this process must first import from a channel"
+                        : "inspect does not import buffer views: a view maps a part of an "
+                          "allocation of a pool that this process must first import from "
+                          "a channel");
+}
+
+static void show_BUFFER_VIEW(struct out *o, const cuc_msg *m, size_t i)
+{
+    show_BUFFER(o, m, i);
+}
+
+static void show_IPC_BUFFER(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc_ipc_buffer_record rec;
+    struct cuc_record_view r;
+    int rc;
+
+    begin(o, i, cuc_record_type_name(CUC_RECORD_IPC_BUFFER));
+    field_sizes(o, m, i, &r);
+    rc = cuc_msg_read_ipc_buffer(m, i, &rec);
+    if (rc) {
+        end(o, rc, NULL);
+        return;
+    }
+    field_uuid(o, "uuid", &rec.device);
+    field_hex(o, "exporter", rec.exporter, sizeof(rec.exporter));
+    field_u(o, "generation", rec.generation);
+    field_u(o, "base_size", rec.base_size);
+    field_u(o, "offset", rec.offset);
+    field_u(o, "size", rec.size);
+    field_u(o, "lease_id", rec.lease_id);
+    not_resolved(o, "inspect does not open ipc buffers: opening maps the exporter's memory "
+                    "under a lease, which only a channel gives");
+}
+
+/* Lease ids listed in the text form; JSON lists them all. */
+#define TEXT_IDS 8
+
+static void show_RELEASE(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc_record_view r;
+    const uint8_t *p;
+    size_t n, k;
+
+    begin(o, i, cuc_record_type_name(CUC_RECORD_RELEASE));
+    field_sizes(o, m, i, &r);
+    p = r.payload;
+    n = r.len / 8; /* the decoder took the length: a multiple of 8 */
+    printf(o->json ? ",\"lease_ids\":[" : " lease_ids=");
+    for (k = 0; k < n && (o->json || k < TEXT_IDS); k++)
+        printf("%s%llu", k ? "," : "", le(p + 8 * k, 8));
+    if (o->json)
+        printf("]");
+    else if (n > TEXT_IDS)
+        printf(",... (%zu ids)", n);
+    not_resolved(o, "a release ends leases on the channel it arrives on; inspect has no "
+                    "channel");
+}
+
+static void show_REFUSED(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc_record_view r;
+    const uint8_t *p;
+
+    begin(o, i, cuc_record_type_name(CUC_RECORD_REFUSED));
+    field_sizes(o, m, i, &r);
+    p = r.payload; /* 8 bytes, as the decoder took them */
+    field_u(o, "seq", le(p, 4));
+    not_resolved(o, "a refused record ends the leases of a message its sender's peer could "
+                    "not take; inspect has no channel");
+}
+
+static void show_KERNEL_REF(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc_kernel_record rec;
+    struct cuc_record_view r;
+    int rc;
+
+    begin(o, i, cuc_record_type_name(CUC_RECORD_KERNEL_REF));
+    field_sizes(o, m, i, &r);
+    rc = cuc_msg_read_kernel(m, i, &rec);
+    if (rc) {
+        end(o, rc, NULL);
+        return;
+    }
+    field_s(o, "name", rec.name);
+    field_s(o, "kind", cli_image_kind_name(rec.kind));
+    field_u(o, "image_bytes", rec.image_len);
+    field_hex(o, "sha256", rec.hash, sizeof(rec.hash));
+    not_resolved(o, "a kernel ref names by hash an image that only the receiver on its "
+                    "channel holds; inspect has no channel");
+}
+
+static void show_KERNEL_HELD(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc_record_view r;
+    const uint8_t *p;
+
+    begin(o, i, cuc_record_type_name(CUC_RECORD_KERNEL_HELD));
+    field_sizes(o, m, i, &r);
+    p = r.payload; /* 40 bytes, as the decoder took them: kind, image_len, sha256 */
+    field_s(o, "kind", cli_image_kind_name((int)le(p, 4)));
+    field_u(o, "image_bytes", le(p + 4, 4));
+    field_hex(o, "sha256", p + 8, CUC_KERNEL_HASH_LEN);
+    not_resolved(o, "a kernel held record tells a channel's sender which images its peer "
+                    "holds; inspect has no channel");
+}
+
+/* Records with fds: a message from a file or stdin has none (the decoder
+ * refuses a record whose fds did not come with it), so these are listed
+ * only for what they are. */
+static void show_raw(struct out *o, const cuc_msg *m, size_t i, int type, const char *why)
+{
+    struct cuc_record_view r;
+
+    begin(o, i, cuc_record_type_name(type));
+    field_sizes(o, m, i, &r);
+    not_resolved(o, why);
+}
+
+#define FDS_WHY "it carries file descriptors, which only a channel delivers"
+
+static void show_POOL(struct out *o, const cuc_msg *m, size_t i)
+{
+    show_raw(o, m, i, CUC_RECORD_POOL, FDS_WHY);
+}
+
+static void show_VMM(struct out *o, const cuc_msg *m, size_t i)
+{
+    show_raw(o, m, i, CUC_RECORD_VMM, FDS_WHY);
+}
+
+static void show_FD(struct out *o, const cuc_msg *m, size_t i)
+{
+    show_raw(o, m, i, CUC_RECORD_FD, FDS_WHY);
+}
+
+/* One show_NAME per record type, the table built from CUC_RECORD_TYPE_MAP
+ * (cucore/msg.h): a type added to the library without its show_NAME here
+ * does not compile, so inspect describes every type the library defines.
+ * The decoder refuses any type not in the map, so every record inspect
+ * sees has its entry. */
+typedef void (*show_fn)(struct out *, const cuc_msg *, size_t);
+#define SHOW_ENTRY_(name, value, text) [value] = show_##name,
+static const show_fn shows[] = {CUC_RECORD_TYPE_MAP(SHOW_ENTRY_)};
+#undef SHOW_ENTRY_
+
 static void show(struct out *o, const cuc_msg *m, size_t i)
 {
     int type = 0;
 
     cuc_msg_record_type(m, i, &type);
-    switch (type) {
-    case CUC_RECORD_DEVICE: show_device(o, m, i); break;
-    case CUC_RECORD_STREAM: show_stream(o, m, i); break;
-    case CUC_RECORD_EVENT: show_event(o, m, i); break;
-    case CUC_RECORD_LAUNCH_CONFIG: show_launch_config(o, m, i); break;
-    case CUC_RECORD_KERNEL: show_kernel(o, m, i); break;
-    default: show_other(o, m, i, type); break;
-    }
+    if (type > 0 && (size_t)type < sizeof(shows) / sizeof(shows[0]) && shows[type])
+        shows[type](o, m, i);
+    else /* not a type of the map: the decoder refuses those */
+        show_raw(o, m, i, type, "not a record type of this cucore");
 }
 
 const char cli_inspect_usage[] =
@@ -257,8 +416,10 @@ const char cli_inspect_usage[] =
     "record inspect resolves did resolve here; 1 when the input cannot be read or\n"
     "is not a message, or a record is malformed or does not resolve (a device not\n"
     "visible here, an event that does not open, a kernel that does not load).\n"
-    "Buffer and release records are listed as not resolved, with why: a buffer\n"
-    "needs its pool imported from a channel, a release belongs to a channel.\n"
+    "Every record type is listed with its fields. Buffer, buffer view, ipc buffer,\n"
+    "kernel ref, release, kernel held and refused records are listed as not\n"
+    "resolved, with why: a buffer needs its pool imported from a channel, a\n"
+    "release belongs to a channel.\n"
     "--json: {\"bytes\":N,\"records\":[...],\"malformed\":B,\"failed\":N} on stdout,\n"
     "each record with \"resolved\" and, when false, \"error\" and \"message\" or\n"
     "\"why\"; or {\"error\":{...}} when there is no message to list.\n";
@@ -289,10 +450,18 @@ int cli_inspect(int argc, char **argv)
     }
     if (!path)
         return usage("%s", "missing FILE (or - for stdin)");
-    if (cli_read_file("inspect", path, &data, &len))
+    if (cli_read_upto("inspect", path, &data, &len))
         return CLI_FAILURE;
     rc = cuc_msg_from_bytes(data, len, &m);
     free(data);
+    /* Input larger than a message is read only that far: the library's
+     * status for those bytes is its status for the whole input (the
+     * header's checks come first, then any length over the maximum is
+     * CUC_E_BADMSG), but its text would name the length read. */
+    if (rc == CUC_E_BADMSG && len > CUC_MSG_MAX_BYTES)
+        return cli_error(cuc_errname(rc), "inspect: %s is not a valid cucore message: it "
+                         "holds more than %u bytes, the most a message may (CUC_MSG_MAX_BYTES) "
+                         "(%s)", path, CUC_MSG_MAX_BYTES, cuc_errname(rc));
     if (rc)
         return cli_error(cuc_errname(rc), "inspect: %s is not a valid cucore message: %s (%s)",
                          path, cuc_errmsg(), cuc_errname(rc));

@@ -1,6 +1,8 @@
 /* `cucore`: the command-line tool. Dispatches to one subcommand; answers
  * `--help` for the tool and for each subcommand, and chooses where --json
- * output goes (cli.h). */
+ * output goes (cli.h): --json anywhere on the command line makes a usage
+ * error JSON, whatever the command (an unknown one too). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -42,7 +44,8 @@ static int usage(FILE *f)
                "  1  failure: the reason on stderr; with --json also as\n"
                "     {\"error\":{\"code\":\"CUC_E_...\",\"message\":\"...\"}}\n"
                "  2  usage error: the word at fault and the command's usage on stderr\n"
-               "     (with --json also as {\"error\":{\"code\":\"usage\",...}})\n"
+               "     (with --json anywhere, an unknown command too, also as\n"
+               "     {\"error\":{\"code\":\"usage\",...}})\n"
                "--json writes JSON to stdout (pack: to stderr, its stdout being the\n"
                "message), also when the command fails.\n"
                "\nenvironment: CUCORE_DRIVER=sim uses the simulated driver "
@@ -65,19 +68,40 @@ static int run(const struct subcommand *c, int argc, char **argv)
         fputs(c->usage, stdout);
         return CLI_OK;
     }
-    if (c->json && has_arg(argc, argv, "--json", NULL))
-        cli_set_json(*c->json);
+    /* A command without --json refuses the word as a usage error: JSON
+     * on stdout, as the caller asked. */
+    if (has_arg(argc, argv, "--json", NULL))
+        cli_set_json(c->json ? *c->json : NULL, c->json ? *c->json : stdout);
     return c->run(argc, argv);
+}
+
+/* A usage error of the command line itself: the reason, then the tool's
+ * usage, on stderr; with --json anywhere also {"error":{"code":"usage"}}
+ * on stdout. */
+static int usage_error(int argc, char **argv, const char *fmt, const char *word)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    int rc;
+
+    if (!f)
+        return usage(stderr);
+    usage(f);
+    fclose(f);
+    if (has_arg(argc, argv, "--json", NULL))
+        cli_set_json(NULL, stdout);
+    rc = cli_usage_error(NULL, text, fmt, word);
+    free(text);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     size_t i;
 
-    if (argc < 2) {
-        fprintf(stderr, "cucore: missing the command\n");
-        return usage(stderr);
-    }
+    if (argc < 2)
+        return usage_error(argc, argv, "%s", "missing the command");
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))
         return usage(stdout);
     if (!strcmp(argv[1], "--version")) {
@@ -87,6 +111,8 @@ int main(int argc, char **argv)
     for (i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name))
             return run(&commands[i], argc - 2, argv + 2);
-    fprintf(stderr, "cucore: unknown command \"%s\"\n", argv[1]);
-    return usage(stderr);
+    if (argv[1][0] == '-')
+        return usage_error(argc, argv, "\"%s\" is not a command (options come after the "
+                           "command)", argv[1]);
+    return usage_error(argc, argv, "unknown command \"%s\"", argv[1]);
 }

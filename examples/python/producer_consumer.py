@@ -5,7 +5,11 @@ the buffers it gets are on the producer's GPU, named by UUID; it checks
 every byte, writes its answer into the same memory, and drops the buffer,
 which releases the producer's lease.
 
-    python3 producer_consumer.py [CONSUMERS] [ITEMS_EACH]
+Run it with the interpreter the package was built for (the build uses
+Debian's /usr/bin/python3) and the built package on its path;
+CUCORE_DRIVER=sim without a GPU:
+
+    CUCORE_DRIVER=sim PYTHONPATH=build/python /usr/bin/python3 examples/python/producer_consumer.py [CONSUMERS] [ITEMS_EACH]
 """
 import multiprocessing as mp
 import os

@@ -15,7 +15,9 @@
  *   1. next to the file that holds cucore's code (symlinks resolved): the
  *      shared libcucore, so an installed libdir/libcucore.so loads
  *      libdir/libcucore-sim.so; for a program that linked libcucore.a, the
- *      program's own directory;
+ *      program's own directory; for the pip-installed Python package, whose
+ *      extension module holds the library, its cucore/ directory, where
+ *      python/setup.py puts the simulator;
  *   2. in the path from that directory to the installed libdir, fixed when
  *      cucore is configured as a relative path (bindir to libdir, "../lib"):
  *      an installed bin/cucore loads lib/libcucore-sim.so. The build tree

@@ -48,7 +48,7 @@ def test_c_reads_python_pickles():
     buf = cucore.Pool(1 % N).allocate(300)
     (rec,) = inspect(record_bytes(buf))
     assert rec["type"] == "buffer" and rec["fds"] == 0 and rec["payload_bytes"] > 0
-    assert not rec["resolved"]
+    assert rec["size"] == 300 and rec["lease_id"] != 0 and not rec["resolved"]
 
 
 @needs_cli
