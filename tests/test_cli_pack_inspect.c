@@ -176,8 +176,47 @@ static void add_objects(cuc_msg *m, cuc_device *d, struct every *e)
              "\"size\":2048,\"lease_id\":");
 }
 
-/* The records only a channel's peer writes, as bytes: release, kernel ref,
- * kernel held, refused. */
+/* A detached message's share and held records, a claim and its answer. */
+static void add_share_records(cuc_msg *m)
+{
+    struct cuc_share_record sr = {{0}, {0}, {0}, "/tmp/cucore-1/cucore-share-ab.sock"};
+    uint8_t pool[40] = {0}, token[16];
+    struct type_want *w;
+
+    memset(sr.point, 0x11, 16);
+    memset(sr.boot_id, 0x22, 16);
+    memset(sr.token, 0x33, 16);
+    CHECK_OK(cuc__share_rec_put(m, &sr));
+    w = want_type(m, CUC_RECORD_SHARE);
+    snprintf(w->json[0], sizeof(w->json[0]), "{\"index\":12,\"type\":\"share\","
+             "\"payload_bytes\":176,\"fds\":0,\"point\":\"%s\",\"boot_id\":\"%s\","
+             "\"token\":\"%s\",\"path\":\"/tmp/cucore-1/cucore-share-ab.sock\","
+             "\"resolved\":false", "11111111111111111111111111111111",
+             "22222222222222222222222222222222", "33333333333333333333333333333333");
+    memset(pool, 0x44, 16);
+    pool[32] = 1; /* kind: device */
+    pool[36] = 1; /* handle type: POSIX fd */
+    CHECK_OK(cuc__held_rec_put(m, &(struct cuc_held_record){CUC_RECORD_POOL, 1, 1, pool, 40}));
+    w = want_type(m, CUC_RECORD_HELD);
+    snprintf(w->json[0], sizeof(w->json[0]), "{\"index\":13,\"type\":\"held\","
+             "\"payload_bytes\":56,\"fds\":0,\"holds\":\"pool\",\"version\":1,"
+             "\"held_fds\":1,\"held_bytes\":40,\"pool_id\":\"%s\",\"resolved\":false",
+             "44444444444444444444444444444444");
+    memset(token, 0x55, sizeof(token));
+    CHECK_OK(cuc__claim_rec_put(m, token, 1));
+    w = want_type(m, CUC_RECORD_CLAIM);
+    snprintf(w->json[0], sizeof(w->json[0]), "{\"index\":14,\"type\":\"claim\","
+             "\"payload_bytes\":24,\"fds\":0,\"token\":\"%s\",\"flags\":1,"
+             "\"resolved\":false", "55555555555555555555555555555555");
+    CHECK_OK(cuc__confirm_rec_put(m, token, CUC_E_NOT_FOUND));
+    w = want_type(m, CUC_RECORD_CONFIRM);
+    snprintf(w->json[0], sizeof(w->json[0]), "{\"index\":15,\"type\":\"confirm\","
+             "\"payload_bytes\":24,\"fds\":0,\"token\":\"%s\",\"status\":"
+             "\"CUC_E_NOT_FOUND\",\"resolved\":false", "55555555555555555555555555555555");
+}
+
+/* The records only a channel's peer or a share point writes, as bytes:
+ * release, kernel ref, kernel held, refused, share, held, claim, confirm. */
 static void add_channel_records(cuc_msg *m, const struct every *e)
 {
     struct cuc_kernel_record kr;
@@ -217,6 +256,7 @@ static void add_channel_records(cuc_msg *m, const struct every *e)
     w = want_type(m, CUC_RECORD_REFUSED);
     snprintf(w->json[0], sizeof(w->json[0]), "{\"index\":11,\"type\":\"refused\","
              "\"payload_bytes\":8,\"fds\":0,\"seq\":305419896,\"resolved\":false");
+    add_share_records(m);
 }
 
 /* Every type without fds in CUC__RECORD_SHAPES (the decoder's list, keyed

@@ -102,7 +102,7 @@ static void end_objs(struct objs *o)
     CHECK_OK(cuc_device_set_current(devs[0]));
     CHECK(CUC_DRV->cuMemFree(o->raw) == CUDA_SUCCESS);
     cuc_slab_unref(o->slab);
-    EXPECT(pt_used(o->pool) == 0);
+    EXPECT(pt_used(o->pool) == 0); /* the lease wait returned with the frees done */
     cuc_pool_unref(o->pool);
 }
 

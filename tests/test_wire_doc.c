@@ -266,7 +266,9 @@ static int eval(const char *s, const struct var *vars, uint64_t *out)
 /* ---- field expectations ---- */
 
 enum check { CK_NONE, CK_DECODE, CK_RESOLVE };
-enum bad { BAD_FF, BAD_ZERO };
+/* What breaks a field: all 0xff, all 0, or 0x7fffffff (a status that is
+ * no code: -1 is one). */
+enum bad { BAD_FF, BAD_ZERO, BAD_HIGH };
 
 struct field {
     const char *name;
@@ -846,6 +848,110 @@ static void sample_kernel_held(struct sample *s)
     add_field(&s->l, "sha256", copy_of(cuc_kernel_hash(kern), 32), 32, BAD_FF);
 }
 
+static int res_share(cuc_msg *m)
+{
+    struct cuc_share_record r;
+
+    return cuc_msg_read_share(m, 0, &r);
+}
+
+static int res_held(cuc_msg *m)
+{
+    struct cuc_held_record r;
+
+    return cuc_msg_read_held(m, 0, &r);
+}
+
+static int res_claim(cuc_msg *m)
+{
+    uint8_t token[16];
+    uint32_t flags;
+
+    return cuc__claim_rec_read(m, 0, token, &flags);
+}
+
+static int res_confirm(cuc_msg *m)
+{
+    uint8_t token[16];
+    int status;
+
+    return cuc__confirm_rec_read(m, 0, token, &status);
+}
+
+#define SAMPLE_PATH "/tmp/cucore-0/cucore-share-0011223344556677.sock"
+
+static void sample_share(struct sample *s)
+{
+    struct cuc_share_record r = {{0}, {0}, {0}, SAMPLE_PATH};
+    uint8_t path[120] = {0};
+
+    s->heading = "### share (type 16)";
+    s->m = new_msg();
+    memset(r.point, 0x11, 16);
+    memset(r.boot_id, 0x22, 16);
+    memset(r.token, 0x33, 16);
+    memcpy(path, SAMPLE_PATH, strlen(SAMPLE_PATH));
+    CHECK_OK(cuc__share_rec_put(s->m, &r));
+    s->resolve = res_share;
+    add_field(&s->l, "point", copy_of(r.point, 16), 16, BAD_FF);
+    add_field(&s->l, "boot_id", copy_of(r.boot_id, 16), 16, BAD_FF);
+    add_field(&s->l, "token", copy_of(r.token, 16), 16, BAD_FF);
+    add_field(&s->l, "reserved", zeros(4), 4, BAD_FF);
+    add_field(&s->l, "path_len", le(strlen(SAMPLE_PATH), 4), 4, BAD_FF);
+    add_field(&s->l, "path", copy_of(path, 120), 120, BAD_FF);
+}
+
+/* A held pool record: the pool example's payload. */
+static void sample_held(struct sample *s)
+{
+    uint8_t pl[40] = {0};
+
+    s->heading = "### held (type 17)";
+    s->m = new_msg();
+    memset(pl, 0x10, 16);
+    memcpy(pl + 16, cuc_device_uuid(dev0)->bytes, 16);
+    pl[32] = CUC_POOL_DEVICE;
+    pl[36] = CUC_POOL_HANDLE_POSIX_FD;
+    CHECK_OK(cuc__held_rec_put(s->m, &(struct cuc_held_record){CUC_RECORD_POOL, 1, 1, pl,
+                                                                 sizeof(pl)}));
+    s->resolve = res_held;
+    s->l.vars[0] = (struct var){"len", 40};
+    add_field(&s->l, "type", le(CUC_RECORD_POOL, 2), 2, BAD_FF);
+    add_field(&s->l, "version", le(1, 2), 2, BAD_FF);
+    add_field(&s->l, "nfds", le(1, 4), 4, BAD_FF);
+    add_field(&s->l, "len", le(40, 4), 4, BAD_FF);
+    add_field(&s->l, "reserved", zeros(4), 4, BAD_FF);
+    add_field(&s->l, "payload", copy_of(pl, 40), 40, BAD_FF);
+}
+
+static void sample_claim(struct sample *s)
+{
+    uint8_t token[16];
+
+    s->heading = "### claim (type 18)";
+    s->m = new_msg();
+    memset(token, 0x33, sizeof(token));
+    CHECK_OK(cuc__claim_rec_put(s->m, token, CUC__CLAIM_FETCH));
+    s->resolve = res_claim;
+    add_field(&s->l, "token", copy_of(token, 16), 16, BAD_FF);
+    add_field(&s->l, "flags", le(CUC__CLAIM_FETCH, 4), 4, BAD_FF);
+    add_field(&s->l, "reserved", zeros(4), 4, BAD_FF);
+}
+
+static void sample_confirm(struct sample *s)
+{
+    uint8_t token[16];
+
+    s->heading = "### confirm (type 19)";
+    s->m = new_msg();
+    memset(token, 0x33, sizeof(token));
+    CHECK_OK(cuc__confirm_rec_put(s->m, token, CUC_E_NOT_FOUND));
+    s->resolve = res_confirm;
+    add_field(&s->l, "token", copy_of(token, 16), 16, BAD_FF);
+    add_field(&s->l, "status", le((uint32_t)CUC_E_NOT_FOUND, 4), 4, BAD_HIGH);
+    add_field(&s->l, "reserved", zeros(4), 4, BAD_FF);
+}
+
 /* ---- the record-type table against CUC__RECORD_SHAPES ---- */
 
 struct code_shape {
@@ -897,6 +1003,10 @@ static void check_owner(unsigned type, const char *owner, size_t line)
         [CUC_RECORD_BUFFER_VIEW] = {"int cuc_msg_add_buffer(", "int cuc_msg_get_buffer("},
         [CUC_RECORD_IPC_BUFFER] = {"int cuc_msg_add_buffer(", "int cuc_msg_get_buffer("},
         [CUC_RECORD_REFUSED] = {"int cuc__refused_msg_build(", "int cuc__leases_take_release("},
+        [CUC_RECORD_SHARE] = {"int cuc__share_rec_put(", "int cuc_msg_read_share("},
+        [CUC_RECORD_HELD] = {"int cuc__held_rec_put(", "int cuc_msg_read_held("},
+        [CUC_RECORD_CLAIM] = {"int cuc__claim_rec_put(", "int cuc__claim_rec_read("},
+        [CUC_RECORD_CONFIRM] = {"int cuc__confirm_rec_put(", "int cuc__confirm_rec_read("},
     };
     int found[2] = {0, 0};
     char path[4096];
@@ -992,6 +1102,8 @@ static void check_stage(const struct sample *s, const struct placed *p, size_t l
     CHECK(c != NULL);
     memcpy(c, s->bytes, s->len);
     memset(c + at, p->f->bad == BAD_ZERO ? 0 : 0xff, p->size);
+    if (p->f->bad == BAD_HIGH)
+        c[at + p->size - 1] = 0x7f;
     CHECK(memcmp(c, s->bytes, s->len) != 0);
     drc = decode_copy(s, c, &m);
     if (!drc && s->resolve && p->check != CK_DECODE)
@@ -1018,7 +1130,7 @@ static void test_payload_tables(void)
         sample_device, sample_stream, sample_event, sample_launch, sample_kernel,
         sample_pool, sample_buffer, sample_vmm, sample_fd, sample_release,
         sample_kernel_ref, sample_kernel_held, sample_buffer_view, sample_ipc_buffer,
-        sample_refused};
+        sample_refused, sample_share, sample_held, sample_claim, sample_confirm};
     struct sample s;
     struct table t;
     struct placed placed[MAX_ROWS];
@@ -1351,6 +1463,53 @@ static cuc_msg *ex_refused(const uint8_t *b, size_t n)
     return m;
 }
 
+/* The detached example: a share record, the buffer example's record and
+ * the pool example's record held. */
+static cuc_msg *ex_detached(const uint8_t *b, size_t n)
+{
+    struct cuc_share_record sr = {{0}, {0}, {0}, SAMPLE_PATH};
+    struct cuc_buffer_record br = ex_alloc();
+    struct cuc__record pr;
+    cuc_msg *pm = ex_pool(b, n), *m = new_msg();
+
+    ex_count(sr.point, 16, 0x80);
+    ex_count(sr.boot_id, 16, 0x90);
+    ex_count(sr.token, 16, 0xa0);
+    CHECK_OK(cuc__share_rec_put(m, &sr));
+    CHECK_OK(cuc__buffer_rec_put(m, &br));
+    CHECK_OK(cuc__msg_record(pm, 0, &pr));
+    CHECK_OK(cuc__held_rec_put(m, &(struct cuc_held_record){CUC_RECORD_POOL, 1, 1,
+                                                             pr.payload, pr.len}));
+    cuc_msg_destroy(pm);
+    return m;
+}
+
+static cuc_msg *ex_claims(const uint8_t *b, size_t n)
+{
+    uint8_t token[16];
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    ex_count(token, 16, 0xa0);
+    CHECK_OK(cuc__claim_rec_put(m, token, 0));
+    ex_count(token, 16, 0xb0);
+    CHECK_OK(cuc__claim_rec_put(m, token, CUC__CLAIM_FETCH));
+    return m;
+}
+
+static cuc_msg *ex_confirms(const uint8_t *b, size_t n)
+{
+    uint8_t token[16];
+    cuc_msg *m = new_msg();
+
+    (void)b, (void)n;
+    ex_count(token, 16, 0xa0);
+    CHECK_OK(cuc__confirm_rec_put(m, token, 0));
+    ex_count(token, 16, 0xb0);
+    CHECK_OK(cuc__confirm_rec_put(m, token, CUC_E_NOT_FOUND));
+    return m;
+}
+
 static void print_hex(const uint8_t *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -1409,7 +1568,10 @@ static void test_examples(void)
                                         {"vmm", ex_vmm},
                                         {"kernel_ref", ex_kernel_ref},
                                         {"kernel_held", ex_kernel_held},
-                                        {"refused", ex_refused}};
+                                        {"refused", ex_refused},
+                                        {"detached", ex_detached},
+                                        {"claims", ex_claims},
+                                        {"confirms", ex_confirms}};
 #define EX_TYPE_(name, value, text) {value, text},
     static const struct {
         int type;

@@ -388,6 +388,78 @@ static void show_FD(struct out *o, const cuc_msg *m, size_t i)
     show_raw(o, m, i, CUC_RECORD_FD, FDS_WHY);
 }
 
+static void show_SHARE(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc_share_record rec;
+    struct cuc_record_view r;
+    int rc;
+
+    begin(o, i, cuc_record_type_name(CUC_RECORD_SHARE));
+    field_sizes(o, m, i, &r);
+    rc = cuc_msg_read_share(m, i, &rec);
+    if (rc) {
+        end(o, rc, NULL);
+        return;
+    }
+    field_hex(o, "point", rec.point, sizeof(rec.point));
+    field_hex(o, "boot_id", rec.boot_id, sizeof(rec.boot_id));
+    field_hex(o, "token", rec.token, sizeof(rec.token));
+    field_s(o, "path", rec.path);
+    not_resolved(o, "a detached message's share point: inspect does not attach (that "
+                    "claims the hold: cuc_share_attach)");
+}
+
+static void show_HELD(struct out *o, const cuc_msg *m, size_t i)
+{
+    struct cuc_held_record rec;
+    struct cuc_record_view r;
+    int rc;
+
+    begin(o, i, cuc_record_type_name(CUC_RECORD_HELD));
+    field_sizes(o, m, i, &r);
+    rc = cuc_msg_read_held(m, i, &rec);
+    if (rc) {
+        end(o, rc, NULL);
+        return;
+    }
+    field_s(o, "holds", cuc_record_type_name(rec.type));
+    field_u(o, "version", rec.version);
+    field_u(o, "held_fds", rec.nfds);
+    field_u(o, "held_bytes", rec.len);
+    if (rec.type == CUC_RECORD_POOL)
+        field_hex(o, "pool_id", rec.payload, CUC_POOL_ID_LEN);
+    not_resolved(o, "its fds are kept by the share point that detached the message: only "
+                    "an attach fetches them");
+}
+
+/* Claim and confirm records: a token and a word. */
+static void show_token(struct out *o, const cuc_msg *m, size_t i, int type)
+{
+    struct cuc_record_view r;
+    const uint8_t *p;
+
+    begin(o, i, cuc_record_type_name(type));
+    field_sizes(o, m, i, &r);
+    p = r.payload; /* 24 bytes, as the decoder took them */
+    field_hex(o, "token", p, 16);
+    if (type == CUC_RECORD_CLAIM)
+        field_u(o, "flags", le(p + 16, 4));
+    else
+        field_s(o, "status", cuc_errname((int)(uint32_t)le(p + 16, 4)));
+    not_resolved(o, "claims and their answers travel between an importer and a share "
+                    "point; inspect is neither");
+}
+
+static void show_CLAIM(struct out *o, const cuc_msg *m, size_t i)
+{
+    show_token(o, m, i, CUC_RECORD_CLAIM);
+}
+
+static void show_CONFIRM(struct out *o, const cuc_msg *m, size_t i)
+{
+    show_token(o, m, i, CUC_RECORD_CONFIRM);
+}
+
 /* One show_NAME per record type, the table built from CUC_RECORD_TYPE_MAP
  * (cucore/msg.h): a type added to the library without its show_NAME here
  * does not compile, so inspect describes every type the library defines.

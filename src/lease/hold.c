@@ -8,16 +8,31 @@
 #include "os/fd.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* An object of a hold. The grants of a hold (its own, and the peers')
+ * lease entries, not objects: each entry counts the leases of it alive in
+ * every table, and drops the hold's reference to its object just before
+ * the last of them ends, so that the end that frees the object is a
+ * lease's end, counted by the object's lease waits like any other. */
+struct entry {
+    struct hold *x;
+    const struct cuc__lease_ops *ops; /* the object's */
+    void *obj;
+    _Atomic size_t live; /* its leases alive, in any table */
+};
 
 struct hold {
     struct cuc__hnode by_token, by_block;
     uint8_t token[CUC__TOKEN_LEN];
     uint64_t block;             /* its leases' block, 0 when it leases nothing */
-    struct cuc__lease_att *atts; /* a reference to each object */
+    struct entry *entries;      /* a reference to each object while live */
+    struct cuc__lease_att *atts; /* the grants' attachments: the entries */
     size_t natts;
+    _Atomic int spent;          /* an entry's leases all ended: no new claim */
     int64_t expires;
     int unclaimed;              /* its grant is in the holds' table (on the queue) */
     struct hold *prev, *next;   /* the queue of unclaimed holds, by expiry */
@@ -103,10 +118,43 @@ static void queue_insert(struct cuc__holds *h, struct hold *x)
 
 /* ---- life of a hold ---- */
 
+/* ---- the entries' lease ops ---- */
+
+static void entry_begin(void *arg)
+{
+    struct entry *e = arg;
+
+    atomic_fetch_add(&e->live, 1);
+    e->ops->begin(e->obj);
+}
+
+static void entry_end(void *arg, uint64_t id, int why)
+{
+    struct entry *e = arg;
+    void *obj = e->obj;
+    const struct cuc__lease_ops *ops = e->ops;
+
+    if (atomic_fetch_sub(&e->live, 1) == 1) {
+        atomic_store(&e->x->spent, 1);
+        ops->unref(obj); /* the lease ending still keeps it */
+    }
+    ops->end(obj, id, why);
+}
+
+static void entry_nop(void *arg)
+{
+    (void)arg;
+}
+
+static const struct cuc__lease_ops entry_ops = {entry_begin, entry_end, entry_nop, entry_nop,
+                                                NULL, NULL, NULL};
+
 static void hold_free(struct hold *x)
 {
-    for (size_t i = 0; i < x->natts; i++)
-        x->atts[i].ops->unref(x->atts[i].obj);
+    for (size_t i = 0; i < x->natts; i++) /* only when a grant failed to begin */
+        if (atomic_load(&x->entries[i].live) == 0 && !atomic_load(&x->spent))
+            x->entries[i].ops->unref(x->entries[i].obj);
+    free(x->entries);
     free(x->atts);
     if (x->data_free)
         x->data_free(x->data);
@@ -185,7 +233,8 @@ void cuc__holds_destroy(struct cuc__holds *h)
     free(h);
 }
 
-/* x's attachments, copied with a reference each. */
+/* x's entries for m's attachments, a reference to each object taken,
+ * and the attachments of its grants. */
 static int take_atts(struct hold *x, const cuc_msg *m)
 {
     const struct cuc__lease_att *atts;
@@ -193,12 +242,15 @@ static int take_atts(struct hold *x, const cuc_msg *m)
 
     if (n == 0)
         return 0;
+    x->entries = calloc(n, sizeof(*x->entries));
     x->atts = malloc(n * sizeof(*x->atts));
-    if (!x->atts)
+    if (!x->entries || !x->atts)
         return cuc__seterr(CUC_E_NOMEM, "out of memory for a hold of %zu objects", n);
-    memcpy(x->atts, atts, n * sizeof(*atts));
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        x->entries[i] = (struct entry){x, atts[i].ops, atts[i].obj, 0};
+        x->atts[i] = (struct cuc__lease_att){atts[i].id, &entry_ops, &x->entries[i]};
         atts[i].ops->ref(atts[i].obj);
+    }
     x->natts = n;
     x->block = atts[0].id >> CUC__LEASE_INDEX_BITS;
     return 0;
@@ -278,6 +330,10 @@ static int grant_locked(struct cuc__holds *h, struct hold *x, struct cuc__leases
 
     if (cuc__leases_held(peer, x->block))
         return 0;
+    if (atomic_load(&x->spent)) /* some object's leases all ended: it may be freed */
+        return cuc__seterr(CUC_E_NOT_FOUND, "the hold of token %s is spent: its receivers "
+                           "released some of its objects already",
+                           cuc__id16_hex(x->token).s);
     if (x->unclaimed) { /* the first claim takes the hold's own grant */
         rc = cuc__leases_move(h->table, peer, x->block);
         if (!rc)
@@ -357,7 +413,8 @@ int cuc__hold_take_here(struct cuc__holds *h, const uint8_t token[CUC__TOKEN_LEN
  * the one ending holds it (h->lock held). */
 static void restore_locked(struct cuc__holds *h, struct hold *x)
 {
-    if (x->unclaimed || x->grants != 1 || cuc__remaining(x->expires) == 0)
+    if (x->unclaimed || x->grants != 1 || cuc__remaining(x->expires) == 0 ||
+        atomic_load(&x->spent))
         return;
     if (cuc__leases_grant(h->table, x->atts, x->natts) == 0)
         queue_insert(h, x);

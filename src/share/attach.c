@@ -743,18 +743,12 @@ static int attach_remote(struct cuc__share *p, const cuc_msg *b,
     return rc;
 }
 
-int cuc_share_attach(const void *bytes, size_t len, cuc_msg **out)
+int cuc__share_attach(struct cuc__share *p, const void *bytes, size_t len, cuc_msg **out)
 {
     struct cuc_share_record r;
-    struct cuc__share *p;
     cuc_msg *b;
-    int rc;
+    int rc = cuc_msg_from_bytes(bytes, len, &b);
 
-    if (!bytes || !out)
-        return cuc__seterr(CUC_E_INVALID, "cuc_share_attach: NULL argument");
-    rc = cuc__share_ensure("cuc_share_attach", &p);
-    if (!rc)
-        rc = cuc_msg_from_bytes(bytes, len, &b);
     if (rc)
         return rc;
     rc = share_of(b, &r);

@@ -1,6 +1,7 @@
-/* The share point (cucore/share.h): one per process, in three files.
- *   point.c   its life (start, stop, fork, exit), the socket directory,
- *             the one thread and its poll loop;
+/* The share point (cucore/share.h): one per process, its state here and
+ * its code in three files, the top one calling the other two:
+ *   share.c   the public functions, its life (start, stop, fork, exit),
+ *             the socket directory, the one thread and its poll loop;
  *   serve.c   the exporter's side: detach (holds), the peers it serves,
  *             their claims and releases;
  *   attach.c  the importer's side: connections to the share points it
@@ -19,6 +20,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "cucore/pool.h"
 #include "cucore/share.h"
@@ -99,15 +101,18 @@ struct cuc__share {
     size_t npending;
 };
 
-/* point.c: the process's share point, running and this process's (0), or
- * CUC_E_INVALID (not started: fn names the call) / CUC_E_FORKED. */
-int cuc__share_running(const char *fn, struct cuc__share **out);
-/* Starts it with the defaults when it is not running. */
-int cuc__share_ensure(const char *fn, struct cuc__share **out);
 /* Wakes the thread: its poll set changed. */
-void cuc__share_wake(struct cuc__share *p);
+static inline void cuc__share_wake(struct cuc__share *p)
+{
+    uint64_t one = 1;
+
+    /* EAGAIN: the counter is full, the thread is woken anyway */
+    (void)!write(p->wake, &one, sizeof(one));
+}
 
 /* serve.c */
+/* cuc_share_detach on the running share point p. */
+int cuc__share_detach(struct cuc__share *p, const cuc_msg *m, void **bytes, size_t *len);
 /* Makes the socket if there is none yet (p->lock held). */
 int cuc__share_listen_locked(struct cuc__share *p);
 /* The listener is readable: takes every peer waiting; 1 when one could
@@ -128,6 +133,8 @@ int cuc__share_rebuild_here(void *data, const cuc_msg *b, cuc_msg **out);
 void cuc__share_peer_leases(struct cuc__share *p, size_t *leases, size_t *peers);
 
 /* attach.c */
+/* cuc_share_attach on the running share point p. */
+int cuc__share_attach(struct cuc__share *p, const void *bytes, size_t len, cuc_msg **out);
 /* Exporter e is readable: takes its answers; 1 when its connection ended. */
 int cuc__share_read_exp(struct cuc__share *p, struct cuc__share_exp *e);
 /* e's connection ended (why: a status): its waits fail, its pools are let go. */

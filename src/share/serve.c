@@ -211,18 +211,12 @@ static int bytes_of(const struct cuc__share *p, const cuc_msg *m, const uint8_t 
     return rc;
 }
 
-int cuc_share_detach(const cuc_msg *m, void **bytes, size_t *len)
+int cuc__share_detach(struct cuc__share *p, const cuc_msg *m, void **bytes, size_t *len)
 {
     uint8_t token[CUC__TOKEN_LEN];
     struct hold_data *d = NULL;
-    struct cuc__share *p;
     int rc;
 
-    if (!m || !bytes || !len)
-        return cuc__seterr(CUC_E_INVALID, "cuc_share_detach: NULL argument");
-    rc = cuc__share_running("cuc_share_detach", &p);
-    if (rc)
-        return rc;
     pthread_mutex_lock(&p->lock);
     rc = cuc__share_listen_locked(p);
     pthread_mutex_unlock(&p->lock);

@@ -1,6 +1,8 @@
-/* The share point's life: start, the thread and its poll loop, stop, the
- * fork child's copies of its sockets, the stop at exit; the socket
- * directory and its stale sockets. */
+/* The share point's public face (cucore/share.h) and its life: start,
+ * the thread and its poll loop, stop, the fork child's copies of its
+ * sockets, the stop at exit; the socket directory and its stale sockets.
+ * The work is serve.c's (the exporter's side) and attach.c's (the
+ * importer's), which this file calls and which never call it. */
 #include "share/point.h"
 #include "base/error.h"
 #include "os/clock.h"
@@ -185,7 +187,7 @@ int cuc_share_start(const cuc_share_opts *o)
     return rc;
 }
 
-int cuc__share_running(const char *fn, struct cuc__share **out)
+static int running(const char *fn, struct cuc__share **out)
 {
     struct cuc__share *p = &point;
     int running;
@@ -204,26 +206,35 @@ int cuc__share_running(const char *fn, struct cuc__share **out)
     return 0;
 }
 
-int cuc__share_ensure(const char *fn, struct cuc__share **out)
+int cuc_share_detach(const cuc_msg *m, void **bytes, size_t *len)
 {
-    int rc = cuc_share_start(NULL);
+    struct cuc__share *p;
+    int rc;
 
-    return rc ? rc : cuc__share_running(fn, out);
+    if (!m || !bytes || !len)
+        return cuc__seterr(CUC_E_INVALID, "cuc_share_detach: NULL argument");
+    rc = running("cuc_share_detach", &p);
+    return rc ? rc : cuc__share_detach(p, m, bytes, len);
 }
 
-void cuc__share_wake(struct cuc__share *p)
+int cuc_share_attach(const void *bytes, size_t len, cuc_msg **out)
 {
-    uint64_t one = 1;
+    struct cuc__share *p;
+    int rc;
 
-    if (write(p->wake, &one, sizeof(one)) < 0 && errno != EAGAIN)
-        return; /* EAGAIN: the counter is full, the thread is woken anyway */
+    if (!bytes || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_share_attach: NULL argument");
+    rc = cuc_share_start(NULL); /* the thread reads the answers */
+    if (!rc)
+        rc = running("cuc_share_attach", &p);
+    return rc ? rc : cuc__share_attach(p, bytes, len, out);
 }
 
 int cuc_share_path(char *buf, size_t len)
 {
     struct cuc__share *p;
     size_t n;
-    int rc = cuc__share_running("cuc_share_path", &p);
+    int rc = running("cuc_share_path", &p);
 
     if (rc)
         return rc;
@@ -246,7 +257,7 @@ int cuc_share_path(char *buf, size_t len)
 int cuc_share_stats(struct cuc_share_stats *out)
 {
     struct cuc__share *p;
-    int rc = cuc__share_running("cuc_share_stats", &p);
+    int rc = running("cuc_share_stats", &p);
 
     if (!rc && !out)
         rc = cuc__seterr(CUC_E_INVALID, "cuc_share_stats: out is NULL");
