@@ -201,12 +201,16 @@ CUC_API int cuc_channel_release(cuc_channel *ch, const uint64_t *lease_ids, size
  * when a receive, pump or lease wait processes releases. */
 CUC_API int cuc_channel_lease_count(cuc_channel *ch, size_t *n);
 
-/* Exporter side: how many messages sent on the channel the peer refused
- * (dropped unread because it had no room for their fds; its receive gave
- * CUC_E_LIMIT). Each refusal ends the leases of that message, as a release
- * would: the objects' deferred frees run. Counts what a receive, pump or
- * lease wait has processed so far (as cuc_channel_lease_count); compare
- * before and after to learn that a message was refused. */
+/* Exporter side: how many messages with leases (buffers, VMM resources)
+ * sent on the channel the peer refused (dropped unread because it had no
+ * room for their fds; its receive gave CUC_E_LIMIT). Each refusal ends the
+ * leases of that message, as a release would: the objects' deferred frees
+ * run. A refusal is believed, and counted, once, and only while the
+ * message's leases are held: a message without leases, or a refusal
+ * repeated or naming a message never sent, ends and counts nothing
+ * (docs/wire-format.md, "refused"). Counts what a receive, pump or lease
+ * wait has processed so far (as cuc_channel_lease_count); compare before
+ * and after to learn that such a message was refused. */
 CUC_API int cuc_channel_refused_count(cuc_channel *ch, uint64_t *n);
 
 /* Pumps (as cuc_channel_pump()) until at most max_left leases remain, or
