@@ -85,7 +85,8 @@ CUC_API int cuc_channel_pair(cuc_channel **a, cuc_channel **b);
 /* A channel over fd, a connected AF_UNIX SOCK_SEQPACKET socket (one end of
  * a cuc_channel_pair() that a child inherited, for instance). Takes
  * ownership of fd in every case: it is closed on failure. The fd is made
- * close-on-exec. CUC_E_INVALID if fd is not such a socket. */
+ * close-on-exec. CUC_E_INVALID if fd is not such a socket. The peer's
+ * uid is not checked: the caller chose the socket. */
 CUC_API int cuc_channel_from_fd(int fd, cuc_channel **ch);
 
 /* The channel's socket, still owned by the channel (or CUC_E_INVALID for
@@ -127,9 +128,14 @@ CUC_API void cuc_channel_destroy(cuc_channel *ch);
 CUC_API int cuc_channel_listen(const char *path, cuc_listener **l);
 
 /* Waits up to timeout_ms for a peer and returns its channel. A peer whose
- * uid (SO_PEERCRED) is not this process's effective uid is disconnected
- * without a word sent to it and the call fails with CUC_E_PERMISSION
- * (the message gives its pid and uid; nothing is logged). CUC_E_TIMEOUT if
+ * uid (SO_PEERCRED) is not this process's effective uid, or is the
+ * overflow uid (/proc/sys/kernel/overflowuid, 65534 by default: what any
+ * uid without a mapping in this process's user namespace reads as, root
+ * outside included, and what this process's own reads as in a namespace
+ * without a uid map; a peer that really runs as that uid is refused too),
+ * is disconnected without a word sent to it and the call fails with
+ * CUC_E_PERMISSION (the message gives its pid and uid, and says which of
+ * the two; nothing is logged). CUC_E_TIMEOUT if
  * no peer came. CUC_E_FORKED in a child that inherited the listener
  * through fork: its peers are the parent's. */
 CUC_API int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch);
@@ -150,7 +156,8 @@ CUC_API void cuc_listener_destroy(cuc_listener *l);
 /* Connects to a listener at path. While nothing listens there yet (no
  * socket, or a stale one), retries until timeout_ms has passed: then
  * CUC_E_TIMEOUT, or with timeout_ms 0 CUC_E_NOT_FOUND. A listener run by
- * another uid is refused with CUC_E_PERMISSION. */
+ * another uid, or whose uid reads as the overflow uid, is refused with
+ * CUC_E_PERMISSION (as cuc_listener_accept refuses a peer). */
 CUC_API int cuc_channel_connect(const char *path, int timeout_ms, cuc_channel **ch);
 
 /* Sends the message and its fds; the message is unchanged (its fds are
