@@ -23,10 +23,11 @@
  * sends the object on; the importer ends it by sending a release
  * (cuc_channel_release(), or implicitly when it frees the imported object).
  * A lease also ends when the exporter's channel sees the peer close or die;
- * it does NOT end when the exporter destroys its channel (see
- * cuc_channel_destroy: the link lingers). Each lease's end callback runs
- * exactly once, on the thread that noticed: inside cuc_channel_recv(),
- * cuc_channel_pump() or a lease wait. An exporter that only sends must
+ * it does NOT end when the exporter destroys its channel while the peer
+ * lives (see cuc_channel_destroy: the link lingers). Each lease's end
+ * callback runs exactly once, on the thread that noticed: inside
+ * cuc_channel_recv(), cuc_channel_pump(), a lease wait or
+ * cuc_channel_destroy(). An exporter that only sends must
  * call cuc_channel_pump() or cuc_channel_lease_wait() now and then, or it
  * will not notice releases.
  *
@@ -100,16 +101,21 @@ CUC_API int cuc_channel_from_fd(int fd, cuc_channel **ch);
 CUC_API int cuc_channel_fd(const cuc_channel *ch);
 
 /* Frees the channel and its queued messages (and their fds). Ends no
- * lease: the peer may still import what it received, or has yet to
- * receive, so the end of the link that the leases need stays open after
- * the handle is gone, and closes by itself:
- *  - exporter: while leases granted on the channel are held, the link
- *    lingers; the process reads it in cuc_buffer_lease_wait(),
- *    cuc_pool_lease_wait(), cuc_vmm_lease_wait() (pass a NULL channel)
- *    and in its other channels' recv and pump, ends leases as the
- *    releases arrive (or all of them when the peer closes or dies), drops
- *    any other message, and closes the socket once no lease is held. To
- *    wait for the frees after destroying the channel:
+ * lease of a live peer: it may still import what it received, or has yet
+ * to receive, so the end of the link that the leases need stays open
+ * after the handle is gone, and closes by itself:
+ *  - exporter: while leases granted on the channel are held, the destroy
+ *    first reads what has arrived: releases end their leases, and if the
+ *    peer has closed or died, all of them end there and then (their
+ *    objects' deferred frees run inside the destroy) and the socket is
+ *    closed (unless imports from the peer hold it: below). Leases left
+ *    make the link linger; the process reads it in
+ *    cuc_buffer_lease_wait(), cuc_pool_lease_wait(), cuc_vmm_lease_wait()
+ *    (with a NULL channel, or any) and in its channels' recv and pump,
+ *    ends leases as the releases arrive (or all of them when the peer
+ *    closes or dies), drops any other message, and closes the socket
+ *    once no lease is held. To wait for the frees after destroying the
+ *    channel:
  *        cuc_pool_lease_wait(pool, NULL, 0, timeout_ms);
  *  - importer: while messages received from it or objects imported from
  *    them live, the socket stays open so that their releases still reach
