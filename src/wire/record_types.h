@@ -28,6 +28,10 @@
  * add refuse more. */
 #define CUC__RELEASE_MAX_IDS 8192u
 #define CUC__RELEASE_MAX_RECORDS 1000u
+/* Refused records a message (lease/lease.h; a receiver sends one a
+ * message): each costs the sender a lookup under its lease table's lock,
+ * so decode and add refuse more. */
+#define CUC__REFUSED_MAX_RECORDS 1000u
 
 #define CUC__RECORD_SHAPES(X)                                                 \
     X(DEVICE, 1, 16, 16, 8, 0, 0, 0, 0)                /* rec_device.c */     \
