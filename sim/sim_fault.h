@@ -58,6 +58,7 @@
     X(cuMemcpyAsync)                                                           \
     X(cuMemcpyHtoDAsync)                                                       \
     X(cuMemcpyDtoHAsync)                                                       \
+    X(cuMemcpyDtoH)                                                            \
     X(cuMemsetD8Async)                                                         \
     X(cuMemPoolCreate)                                                         \
     X(cuMemPoolDestroy)                                                        \

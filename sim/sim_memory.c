@@ -82,6 +82,14 @@ SIM_API CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
                        ByteCount, hStream, 0, 1);
 }
 
+/* Not used by cucore: the probes read through it (sim/testdata/probe_ipc.c). */
+SIM_API CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    SIM_FAULT(cuMemcpyDtoH);
+    return copy_common(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount,
+                       CU_STREAM_LEGACY, 0, 1);
+}
+
 SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
                                          unsigned char uc, size_t N,
                                          CUstream hStream)

@@ -130,6 +130,7 @@ static const struct sim_entry sim_table[] = {
     EF(cuMemcpyDtoHAsync, 2000, sim_cuMemcpyDtoHAsync_v1)
     E(cuMemcpyDtoHAsync, 3020)
     P(cuMemcpyDtoHAsync, 7000, cuMemcpyDtoHAsync_v2_ptsz)
+    E(cuMemcpyDtoH, 3020)
     E(cuMemsetD8Async, 3020)
     P(cuMemsetD8Async, 7000, cuMemsetD8Async_ptsz)
     E(cuMemPoolCreate, 11020)

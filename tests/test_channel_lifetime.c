@@ -9,7 +9,12 @@
  *       with CUC_E_FORKED naming both pids; the parent still reads the
  *       bytes, the exporter's channel still works, and the parent's
  *       release ends the lease.
- *  13.10 a 0-byte datagram from a live peer: a protocol error, not a close. */
+ *  13.10 a 0-byte datagram from a live peer: a protocol error, not a close.
+ *  destroy after the peer's death: the exporter destroys its channel once
+ *  the importer (which imported nothing) has exited; the destroy ends the
+ *  leases then and there: the deferred frees have run and the socket is
+ *  closed when it returns, with no lease wait, pump or receive after it,
+ *  and nothing lingers. */
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -113,6 +118,51 @@ static void test_close_then_import(int n)
     for (int i = 0; i < 100 && cuc__linger_count(); i++)
         cuc__linger_pump(50);
     CHECK(cuc__linger_count() == 0);
+    cuc_pool_unref(p);
+}
+
+/* ---- destroy after the peer's death ---- */
+
+static int child_taker(void)
+{
+    cuc_channel *ch = ct_child_channel();
+    cuc_msg *m = ct_recv(ch);
+
+    cuc_msg_destroy(m); /* imports nothing: the exporter's leases stay */
+    cuc_channel_destroy(ch);
+    return test_finish();
+}
+
+static void test_destroy_after_death(void)
+{
+    cuc_pool *p = pt_new_pool(devs[0], CUC_POOL_DEVICE, CUC_POOL_IPC);
+    cuc_buffer *bufs[2];
+    cuc_channel *ch;
+    cuc_msg *m;
+    size_t n = 0;
+    pid_t pid;
+    int fds;
+
+    ch = start("taker", NULL, &pid);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_pool(m, p));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(cuc_buffer_alloc_async(p, 4096, NULL, &bufs[i]));
+        CHECK_OK(cuc_msg_add_buffer(m, bufs[i]));
+    }
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(cuc_buffer_unref_async(bufs[i], NULL)); /* deferred */
+    CHECK(wait_child(pid) == 0); /* the peer is gone; nothing read its close yet */
+    CHECK_OK(cuc_pool_lease_count(p, &n));
+    CHECK(n == 2 && pt_used(p) > 0);
+    fds = test_fd_count();
+    cuc_channel_destroy(ch);
+    CHECK(test_fd_count() == fds - 1); /* its socket */
+    CHECK(cuc__linger_count() == 0);
+    CHECK_OK(cuc_pool_lease_count(p, &n));
+    CHECK(n == 0 && pt_used(p) == 0); /* the deferred frees ran */
     cuc_pool_unref(p);
 }
 
@@ -264,6 +314,8 @@ int main(int argc, char **argv)
             return child_late_importer(argc - 3, argv + 3);
         if (!strcmp(argv[2], "exporter"))
             return child_exporter(argc - 3, argv + 3);
+        if (!strcmp(argv[2], "taker"))
+            return child_taker();
         return 2;
     }
     unsetenv("CUDA_VISIBLE_DEVICES");
@@ -272,6 +324,8 @@ int main(int argc, char **argv)
     test_empty_datagram();
     test_close_then_import(1);
     test_close_then_import(20);
+    FD_CHECK_NO_LEAK();
+    test_destroy_after_death();
     FD_CHECK_NO_LEAK();
     test_fork_importer();
     FD_CHECK_NO_LEAK();

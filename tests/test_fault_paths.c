@@ -251,9 +251,11 @@ static void test_importer_free_fails(cuc_device *d)
     CHECK(n == 2); /* no release for memory that may still be in use */
     for (int i = 0; i < 2; i++)
         CHECK_OK(cuc_buffer_unref_async(buf[i], NULL)); /* deferred */
-    cuc_channel_destroy(a); /* lingers: the child still holds the leases */
+    /* lingers while the child holds the leases; its death ends them, in
+     * the destroy if it came first, else in the wait */
+    cuc_channel_destroy(a);
     CHECK(wait_child(pid) == 0);
-    CHECK_OK(cuc_pool_lease_wait(pool, NULL, 0, 10000)); /* its death ends them */
+    CHECK_OK(cuc_pool_lease_wait(pool, NULL, 0, 10000));
     CHECK_OK(cuc_pool_lease_count(pool, &n));
     CHECK(n == 0);
     CHECK(pt_used(pool) == 0);

@@ -294,8 +294,9 @@ static void exporter_drop(struct objs *o, cuc_channel *ch, int clean)
         note(cuc_pool_lease_wait(o->pool, ch, 0, TIMEOUT_MS));
     if (o->vmm && clean)
         note(cuc_vmm_lease_wait(o->vmm, ch, 0, TIMEOUT_MS));
-    /* A destroyed channel keeps its leases (channel.h): its link lingers
-     * until the importer releases them or goes, read by the NULL wait. */
+    /* A destroyed channel keeps the leases of a live importer (channel.h):
+     * its link lingers until the importer releases them or goes, read by
+     * the NULL wait (an importer gone already ended them at the destroy). */
     cuc_channel_destroy(ch);
     if (o->pool)
         note(cuc_pool_lease_wait(o->pool, NULL, 0, TIMEOUT_MS));

@@ -20,6 +20,7 @@
  * Runs as well on a real GPU as on the simulator. */
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include "pool_test.h"
 #include "memory/buffer.h"
@@ -85,8 +86,19 @@ static cuc_pool *get_checked_pool(const cuc_msg *m, size_t i, const char *uuid, 
     return p;
 }
 
+/* Waits (up to 30 s) until path exists. */
+static void wait_file(const char *path)
+{
+    struct stat st;
+
+    for (int i = 0; i < 6000 && stat(path, &st) != 0; i++)
+        usleep(5000);
+    CHECK(stat(path, &st) == 0);
+}
+
 /* ---- reversed: child ----
- * args: kind npools, then per pool: UUID, child ordinal, pool id hex. */
+ * args: kind npools, then per pool: UUID, child ordinal, pool id hex; then
+ * the path of the file the parent makes once it may see this child go. */
 static int child_reversed(int argc, char **argv)
 {
     cuc_channel *ch = ct_child_channel();
@@ -95,7 +107,7 @@ static int child_reversed(int argc, char **argv)
     cuc_buffer *bufs[MAXP][NBUF], *again;
     cuc_msg *m, *ack;
 
-    CHECK(argc == 2 + 3 * np && np <= MAXP);
+    CHECK(argc == 3 + 3 * np && np <= MAXP);
     /* 1: a buffer before its pool */
     m = ct_recv(ch);
     rc = cuc_msg_get_buffer(m, 0, &again);
@@ -145,8 +157,10 @@ static int child_reversed(int argc, char **argv)
     }
     cuc_msg_destroy(m);
     ct_send_empty(ch);
-    ct_wait_empty(ch); /* the parent is done; its close would not come first:
-                     * a lease of ours it holds keeps its end open */
+    /* the parent destroys its end while we live and hold a lease (it
+     * lingers; our exit would end the lease at its destroy), then says
+     * so: a message could not come, the channel being destroyed */
+    wait_file(argv[2 + 3 * np]);
     cuc_channel_destroy(ch);
     return 0;
 }
@@ -154,11 +168,11 @@ static int child_reversed(int argc, char **argv)
 static void test_reversed(int kind)
 {
     char env[512], uuids[MAXP][CUC_UUID_STRLEN], ords[MAXP][16], hexes[MAXP][33], kbuf[16],
-        nbuf[16];
-    const char *args[2 + 3 * MAXP + 1];
+        nbuf[16], mark[256];
+    const char *args[3 + 3 * MAXP + 1];
     cuc_pool *pools[MAXP];
     cuc_buffer *bufs[MAXP][NBUF];
-    int np = n_dev < MAXP ? n_dev : MAXP, na = 0;
+    int np = n_dev < MAXP ? n_dev : MAXP, na = 0, fd;
     cuc_channel *ch;
     cuc_msg *m;
     pid_t pid;
@@ -181,6 +195,9 @@ static void test_reversed(int kind)
             pt_fill(bufs[i][j], seed_of(1, i, j)); /* synchronous: complete when sent */
         }
     }
+    snprintf(mark, sizeof(mark), "/tmp/cuc-reversed-%ld-%d", (long)getpid(), kind);
+    unlink(mark);
+    args[na++] = mark;
     args[na] = NULL;
     ch = ct_start("reversed", args, env, &pid);
     /* 1: buffer 0 of pool 0 alone */
@@ -223,10 +240,13 @@ static void test_reversed(int kind)
         CHECK_OK(cuc_pool_lease_wait(pools[i], ch, i == 0 ? 1 : 0, RECV_MS));
         CHECK(pt_used(pools[i]) == (i == 0 ? sizes[0] : 0));
     }
-    ct_send_empty(ch);
-    cuc_channel_destroy(ch); /* the link lingers: a lease is held */
+    cuc_channel_destroy(ch); /* the link lingers: a lease is held, the child lives */
     CHECK(pool_leases(pools[0]) == 1);
+    fd = open(mark, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    close(fd);
     CHECK(wait_child(pid) == 0);
+    unlink(mark);
     CHECK_OK(cuc_pool_lease_wait(pools[0], NULL, 0, RECV_MS)); /* saw it exit */
     CHECK(pool_leases(pools[0]) == 0 && pt_used(pools[0]) == 0);
     for (int i = 0; i < np; i++)

@@ -23,10 +23,11 @@
  * sends the object on; the importer ends it by sending a release
  * (cuc_channel_release(), or implicitly when it frees the imported object).
  * A lease also ends when the exporter's channel sees the peer close or die;
- * it does NOT end when the exporter destroys its channel (see
- * cuc_channel_destroy: the link lingers). Each lease's end callback runs
- * exactly once, on the thread that noticed: inside cuc_channel_recv(),
- * cuc_channel_pump() or a lease wait. An exporter that only sends must
+ * it does NOT end when the exporter destroys its channel while the peer
+ * lives (see cuc_channel_destroy: the link lingers). Each lease's end
+ * callback runs exactly once, on the thread that noticed: inside
+ * cuc_channel_recv(), cuc_channel_pump(), a lease wait or
+ * cuc_channel_destroy(). An exporter that only sends must
  * call cuc_channel_pump() or cuc_channel_lease_wait() now and then, or it
  * will not notice releases.
  *
@@ -85,7 +86,8 @@ CUC_API int cuc_channel_pair(cuc_channel **a, cuc_channel **b);
 /* A channel over fd, a connected AF_UNIX SOCK_SEQPACKET socket (one end of
  * a cuc_channel_pair() that a child inherited, for instance). Takes
  * ownership of fd in every case: it is closed on failure. The fd is made
- * close-on-exec. CUC_E_INVALID if fd is not such a socket. */
+ * close-on-exec. CUC_E_INVALID if fd is not such a socket. The peer's
+ * uid is not checked: the caller chose the socket. */
 CUC_API int cuc_channel_from_fd(int fd, cuc_channel **ch);
 
 /* The channel's socket, still owned by the channel (or CUC_E_INVALID for
@@ -99,16 +101,21 @@ CUC_API int cuc_channel_from_fd(int fd, cuc_channel **ch);
 CUC_API int cuc_channel_fd(const cuc_channel *ch);
 
 /* Frees the channel and its queued messages (and their fds). Ends no
- * lease: the peer may still import what it received, or has yet to
- * receive, so the end of the link that the leases need stays open after
- * the handle is gone, and closes by itself:
- *  - exporter: while leases granted on the channel are held, the link
- *    lingers; the process reads it in cuc_buffer_lease_wait(),
- *    cuc_pool_lease_wait(), cuc_vmm_lease_wait() (pass a NULL channel)
- *    and in its other channels' recv and pump, ends leases as the
- *    releases arrive (or all of them when the peer closes or dies), drops
- *    any other message, and closes the socket once no lease is held. To
- *    wait for the frees after destroying the channel:
+ * lease of a live peer: it may still import what it received, or has yet
+ * to receive, so the end of the link that the leases need stays open
+ * after the handle is gone, and closes by itself:
+ *  - exporter: while leases granted on the channel are held, the destroy
+ *    first reads what has arrived: releases end their leases, and if the
+ *    peer has closed or died, all of them end there and then (their
+ *    objects' deferred frees run inside the destroy) and the socket is
+ *    closed (unless imports from the peer hold it: below). Leases left
+ *    make the link linger; the process reads it in
+ *    cuc_buffer_lease_wait(), cuc_pool_lease_wait(), cuc_vmm_lease_wait()
+ *    (with a NULL channel, or any) and in its channels' recv and pump,
+ *    ends leases as the releases arrive (or all of them when the peer
+ *    closes or dies), drops any other message, and closes the socket
+ *    once no lease is held. To wait for the frees after destroying the
+ *    channel:
  *        cuc_pool_lease_wait(pool, NULL, 0, timeout_ms);
  *  - importer: while messages received from it or objects imported from
  *    them live, the socket stays open so that their releases still reach
@@ -127,9 +134,14 @@ CUC_API void cuc_channel_destroy(cuc_channel *ch);
 CUC_API int cuc_channel_listen(const char *path, cuc_listener **l);
 
 /* Waits up to timeout_ms for a peer and returns its channel. A peer whose
- * uid (SO_PEERCRED) is not this process's effective uid is disconnected
- * without a word sent to it and the call fails with CUC_E_PERMISSION
- * (the message gives its pid and uid; nothing is logged). CUC_E_TIMEOUT if
+ * uid (SO_PEERCRED) is not this process's effective uid, or is the
+ * overflow uid (/proc/sys/kernel/overflowuid, 65534 by default: what any
+ * uid without a mapping in this process's user namespace reads as, root
+ * outside included, and what this process's own reads as in a namespace
+ * without a uid map; a peer that really runs as that uid is refused too),
+ * is disconnected without a word sent to it and the call fails with
+ * CUC_E_PERMISSION (the message gives its pid and uid, and says which of
+ * the two; nothing is logged). CUC_E_TIMEOUT if
  * no peer came. CUC_E_FORKED in a child that inherited the listener
  * through fork: its peers are the parent's. */
 CUC_API int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch);
@@ -150,7 +162,8 @@ CUC_API void cuc_listener_destroy(cuc_listener *l);
 /* Connects to a listener at path. While nothing listens there yet (no
  * socket, or a stale one), retries until timeout_ms has passed: then
  * CUC_E_TIMEOUT, or with timeout_ms 0 CUC_E_NOT_FOUND. A listener run by
- * another uid is refused with CUC_E_PERMISSION. */
+ * another uid, or whose uid reads as the overflow uid, is refused with
+ * CUC_E_PERMISSION (as cuc_listener_accept refuses a peer). */
 CUC_API int cuc_channel_connect(const char *path, int timeout_ms, cuc_channel **ch);
 
 /* Sends the message and its fds; the message is unchanged (its fds are
@@ -201,12 +214,16 @@ CUC_API int cuc_channel_release(cuc_channel *ch, const uint64_t *lease_ids, size
  * when a receive, pump or lease wait processes releases. */
 CUC_API int cuc_channel_lease_count(cuc_channel *ch, size_t *n);
 
-/* Exporter side: how many messages sent on the channel the peer refused
- * (dropped unread because it had no room for their fds; its receive gave
- * CUC_E_LIMIT). Each refusal ends the leases of that message, as a release
- * would: the objects' deferred frees run. Counts what a receive, pump or
- * lease wait has processed so far (as cuc_channel_lease_count); compare
- * before and after to learn that a message was refused. */
+/* Exporter side: how many messages with leases (buffers, VMM resources)
+ * sent on the channel the peer refused (dropped unread because it had no
+ * room for their fds; its receive gave CUC_E_LIMIT). Each refusal ends the
+ * leases of that message, as a release would: the objects' deferred frees
+ * run. A refusal is believed, and counted, once, and only while the
+ * message's leases are held: a message without leases, or a refusal
+ * repeated or naming a message never sent, ends and counts nothing
+ * (docs/wire-format.md, "refused"). Counts what a receive, pump or lease
+ * wait has processed so far (as cuc_channel_lease_count); compare before
+ * and after to learn that such a message was refused. */
 CUC_API int cuc_channel_refused_count(cuc_channel *ch, uint64_t *n);
 
 /* Pumps (as cuc_channel_pump()) until at most max_left leases remain, or

@@ -27,9 +27,10 @@
  * message holding it starts one lease, which ends when the receiver frees
  * its last reference (cucore sends the release then), or when its end of
  * the channel closes (it destroyed the channel and holds nothing from it
- * any more, or it died). The sender destroying its channel ends no lease:
- * the peer may import what is in flight after that, and no import ever
- * hands out memory whose lease has ended. The
+ * any more, or it died). The sender destroying its channel ends no lease
+ * of a live peer: the peer may import what is in flight after that, and
+ * no import ever hands out memory whose lease has ended (a peer that has
+ * gone already has its leases ended by the destroy). The
  * sender's last cuc_buffer_unref_async() of a buffer with leases
  * outstanding returns at once and defers the driver's free until the last
  * lease ends; it then
@@ -248,8 +249,11 @@ CUC_API int cuc_buffer_lease_count(const cuc_buffer *buf, size_t *n);
  * passed (-1: forever; CUC_E_TIMEOUT names how many are left). With ch,
  * pumps that channel while waiting (cuc_channel_pump(): messages other
  * than releases are queued for cuc_channel_recv(); a full queue is
- * CUC_E_BUSY); with ch NULL, waits for other threads to process the
- * channels. The caller must hold a reference to buf. */
+ * CUC_E_BUSY); with ch NULL (and once ch's peer has gone) it pumps no
+ * live channel: it reads the links of channels this process destroyed
+ * while their leases were held (cuc_channel_destroy) and counts the ends
+ * that other threads' receives, pumps and lease waits notice on the live
+ * ones. The caller must hold a reference to buf. */
 CUC_API int cuc_buffer_lease_wait(cuc_buffer *buf, cuc_channel *ch, size_t max_left,
                                   int timeout_ms);
 

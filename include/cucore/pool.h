@@ -162,8 +162,11 @@ CUC_API int cuc_pool_lease_count(const cuc_pool *pool, size_t *n);
  * timeout_ms has passed (-1: forever; CUC_E_TIMEOUT names how many are
  * left). With ch, pumps that channel while waiting (cuc_channel_pump():
  * messages other than releases are queued for cuc_channel_recv(); a full
- * queue is CUC_E_BUSY); with ch NULL, waits for other threads to process
- * the channels. Deferred frees whose last lease ended have run when it
+ * queue is CUC_E_BUSY); with ch NULL (and once ch's peer has gone) it
+ * pumps no live channel: it reads the links of channels this process
+ * destroyed while their leases were held (cuc_channel_destroy) and counts
+ * the ends that other threads' receives, pumps and lease waits notice on
+ * the live ones. Deferred frees whose last lease ended have run when it
  * returns 0. A deferred free that failed where no caller could be told (it
  * ran in a lease end, inside another call) is reported here, once:
  * CUC_E_DRIVER with how many failed, the bytes left allocated (leaked

@@ -151,8 +151,11 @@ CUC_API int cuc_vmm_lease_count(const cuc_vmm *vmm, size_t *n);
  * passed (CUC_E_TIMEOUT, naming how many are left). With ch, pumps that
  * channel while waiting (cuc_channel_pump(): messages other than releases
  * are queued for cuc_channel_recv(), and a full queue is CUC_E_BUSY);
- * with ch NULL, waits for other threads to process the channels. The
- * caller must hold a reference to vmm. */
+ * with ch NULL (and once ch's peer has gone) it pumps no live channel: it
+ * reads the links of channels this process destroyed while their leases
+ * were held (cuc_channel_destroy) and counts the ends that other threads'
+ * receives, pumps and lease waits notice on the live ones. The caller
+ * must hold a reference to vmm. */
 CUC_API int cuc_vmm_lease_wait(cuc_vmm *vmm, cuc_channel *ch, size_t max_left,
                                int timeout_ms);
 

@@ -1,5 +1,8 @@
 /* cucore.Channel and cucore.Listener: explicit channels, for programs that
  * want them (pickle needs none). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cucore_py.h"
@@ -102,16 +105,30 @@ static PyObject *ch_connect(PyObject *cls, PyObject *args, PyObject *kw)
     return rc ? py_raise(rc) : channel_wrap(ch);
 }
 
+/* The caller's fd becomes the channel's only when the call succeeds:
+ * cuc_channel_from_fd takes (and on failure closes) a duplicate, and the
+ * caller's fd is closed once the channel is made, so a failure leaves it
+ * open and the caller's (Channel.from_fd(0) on a terminal closed stdin).
+ * The channel's fileno() is then the duplicate's number. */
 static PyObject *ch_from_fd(PyObject *cls, PyObject *arg)
 {
+    PyObject *o;
     cuc_channel *ch;
-    int fd, rc;
+    int fd, dup_fd, rc;
 
     (void)cls;
     if (wire_fd_arg(arg, &fd))
         return NULL;
-    rc = cuc_channel_from_fd(fd, &ch);
-    return rc ? py_raise(rc) : channel_wrap(ch);
+    dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0)
+        return py_raise_fmt(CUC_E_INVALID, "Channel.from_fd(%d): %s", fd, strerror(errno));
+    rc = cuc_channel_from_fd(dup_fd, &ch);
+    if (rc)
+        return py_raise(rc);
+    o = channel_wrap(ch); /* on failure it destroys ch: fd stays the caller's */
+    if (o)
+        close(fd);
+    return o;
 }
 
 #define CH(o) (((PyChannel *)(o))->ch)
@@ -253,7 +270,8 @@ static PyMethodDef ch_methods[] = {
     {"pair", ch_pair, METH_NOARGS | METH_CLASS, "two connected channels"},
     {"connect", (PyCFunction)(void (*)(void))ch_connect,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS, "connect(path, timeout=None)"},
-    {"from_fd", ch_from_fd, METH_O | METH_CLASS, "a channel over an inherited socket"},
+    {"from_fd", ch_from_fd, METH_O | METH_CLASS,
+     "a channel over an inherited socket; fd is taken (closed) only on success"},
     {"send", ch_send, METH_VARARGS, "send(*objects): one message"},
     {"recv", (PyCFunction)(void (*)(void))ch_recv, METH_VARARGS | METH_KEYWORDS,
      "recv(timeout=None) -> tuple of the message's objects"},

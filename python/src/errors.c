@@ -1,6 +1,7 @@
 /* Status codes as Python exceptions (the classes live in cucore._errors,
  * where Python is the better tool for a class hierarchy). */
 #include <stdarg.h>
+#include <string.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -34,13 +35,17 @@ static PyObject *class_of(const char *code)
     return cls ? cls : PyObject_GetAttrString(errors_mod, "Error");
 }
 
+/* Raises cls(code, text). The text may quote bytes a peer sent (a kernel's
+ * name) that are not UTF-8: they show as \\xNN escapes, never as a
+ * UnicodeDecodeError in place of the error. */
 static PyObject *raise_with(PyObject *cls, const char *code, const char *text)
 {
-    PyObject *exc;
+    PyObject *exc, *msg;
 
     if (!cls)
         return NULL;
-    exc = PyObject_CallFunction(cls, "ss", code, text);
+    msg = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "backslashreplace");
+    exc = msg ? PyObject_CallFunction(cls, "sN", code, msg) : NULL;
     Py_DECREF(cls);
     if (exc) {
         PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);

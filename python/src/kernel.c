@@ -97,10 +97,27 @@ static void kernel_dealloc(PyObject *self)
 
 #define K(o) (((PyKernel *)(o))->k)
 
+/* The name as str; one that is not UTF-8 (a cubin's symbol, from a peer)
+ * is cucore.Error (CUC_E_BADMSG) naming its bytes. */
 static PyObject *get_name(PyObject *self, void *c)
 {
+    const char *name = cuc_kernel_name(K(self));
+    size_t n = strlen(name);
+    PyObject *s = PyUnicode_DecodeUTF8(name, (Py_ssize_t)n, NULL);
+    char esc[4 * 64 + 4];
+    size_t i, k = 0;
+
     (void)c;
-    return PyUnicode_FromString(cuc_kernel_name(K(self)));
+    if (s || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return s;
+    PyErr_Clear();
+    for (i = 0; i < n && i < 64; i++) {
+        unsigned char b = (unsigned char)name[i];
+        k += (size_t)snprintf(esc + k, sizeof(esc) - k, b >= 0x20 && b < 0x7f && b != '\\'
+                                                            ? "%c" : "\\x%02x", b);
+    }
+    return py_raise_fmt(CUC_E_BADMSG, "the kernel's name is not UTF-8: \"%s%s\" (%zu "
+                        "bytes)", esc, n > 64 ? "..." : "", n);
 }
 
 static PyObject *get_kind(PyObject *self, void *c)

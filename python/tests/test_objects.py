@@ -693,3 +693,83 @@ def test_cai_and_dlpack_name_the_allocation_stream():
     with pytest.raises(BufferError, match="shared, not copied"):
         buf.__dlpack__(dl_device=(1, 0))  # kDLCPU
     buf.close()
+
+
+def test_from_fd_takes_the_fd_only_on_success():
+    """Channel.from_fd(fd) that fails leaves the caller's fd open (it closed
+    it: from_fd(0) closed stdin); one that succeeds takes it over."""
+    import socket
+    import tempfile
+
+    from conftest import fd_count
+
+    with tempfile.TemporaryFile() as f:  # not a socket: refused
+        with pytest.raises(cucore.Error, match="not a socket"):
+            cucore.Channel.from_fd(f.fileno())
+        os.fstat(f.fileno())  # still open
+        f.write(b"still ours")
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    fa, fb = a.detach(), b.detach()
+    before = fd_count()
+    ca = cucore.Channel.from_fd(fa)
+    cb = cucore.Channel.from_fd(fb)
+    assert fd_count() == before  # taken over: the fds moved, none was added
+    ca.send(cucore.devices()[0])
+    assert cb.recv(timeout=5) == (cucore.devices()[0],)
+    ca.close()
+    cb.close()
+    assert fd_count() == before - 2
+
+
+def _cubin(name):
+    """An EM_CUDA ELF64 with one kernel, name (bytes), of no parameters."""
+    import struct
+
+    shstr = b"\0.shstrtab\0.strtab\0.symtab\0.text\0"
+    strtab = b"\0" + name + b"\0"
+    sym = bytes(24) + struct.pack("<IBBHQQ", 1, 0x12, 0x10, 4, 0, 16)  # GLOBAL FUNC, entry
+    body = bytearray(shstr + strtab)
+    body += bytes(-(64 + len(body)) % 8)
+    symoff = 64 + len(body)
+    body += sym
+    textoff = 64 + len(body)
+    body += bytes(16)
+    body += bytes(-(64 + len(body)) % 8)
+    shoff = 64 + len(body)
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0x41]) + bytes(8)
+    hdr = ident + struct.pack("<HHIQQQIHHHHHH", 2, 190, 1, 0, 0, shoff, 0, 64, 0, 0, 64, 5, 1)
+
+    def sh(name_off, typ, off, size, link=0, info=0, ent=0):
+        return struct.pack("<IIQQQQIIQQ", name_off, typ, 0, 0, off, size, link, info, 8, ent)
+
+    shdrs = (bytes(64) + sh(1, 3, 64, len(shstr)) + sh(11, 3, 64 + len(shstr), len(strtab))
+             + sh(19, 2, symoff, len(sym), link=2, info=1, ent=24) + sh(27, 1, textoff, 16))
+    return hdr + bytes(body) + shdrs
+
+
+def test_kernel_names_not_utf8_are_cucore_errors(simulated):
+    """A kernel name a peer sends need not be UTF-8 (a cubin's symbol is
+    any bytes): Kernel.name, and an error quoting the name, are
+    cucore.Error, not UnicodeDecodeError."""
+    import hashlib
+
+    if not simulated:
+        pytest.skip("a hand-made cubin loads on the simulator only")
+    k = cucore.Kernel(_cubin(b"cucname"), "cucname", kind="cubin")
+    assert k.name == "cucname"
+    load, (data,) = k.__reduce__()
+    bad = _cubin(b"cucnam\xff")
+    data = (data.replace(b"cucname", b"cucnam\xff")
+            .replace(hashlib.sha256(k.image).digest(), hashlib.sha256(bad).digest()))
+    kb = load(data)
+    assert kb.image == bad
+    with pytest.raises(cucore.Error) as e:
+        kb.name
+    assert e.value.code == "CUC_E_BADMSG" and "cucnam\\xff" in str(e.value)
+    # a name the image does not have: the error quotes it
+    kp = cucore.Kernel(PTX, "twice")
+    load, (data,) = kp.__reduce__()
+    at = data.index(b"twice\0")
+    with pytest.raises(cucore.Error) as e:
+        load(data[:at] + b"tw\xffce" + data[at + 5:])
+    assert "tw\\xffce" in str(e.value)

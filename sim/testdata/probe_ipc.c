@@ -1,8 +1,8 @@
 /* Conformance probe for what the simulator must copy next (issues 13 and
  * 15): legacy CUDA IPC memory (cuIpcGetMemHandle / cuIpcOpenMemHandle),
  * cuMemGetAddressRange and cuPointerGetAttribute(s) on every kind of
- * memory, and pool access, in the exporting process and in exec'd
- * children. One "key value" line per observation, so that the real
+ * memory, pool access, and one pool pointer imported twice (issue 31),
+ * in the exporting process and in exec'd children. One "key value" line per observation, so that the real
  * driver's answers can be diffed against the simulator's:
  *
  *   cc -std=c11 -D_GNU_SOURCE -I/usr/local/cuda/include -Itests -Isrc \
@@ -53,7 +53,8 @@
     X(cuIpcOpenMemHandle, 11000)     \
     X(cuIpcCloseMemHandle, 4010)     \
     X(cuPointerGetAttribute, 4000)   \
-    X(cuPointerGetAttributes, 7000)
+    X(cuPointerGetAttributes, 7000)  \
+    X(cuMemcpyDtoH, 3020)
 
 static struct {
 #define PI_MEMBER(name, ver) PFN_##name##_v##ver name;
@@ -954,13 +955,50 @@ static CUmemoryPool child_import_pool(const char *name, int fd)
     return r == CUDA_SUCCESS ? pool : NULL;
 }
 
-static void child_drop(const char *name, CUmemoryPool pool, const CUdeviceptr *p, int n)
+static void child_free(const char *name, const CUdeviceptr *p, int n)
 {
     for (int i = 0; i < n; i++)
         if (p[i])
             out("xpool.free.%s-%d %s\n", name, i, en(D.cuMemFreeAsync(p[i], NULL)));
     out("xpool.sync.%s %s\n", name, en(D.cuCtxSynchronize()));
+}
+
+static void child_destroy(const char *name, CUmemoryPool pool)
+{
     out("xpool.destroy.%s %s\n", name, en(D.cuMemPoolDestroy(pool)));
+}
+
+/* One pointer of pool imported twice (d as the exporter wrote it; with
+ * tail, the second import's byte 60, one the driver leaves unwritten,
+ * changed): whether the two pointers are equal, then the first freed and
+ * the second read (status, and whether byte 0 is FILL, the exporter's)
+ * and freed. Run after every other import of that pointer was freed. */
+static void child_import_twice(const char *name, CUmemoryPool pool,
+                               const CUmemPoolPtrExportData *d, int tail)
+{
+    CUmemPoolPtrExportData d1 = *d, d2 = *d;
+    CUdeviceptr p1 = SENT_PTR, p2 = SENT_PTR;
+    const char *how = tail ? "tail60" : "same";
+    unsigned char b = 0xee;
+    CUresult r1, r2, r;
+
+    if (tail)
+        d2.reserved[60] ^= 0x5a;
+    r1 = D.cuMemPoolImportPointer(&p1, pool, &d1);
+    r2 = D.cuMemPoolImportPointer(&p2, pool, &d2);
+    out("xpool.twice.%s.%s import1=%s import2=%s same-ptr=%d\n", name, how, en(r1), en(r2),
+        r1 == CUDA_SUCCESS && r2 == CUDA_SUCCESS && p1 == p2);
+    if (r1 == CUDA_SUCCESS) {
+        r = D.cuMemFreeAsync(p1, NULL);
+        out("xpool.twice.%s.%s.free1 %s sync=%s\n", name, how, en(r), en(D.cuCtxSynchronize()));
+    }
+    if (r2 != CUDA_SUCCESS)
+        return;
+    r = LC(cuMemcpyDtoH, &b, p2, 1);
+    out("xpool.twice.%s.%s.read2 %s exporter-bytes=%d\n", name, how, en(r),
+        r == CUDA_SUCCESS && b == FILL);
+    r = D.cuMemFreeAsync(p2, NULL);
+    out("xpool.twice.%s.%s.free2 %s sync=%s\n", name, how, en(r), en(D.cuCtxSynchronize()));
 }
 
 static int child_pools(void)
@@ -982,14 +1020,20 @@ static int child_pools(void)
         read_bytes("xpool.pool-small.bytes", a[1], 0);
         if (a[1])
             out("xpool.ipcget-imported %s\n", en(LC(cuIpcGetMemHandle, &ih, a[1])));
-        child_drop("device", dp, a, 2);
+        child_free("device", a, 2);
+        child_import_twice("device", dp, &c.d[1], 0);
+        child_import_twice("device", dp, &c.d[1], 1);
+        child_destroy("device", dp);
     }
     if (n >= 2 && (hp = child_import_pool("hostnuma0", fds[1]))) {
         access_dev0_steps("xaccess.hostpool", hp);
         access_other_locations("xaccess.hostpool", hp);
         h = child_import_ptr("hostpool", hp, &c.d[2], c.size[2]);
         read_bytes("xpool.hostpool.bytes", h, 0);
-        child_drop("hostnuma0", hp, &h, 1);
+        child_free("hostnuma0", &h, 1);
+        child_import_twice("hostnuma0", hp, &c.d[2], 0);
+        child_import_twice("hostnuma0", hp, &c.d[2], 1);
+        child_destroy("hostnuma0", hp);
     }
     for (int i = 0; i < n; i++)
         close(fds[i]);

@@ -3,7 +3,10 @@
  * offers a gauge (its count, the lock guarding it, the condition its lease
  * ends broadcast); the wait pumps the caller's channel in short slices, so
  * that ends noticed by other threads (on other channels) count too, or,
- * without a channel, sleeps on the gauge's condition. */
+ * without a channel (or once its peer has gone), reads the lingering links
+ * of destroyed channels in such slices and, while another thread reads
+ * them or none lingers, sleeps on the gauge's condition: it pumps no live
+ * channel (the headers' contract: pool.h, memory.h, vmm.h). */
 #include "channel/channel.h"
 #include "base/error.h"
 #include "memory/buffer.h"

@@ -1,5 +1,5 @@
-/* Channels by filesystem path: listen, accept (same-uid peers only),
- * connect. */
+/* Channels by filesystem path: listen, accept and connect (same-uid
+ * peers only, checked in one place: check_peer). */
 #include "channel/channel.h"
 #include "base/error.h"
 #include "os/clock.h"
@@ -124,11 +124,42 @@ free_l:
     return rc;
 }
 
+/* 0 if the peer of fd, a connected socket to or from path, may talk to
+ * this process: its uid (SO_PEERCRED) is this process's effective uid,
+ * and not the overflow uid. A uid that has no mapping in this process's
+ * user namespace reads as the overflow uid, whoever it is outside (root
+ * included), and in a namespace without a uid map so does this process's
+ * own: that uid names nobody for sure, and matches nothing. accepting:
+ * this process is the listener. Otherwise CUC_E_PERMISSION, fd closed. */
+static int check_peer(int fd, const char *path, int accepting)
+{
+    uid_t self = geteuid(), over = cuc__overflow_uid(), uid;
+    const char *who = accepting ? "a peer that connected to" : "the listener at";
+    pid_t pid;
+    int rc = cuc__sock_peer(fd, &pid, &uid);
+
+    if (!rc && uid == over)
+        rc = cuc__seterr(CUC_E_PERMISSION, "%s \"%s\" (pid %ld) has uid %lu here, the "
+                         "overflow uid (/proc/sys/kernel/overflowuid): it runs in another "
+                         "user namespace without a uid map for it (or this process does: "
+                         "its own uid reads %lu), so who it is cannot be told: refused",
+                         who, path, (long)pid, (unsigned long)uid, (unsigned long)self);
+    else if (!rc && uid != self && accepting)
+        rc = cuc__seterr(CUC_E_PERMISSION, "a peer (pid %ld, uid %lu) connected to "
+                         "\"%s\", but only uid %lu may: it was disconnected",
+                         (long)pid, (unsigned long)uid, path, (unsigned long)self);
+    else if (!rc && uid != self)
+        rc = cuc__seterr(CUC_E_PERMISSION, "the listener at \"%s\" runs as uid %lu "
+                         "(pid %ld), not as this process's uid %lu: refused", path,
+                         (unsigned long)uid, (long)pid, (unsigned long)self);
+    if (rc)
+        close(fd);
+    return rc;
+}
+
 int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch)
 {
     int64_t deadline = cuc__deadline(timeout_ms);
-    pid_t pid;
-    uid_t uid;
     int fd, rc;
 
     if (!l || !ch || timeout_ms < -1)
@@ -151,19 +182,8 @@ int cuc_listener_accept(cuc_listener *l, int timeout_ms, cuc_channel **ch)
         if (rc)
             return rc;
     }
-    rc = cuc__sock_peer(fd, &pid, &uid);
-    if (rc) {
-        close(fd);
-        return rc;
-    }
-    if (uid != geteuid()) {
-        close(fd);
-        return cuc__seterr(CUC_E_PERMISSION, "a peer (pid %ld, uid %lu) connected to "
-                           "\"%s\", but only uid %lu may: it was disconnected",
-                           (long)pid, (unsigned long)uid, l->path,
-                           (unsigned long)geteuid());
-    }
-    return cuc__channel_wrap(fd, ch);
+    rc = check_peer(fd, l->path, 1);
+    return rc ? rc : cuc__channel_wrap(fd, ch);
 }
 
 int cuc_listener_fd(const cuc_listener *l)
@@ -224,8 +244,6 @@ int cuc_channel_connect(const char *path, int timeout_ms, cuc_channel **ch)
 {
     int64_t deadline = cuc__deadline(timeout_ms);
     struct sockaddr_un a;
-    pid_t pid;
-    uid_t uid;
     int fd = -1, err, rc;
 
     if (!ch || timeout_ms < -1)
@@ -246,17 +264,11 @@ int cuc_channel_connect(const char *path, int timeout_ms, cuc_channel **ch)
         cuc__nap(10, deadline);
     }
     /* the channel blocks on send; receives use MSG_DONTWAIT */
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0 ||
-        (rc = cuc__sock_peer(fd, &pid, &uid)) != 0) {
-        rc = rc ? rc : cuc__errno_err(errno, "fcntl on the socket to \"%s\"", path);
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+        rc = cuc__errno_err(errno, "fcntl on the socket to \"%s\"", path);
         close(fd);
         return rc;
     }
-    if (uid != geteuid()) {
-        close(fd);
-        return cuc__seterr(CUC_E_PERMISSION, "the listener at \"%s\" runs as uid %lu "
-                           "(pid %ld), not as this process's uid %lu: refused", path,
-                           (unsigned long)uid, (long)pid, (unsigned long)geteuid());
-    }
-    return cuc__channel_wrap(fd, ch);
+    rc = check_peer(fd, path, 0);
+    return rc ? rc : cuc__channel_wrap(fd, ch);
 }

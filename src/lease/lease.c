@@ -1,5 +1,6 @@
-/* The lease table: granted leases by message (base/htab.h), their ends,
- * and the release messages an importer sends. */
+/* The lease table: granted leases by message (base/htab.h), and by the
+ * first frame of a sent message, which a refusal names; their ends, and
+ * the release messages an importer sends. */
 #include "lease/lease.h"
 #include "base/error.h"
 #include "os/clock.h"
@@ -19,11 +20,12 @@ struct lease {
 };
 struct grant {
     struct cuc__hnode node; /* in by_block while held > 0 */
+    struct cuc__hnode by_seq; /* in by_seq while in_seq */
     uint64_t block;
     /* one for the table while held > 0, one for the sender while it uses
      * the grant, one for each walk that ends its leases unlocked */
     size_t refs;
-    int sent;     /* seq is known: the message's frames went out */
+    int in_seq;   /* findable by seq: its frames went out, held, not refused */
     uint32_t seq; /* its first frame's sequence number (a refusal names it) */
     uint32_t n, held;
     uint64_t *bits;   /* bit i: lease i held */
@@ -75,6 +77,44 @@ static struct grant *find_locked(struct cuc__leases *l, uint64_t block)
     return n ? of_node(n) : NULL;
 }
 
+/* ---- the grants of sent messages by their first frame's sequence
+ * number (what a refused record names): one lookup a record ---- */
+
+static struct grant *of_seq_node(const struct cuc__hnode *n)
+{
+    return CUC_CONTAINER_OF(n, struct grant, by_seq);
+}
+
+static int same_seq(const struct cuc__hnode *n, const void *key)
+{
+    return of_seq_node(n)->seq == *(const uint32_t *)key;
+}
+
+/* g, whose frames are going out, made findable by seq (l->lock held)
+ * while it is in the table. Out of memory it is not: a refusal of its
+ * message then ends nothing, and its leases end with the channel. */
+static void seq_index_locked(struct cuc__leases *l, struct grant *g)
+{
+    if (!g->held)
+        return; /* its leases ended already */
+    g->by_seq.hash = cuc__hash_u64(g->seq);
+    g->in_seq = cuc__htab_insert(&l->by_seq, &g->by_seq) == 0;
+}
+
+static void seq_forget_locked(struct cuc__leases *l, struct grant *g)
+{
+    if (g->in_seq)
+        cuc__htab_remove(&l->by_seq, &g->by_seq);
+    g->in_seq = 0;
+}
+
+static struct grant *find_seq_locked(struct cuc__leases *l, uint32_t seq)
+{
+    struct cuc__hnode *n = cuc__htab_find(&l->by_seq, cuc__hash_u64(seq), same_seq, &seq);
+
+    return n ? of_seq_node(n) : NULL;
+}
+
 struct cuc__kept {
     void *obj;
     void (*drop)(void *obj);
@@ -99,6 +139,7 @@ static void leases_free(struct cuc__ref *r)
      * walk of the child's holds one then). */
     cuc__htab_each(&l->by_block, free_grant, NULL);
     cuc__htab_free(&l->by_block);
+    cuc__htab_free(&l->by_seq);
     cuc__link_unref(l->link);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->cond);
@@ -195,6 +236,7 @@ static int take_entry_locked(struct cuc__leases *l, struct grant *g, uint32_t i,
     if (--g->held)
         return 0;
     cuc__htab_remove(&l->by_block, &g->node);
+    seq_forget_locked(l, g);
     x->last = 1;
     return 1;
 }
@@ -238,8 +280,8 @@ static struct grant *grant_new(uint64_t block, size_t n)
     g = malloc(sizeof(*g) + n * sizeof(g->e[0]) + 2 * words * sizeof(uint64_t));
     if (!g)
         return NULL;
-    *g = (struct grant){{NULL, cuc__hash_u64(block)}, block, 1, 0, 0, (uint32_t)n, 0,
-                        NULL, NULL, NULL};
+    *g = (struct grant){.node = {NULL, cuc__hash_u64(block)}, .block = block, .refs = 1,
+                        .n = (uint32_t)n};
     g->bits = (uint64_t *)(g->e + n);
     g->ending = g->bits + words;
     return g;
@@ -461,8 +503,9 @@ static void stamp_seq(void *arg, uint32_t seq)
     const struct stamp *st = arg;
 
     pthread_mutex_lock(&st->l->lock);
-    st->g->sent = 1;
+    seq_forget_locked(st->l, st->g); /* sent again (a fetch answered twice): the last names it */
     st->g->seq = seq;
+    seq_index_locked(st->l, st->g);
     pthread_mutex_unlock(&st->l->lock);
 }
 
@@ -497,36 +540,25 @@ int cuc__leases_send_stamped(struct cuc__leases *l, const cuc_msg *m, uint64_t b
     return rc;
 }
 
-struct by_seq {
-    uint32_t seq;
-    struct grant *g; /* the grant of the message that began at seq, or NULL */
-};
-
-static void find_seq(struct cuc__hnode *h, void *arg)
-{
-    struct by_seq *b = arg;
-    struct grant *g = of_node(h);
-
-    if (!b->g && g->sent && g->seq == b->seq)
-        b->g = g;
-}
-
 /* The peer refused the message whose first frame was seq: its leases end
- * (nothing of it was kept). */
+ * (nothing of it was kept) and it is counted, once: it leaves the index
+ * now. A seq that names no held grant ends and counts nothing. */
 static void refused_seq(struct cuc__leases *l, uint32_t seq)
 {
-    struct by_seq b = {seq, NULL};
+    struct grant *g;
 
     pthread_mutex_lock(&l->lock);
-    cuc__htab_each(&l->by_block, find_seq, &b);
-    l->refused++;
-    if (b.g)
-        b.g->refs++; /* this walk's */
+    g = find_seq_locked(l, seq);
+    if (g) {
+        seq_forget_locked(l, g);
+        l->refused++;
+        g->refs++; /* this end's */
+    }
     pthread_mutex_unlock(&l->lock);
-    if (!b.g)
+    if (!g)
         return;
-    end_held(l, b.g, CUC__LEASE_REFUSED);
-    grant_done(l, b.g);
+    end_held(l, g, CUC__LEASE_REFUSED);
+    grant_done(l, g);
 }
 
 int cuc__leases_take_release(struct cuc__leases *l, cuc_msg *m)
@@ -592,7 +624,7 @@ int cuc__leases_move(struct cuc__leases *from, struct cuc__leases *to, uint64_t 
         if (rc) /* out of memory growing to's table: it stays where it was */
             (void)cuc__htab_insert(&from->by_block, &g->node);
         (rc ? from : to)->count += g->held;
-        g->sent = 0; /* a refusal names the message it goes out in next */
+        seq_forget_locked(from, g); /* a refusal names the message it goes out in next */
     }
     pthread_mutex_unlock(&from->lock);
     pthread_mutex_unlock(&to->lock);
@@ -658,6 +690,7 @@ static void take_all(struct cuc__hnode *n, void *arg)
     memcpy(g->ending, g->bits, WORDS(g->n) * sizeof(uint64_t));
     memset(g->bits, 0, WORDS(g->n) * sizeof(uint64_t)); /* a sender's end_held passes by */
     g->held = 0;
+    g->in_seq = 0; /* the index goes with the table */
     g->next_end = *list;
     *list = g; /* the table's reference is now the walk's */
 }
@@ -670,6 +703,7 @@ void cuc__leases_end_all(struct cuc__leases *l, int why)
     pthread_mutex_lock(&l->lock);
     tab = l->by_block;
     l->by_block = (struct cuc__htab){NULL, 0, 0};
+    cuc__htab_free(&l->by_seq); /* its grants are all in tab */
     l->count = 0;
     if (why == CUC__LEASE_PEER_CLOSED || why == CUC__LEASE_CHANNEL_CLOSED)
         l->over = 1;

@@ -53,9 +53,10 @@ struct cuc__leases {
     pthread_mutex_t lock;
     pthread_cond_t cond;    /* broadcast when a lease ends */
     struct cuc__htab by_block; /* granted leases, a grant a message (lease.c) */
+    struct cuc__htab by_seq;   /* the sent ones of them, by their first frame */
     size_t count;              /* leases held */
     int over;               /* peer gone or channel closed: none can be added */
-    uint64_t refused;       /* messages the peer refused (refused records) */
+    uint64_t refused;       /* messages with leases the peer refused */
     /* objects kept for the peer until the table goes (wire.h:
      * cuc__origin_ops keep): images the peer may name by reference */
     struct cuc__kept *kept;
@@ -130,16 +131,19 @@ int cuc__leases_send_stamped(struct cuc__leases *l, const cuc_msg *m, uint64_t b
 
 /* A message the channel received: 1 if it was a release or a refusal
  * (consumed: the leases it names ended, m destroyed; a refused record
- * ends the leases of the message it names with CUC__LEASE_REFUSED and
- * counts one), 0 if not (m untouched), or CUC_E_BADMSG for those mixed
- * with anything else (m destroyed). */
+ * that names a sent message whose leases are held, by its first frame's
+ * sequence number, ends them with CUC__LEASE_REFUSED and counts one; any
+ * other is ignored, so a message is counted once however often it is
+ * named), 0 if not (m untouched), or CUC_E_BADMSG for those mixed with
+ * anything else (m destroyed). A refused record costs one lookup, not a
+ * walk of the grants. */
 int cuc__leases_take_release(struct cuc__leases *l, cuc_msg *m);
 
 /* Ends every lease with why. After CUC__LEASE_PEER_CLOSED or
  * _CHANNEL_CLOSED no lease can be added. */
 void cuc__leases_end_all(struct cuc__leases *l, int why);
 
-/* Messages the peer refused so far. */
+/* Messages with leases the peer refused so far. */
 uint64_t cuc__leases_refused(struct cuc__leases *l);
 
 /* Leases held now. */

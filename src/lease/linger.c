@@ -21,22 +21,6 @@ static struct entry *entries; /* list_lock; only the pumper removes */
 static size_t nentries, cap;
 static _Atomic size_t count; /* nentries, for a check without the lock */
 
-int cuc__linger_add(struct cuc__leases *l)
-{
-    int rc;
-
-    pthread_mutex_lock(&list_lock);
-    rc = cuc__array_reserve((void **)&entries, &cap, nentries + 1, sizeof(*entries), 0,
-                            NULL);
-    if (!rc) {
-        cuc__leases_ref(l);
-        entries[nentries++] = (struct entry){l, 0};
-        atomic_store(&count, nentries);
-    }
-    pthread_mutex_unlock(&list_lock);
-    return rc;
-}
-
 size_t cuc__linger_count(void)
 {
     return atomic_load(&count);
@@ -81,6 +65,35 @@ static void drain(struct entry *e)
 static int done(const struct entry *e)
 {
     return cuc__leases_count(e->leases) == 0;
+}
+
+int cuc__linger_add(struct cuc__leases *l)
+{
+    struct entry e = {l, 0};
+    struct cuc__err_saved saved;
+    int rc;
+
+    /* What has arrived is read first (no other thread reads this link
+     * now: its channel is being destroyed, and the pump knows it not):
+     * releases end their leases, and a peer that has gone ends them all,
+     * so that a channel destroyed after its peer died keeps neither its
+     * socket nor the frees its leases defer until some later wait or
+     * pump. The caller's error stays its own. */
+    cuc__err_save(&saved, 0);
+    drain(&e);
+    cuc__err_restore(&saved);
+    if (!e.broken && done(&e))
+        return 0;
+    pthread_mutex_lock(&list_lock);
+    rc = cuc__array_reserve((void **)&entries, &cap, nentries + 1, sizeof(*entries), 0,
+                            NULL);
+    if (!rc) {
+        cuc__leases_ref(l);
+        entries[nentries++] = e;
+        atomic_store(&count, nentries);
+    }
+    pthread_mutex_unlock(&list_lock);
+    return rc;
 }
 
 /* Waits for input on the links not broken (pump_lock held); fills ready. */

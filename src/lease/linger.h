@@ -1,9 +1,11 @@
 /* Lingering links (linger.c): the exporter's end of a channel that the
  * user destroyed while leases on it were still held. cuc_channel_destroy()
- * hands the lease table here instead of closing the socket; the pump reads
- * the lingering links, ends leases as releases arrive (or all of them when
- * the peer closes or dies), drops any other message, and lets a link go
- * once its table holds no lease. Nothing here needs the user's channel:
+ * hands the lease table here, which reads what has arrived at once (a
+ * dead peer's leases end there and then) and keeps the link only while
+ * leases are left; the pump reads the lingering links, ends leases as
+ * releases arrive (or all of them when the peer closes or dies), drops
+ * any other message, and lets a link go once its table holds no lease.
+ * Nothing here needs the user's channel:
  * the lease waits and the channel calls of the process pump it
  * (channel/lease_wait.c, channel/channel.c).
  *
@@ -15,7 +17,11 @@
 
 #include "lease/lease.h"
 
-/* Keeps l's link read until its leases end (takes a reference to l). */
+/* Reads what has arrived on l's link now (its releases end leases; the
+ * peer's close or death ends them all: CUC__LEASE_PEER_CLOSED), then, if
+ * leases are left, keeps the link read until they end (takes a reference
+ * to l). The caller (cuc_channel_destroy) must be the link's only reader;
+ * its thread's error is left as it was. */
 int cuc__linger_add(struct cuc__leases *l);
 
 /* Waits up to timeout_ms (0: only what has arrived) for traffic on the

@@ -1,6 +1,6 @@
-/* Buffers: allocation, references, the pool's table of its buffers by
- * export data, the lease ops that keep a freed buffer's memory while
- * importers map it, and the free itself.
+/* Buffers: allocation, references, the pool's tables of its buffers by
+ * export data and of its imports by pointer, the lease ops that keep a
+ * freed buffer's memory while importers map it, and the free itself.
  *
  * A buffer is kept by its references (refs), by the messages it is
  * attached to (holds) and by its leases. The memory is freed when all
@@ -107,22 +107,31 @@ int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
     return 0;
 }
 
-/* ---- the pool's table by export data ---- */
+/* ---- the pool's tables by export data and by pointer ---- */
 
 static cuc_buffer *of_node(const struct cuc__hnode *n)
 {
     return CUC_CONTAINER_OF(n, cuc_buffer, node);
 }
 
+static cuc_buffer *of_ptr_node(const struct cuc__hnode *n)
+{
+    return CUC_CONTAINER_OF(n, cuc_buffer, by_ptr);
+}
+
 static int same_export(const struct cuc__hnode *n, const void *key)
 {
-    return memcmp(of_node(n)->export_data.reserved, key,
-                  sizeof(of_node(n)->export_data.reserved)) == 0;
+    return memcmp(of_node(n)->export_data.reserved, key, CUC__EXPORT_KEY_LEN) == 0;
+}
+
+static int same_ptr(const struct cuc__hnode *n, const void *key)
+{
+    return of_ptr_node(n)->ptr == *(const CUdeviceptr *)key;
 }
 
 static uint64_t export_hash(const CUmemPoolPtrExportData *d)
 {
-    return cuc__hash_bytes(d->reserved, sizeof(d->reserved));
+    return cuc__hash_bytes(d->reserved, CUC__EXPORT_KEY_LEN);
 }
 
 int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d, uint64_t hash)
@@ -132,6 +141,13 @@ int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d, uin
     b->export_data = *d;
     b->node.hash = hash ? hash : export_hash(d);
     rc = cuc__htab_insert(&b->pool->bufs, &b->node);
+    if (!rc && b->imported) {
+        b->by_ptr.hash = cuc__hash_u64(b->ptr);
+        rc = cuc__htab_insert(&b->pool->imports, &b->by_ptr);
+        if (rc)
+            cuc__htab_remove(&b->pool->bufs, &b->node);
+        b->in_imports = rc == 0;
+    }
     b->have_export = rc == 0;
     return rc;
 }
@@ -146,7 +162,7 @@ cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData
      * other: the one found last is compared before the export data is
      * hashed */
     if (last && last->state != CUC__BUF_FREEING &&
-        memcmp(last->export_data.reserved, d->reserved, sizeof(d->reserved)) == 0)
+        memcmp(last->export_data.reserved, d->reserved, CUC__EXPORT_KEY_LEN) == 0)
         return last;
     *hash = export_hash(d);
     for (;;) {
@@ -163,11 +179,26 @@ cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData
     }
 }
 
+cuc_buffer *cuc__buffer_import_at_locked(cuc_pool *pool, CUdeviceptr ptr)
+{
+    for (;;) {
+        struct cuc__hnode *n =
+            cuc__htab_find(&pool->imports, cuc__hash_u64(ptr), same_ptr, &ptr);
+        if (!n)
+            return NULL;
+        if (of_ptr_node(n)->state != CUC__BUF_FREEING)
+            return of_ptr_node(n);
+        pthread_cond_wait(&pool->cond, &pool->lock); /* its free is under way */
+    }
+}
+
 void cuc__buffer_forget_locked(cuc_buffer *b)
 {
     if (b->have_export)
         cuc__htab_remove(&b->pool->bufs, &b->node);
-    b->have_export = 0;
+    if (b->in_imports)
+        cuc__htab_remove(&b->pool->imports, &b->by_ptr);
+    b->have_export = b->in_imports = 0;
     if (b->pool->last_found == b)
         b->pool->last_found = NULL;
 }

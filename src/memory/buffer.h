@@ -59,6 +59,8 @@ struct cuc_buffer {
     int have_export;
     CUmemPoolPtrExportData export_data;
     struct cuc__hnode node; /* in pool->bufs while have_export */
+    struct cuc__hnode by_ptr; /* a pool import: in pool->imports while in_imports */
+    int in_imports;
     struct cuc__upstream anchor; /* imported: the lease it was imported under */
     struct cuc__upstream *extra; /* further leases it arrived under */
     size_t nextra, extra_cap;
@@ -88,16 +90,26 @@ int cuc__buffer_new(cuc_pool *pool, CUdeviceptr ptr, size_t size, int imported,
  * plain free() of one is fine too). NULL is ignored. */
 void cuc__buffer_obj_free(cuc_buffer *b);
 
-/* ---- the pool's table by export data (pool->lock held) ---- */
+/* ---- the pool's tables by export data and by pointer (pool->lock held) ----
+ * An allocation is named by the first CUC__EXPORT_KEY_LEN bytes of its
+ * export data, the part the driver writes: the 16 it leaves unwritten
+ * are sent as they were and passed to the driver, but a record that
+ * differs from a buffer's only there names that buffer
+ * (docs/wire-format.md, "The 16 unwritten bytes"). */
+#define CUC__EXPORT_KEY_LEN 48u
 /* Makes b findable by d (recorded as its export data); hash is d's, as
- * cuc__buffer_find_locked gave it, or 0 to have it computed. */
+ * cuc__buffer_find_locked gave it, or 0 to have it computed. An import
+ * (b->imported) is also made findable by its pointer. */
 int cuc__buffer_index_locked(cuc_buffer *b, const CUmemPoolPtrExportData *d, uint64_t hash);
 /* The buffer of pool with export data d that is not being freed, waiting
  * for one that is, or NULL; *hash is d's hash where it was computed, else
- * 0 (an import indexes with it: one hash of 64 bytes, not two). */
+ * 0 (an import indexes with it: one hash of the key, not two). */
 cuc_buffer *cuc__buffer_find_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d,
                                     uint64_t *hash);
-/* Removes b from the table. */
+/* The import of pool at ptr that is not being freed, waiting for one that
+ * is, or NULL. */
+cuc_buffer *cuc__buffer_import_at_locked(cuc_pool *pool, CUdeviceptr ptr);
+/* Removes b from the tables. */
 void cuc__buffer_forget_locked(cuc_buffer *b);
 
 /* Called with pool->lock held when something that keeps b went away:

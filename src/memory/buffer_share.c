@@ -2,10 +2,13 @@
  * export data (computed once and cached), its size and a lease id
  * (wire/rec_buffer.c); a view as its allocation's, plus its offset and
  * the allocation's size. Import goes through the pool's table of buffers
- * by export data (buffer.c), so that the buffer this process already has
- * is found again (mapped once: the driver does not count repeated
- * imports) and a buffer that comes back to its allocating process is the
- * original; a view then through the pool's table of views
+ * by export data (buffer.c: by the bytes of it the driver writes), so
+ * that the buffer this process already has is found again (mapped once:
+ * the driver does not count repeated imports) and a buffer that comes
+ * back to its allocating process is the original; a new import whose
+ * pointer is an import already here (the same allocation under other
+ * export data) makes no second object; a view then through the pool's
+ * table of views
  * (buffer_view.c), with no driver call once its allocation is here.
  * Wrapped legacy-IPC memory (buffer_ipc.c) travels as an ipc buffer
  * record and imports through its device's legacy pool the same way. */
@@ -151,8 +154,27 @@ static int check_mapped(cuc_pool *pool, CUdeviceptr ptr, uint64_t alloc_size)
     return 0;
 }
 
+/* The driver's import of a record gave the pointer of b, an import this
+ * process has already: the same allocation, named by other export data
+ * (in the bytes the driver writes, which two exports of one pointer
+ * agree on: docs/wire-format.md). Refused; the import is not undone, as
+ * the driver does not count imports of one pointer and its free would
+ * unmap b too (sim/README.md). */
+static int imported_twice(const cuc_buffer *b, uint64_t alloc_size)
+{
+    return cuc__seterr(CUC_E_BADMSG, "buffer record of pool %s (a %llu-byte allocation): "
+                       "the driver mapped it at the address of the %zu-byte buffer this "
+                       "process imported from that pool under other export data: one "
+                       "allocation named two ways, refused (a sender sends the export "
+                       "data it cached)", cuc__pool_id_hex(b->pool->id).s,
+                       (unsigned long long)alloc_size, b->size);
+}
+
 /* A new import of the allocation of export data d, of hash (or 0), with
- * refs 1 and no lease yet, the pool's device made current under g. */
+ * refs 1 and no lease yet, the pool's device made current under g: 0 with
+ * *out new; 1 with *out the import of d that another thread made
+ * meanwhile (its free, at the same address, was awaited): the caller
+ * takes it again; or a failure. */
 static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, uint64_t hash,
                              uint64_t alloc_size, struct cuc__ctx_guard *g,
                              cuc_buffer **out)
@@ -169,9 +191,20 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, ui
     r = CUC_DRV->cuMemPoolImportPointer(&ptr, pool->cu, &copy);
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuMemPoolImportPointer", "buffer of %llu bytes of pool "
-                             "%s (device %s): the export data does not name a live "
-                             "allocation of that pool", (unsigned long long)alloc_size,
-                             cuc__pool_id_hex(pool->id).s, pool->dev->uuid_str);
+                             "%s (device %s): %s", (unsigned long long)alloc_size,
+                             cuc__pool_id_hex(pool->id).s, pool->dev->uuid_str,
+                             r == CUDA_ERROR_ALREADY_MAPPED
+                                 ? "the allocation is mapped here already, under other "
+                                   "export data: one allocation named two ways, refused"
+                                 : "the export data does not name a live allocation of "
+                                   "that pool");
+    b = cuc__buffer_import_at_locked(pool, ptr);
+    if (b && memcmp(b->export_data.reserved, d->reserved, CUC__EXPORT_KEY_LEN) == 0) {
+        *out = b;
+        return 1;
+    }
+    if (b)
+        return imported_twice(b, alloc_size);
     rc = check_mapped(pool, ptr, alloc_size);
     if (!rc)
         rc = cuc__buffer_new(pool, ptr, (size_t)alloc_size, 1, &b);
@@ -203,17 +236,19 @@ static int root_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, uint64_t
     static const struct cuc__upstream none;
     uint64_t hash;
     cuc_buffer *b = cuc__buffer_find_locked(pool, d, &hash);
-    int rc;
+    int rc = 1;
 
     *fresh = 0;
-    if (b)
+    if (!b && !pool->imported)
+        return cuc__seterr(CUC_E_NOT_FOUND, "no buffer of pool %s, which was created in "
+                           "this process, has this export data: it was freed here",
+                           cuc__pool_id_hex(pool->id).s);
+    if (!b) {
+        rc = import_new_locked(pool, d, hash, alloc_size, g, &b);
+        *fresh = rc == 0;
+    }
+    if (rc == 1)
         rc = take_again_locked(b, (size_t)alloc_size, &none, stale);
-    else if (!pool->imported)
-        rc = cuc__seterr(CUC_E_NOT_FOUND, "no buffer of pool %s, which was created in "
-                         "this process, has this export data: it was freed here",
-                         cuc__pool_id_hex(pool->id).s);
-    else
-        rc = import_new_locked(pool, d, hash, alloc_size, g, &b), *fresh = 1;
     if (!rc)
         *out = b;
     return rc;

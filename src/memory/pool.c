@@ -110,6 +110,7 @@ static void pool_free(cuc_pool *p)
     if (p->fd >= 0)
         close(p->fd);
     cuc__htab_free(&p->bufs);
+    cuc__htab_free(&p->imports);
     cuc__htab_free(&p->views);
     cuc__htab_free(&p->bases);
     pthread_mutex_destroy(&p->lock);

@@ -35,6 +35,7 @@ struct cuc_pool {
     pthread_mutex_t lock;
     pthread_cond_t cond;   /* a lease ended, a buffer's free completed */
     struct cuc__htab bufs; /* buffers by export data (buffer.c) */
+    struct cuc__htab imports; /* imported allocations by pointer (buffer.c) */
     struct cuc_buffer *last_found; /* of bufs: views of one allocation arrive in runs */
     struct cuc__htab views; /* views by (allocation, offset, size) (buffer_view.c) */
     struct cuc__htab bases; /* legacy: wrapped allocations by base (buffer_ipc.c) */

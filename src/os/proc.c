@@ -1,9 +1,12 @@
-/* The cached pid, refreshed after fork by a pthread_atfork handler. */
+/* The cached pid, refreshed after fork by a pthread_atfork handler; the
+ * overflow uid, read once. */
 #include "os/proc.h"
 #include "base/error.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static _Atomic pid_t cached;
@@ -44,4 +47,30 @@ int cuc__check_owner(pid_t owner, const char *fn, const char *what)
                        "inherited by this process (pid %ld) through fork(): it is "
                        "inert here (make a new one in this process, or exec first)",
                        fn, what, (long)owner, (long)self);
+}
+
+static uid_t overflow_uid = 65534; /* the kernel's default */
+static pthread_once_t overflow_once = PTHREAD_ONCE_INIT;
+
+static void read_overflow_uid(void)
+{
+    char buf[32], *end;
+    int fd = open("/proc/sys/kernel/overflowuid", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    unsigned long v;
+
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    v = strtoul(buf, &end, 10);
+    if (end != buf && (*end == '\n' || *end == '\0') && v <= (uid_t)-1)
+        overflow_uid = (uid_t)v;
+}
+
+uid_t cuc__overflow_uid(void)
+{
+    pthread_once(&overflow_once, read_overflow_uid);
+    return overflow_uid;
 }

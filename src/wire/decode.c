@@ -143,7 +143,7 @@ static int check_fd_range(uint32_t i, size_t off, uint32_t first, uint32_t n,
 static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h)
 {
     size_t off = CUC__WIRE_HDR;
-    uint32_t i, next_fd = 0, nrelease = 0;
+    uint32_t i, next_fd = 0, nrelease = 0, nrefused = 0, nclaim = 0;
     int rc;
 
     for (i = 0; i < h->nrecs; i++) {
@@ -189,6 +189,15 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
             return cuc__badmsg("record %u at offset %zu: more than the %u release "
                                "records a message holds", i, off,
                                CUC__RELEASE_MAX_RECORDS);
+        if (r->type == CUC_RECORD_REFUSED && ++nrefused > CUC__REFUSED_MAX_RECORDS)
+            return cuc__badmsg("record %u at offset %zu: more than the %u refused "
+                               "records a message holds", i, off,
+                               CUC__REFUSED_MAX_RECORDS);
+        if ((r->type == CUC_RECORD_CLAIM || r->type == CUC_RECORD_CONFIRM) &&
+            ++nclaim > CUC__CLAIM_MAX_RECORDS)
+            return cuc__badmsg("record %u at offset %zu: more than the %u claim and "
+                               "confirm records a message holds", i, off,
+                               CUC__CLAIM_MAX_RECORDS);
         r->off = (uint32_t)(off + CUC__WIRE_REC_HDR - CUC__WIRE_HDR);
         m->types |= r->type < 32 ? 1u << r->type : 0;
         off += CUC__WIRE_REC_HDR + (size_t)padded;
@@ -199,6 +208,8 @@ static int walk_records(cuc_msg *m, const uint8_t *b, size_t len, const struct h
         return cuc__badmsg("fds %u..%u arrived with the message but no record "
                            "references them", next_fd, h->nfds - 1);
     m->nrelease = nrelease;
+    m->nrefused = nrefused;
+    m->nclaim = nclaim;
     return 0;
 }
 
@@ -213,7 +224,7 @@ records_rest_ok(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h,
 {
     struct cuc__wire_rec *rend = m->recs + h->nrecs;
     const uint8_t *end = b + len;
-    uint32_t next_fd = 0, nrelease = 0, types = 0;
+    uint32_t next_fd = 0, nrelease = 0, nrefused = 0, nclaim = 0, types = 0;
 
     for (; r < rend; r++) {
         const struct cuc__rec_shape *s;
@@ -240,7 +251,10 @@ records_rest_ok(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h,
         if (!cuc__all_zero(pl + s->rsv_off, s->rsv_len) ||
             !cuc__all_zero(pl + rlen, padded - rlen))
             return 0;
-        if (type == CUC_RECORD_RELEASE && ++nrelease > CUC__RELEASE_MAX_RECORDS)
+        if ((type == CUC_RECORD_RELEASE && ++nrelease > CUC__RELEASE_MAX_RECORDS) ||
+            (type == CUC_RECORD_REFUSED && ++nrefused > CUC__REFUSED_MAX_RECORDS) ||
+            ((type == CUC_RECORD_CLAIM || type == CUC_RECORD_CONFIRM) &&
+             ++nclaim > CUC__CLAIM_MAX_RECORDS))
             return 0;
         r->type = (uint16_t)type;
         r->version = (uint16_t)version;
@@ -255,13 +269,15 @@ records_rest_ok(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h,
         return 0;
     m->types |= types;
     m->nrelease = nrelease;
+    m->nrefused = nrefused;
+    m->nclaim = nclaim;
     return 1;
 }
 
 /* walk_records without a word of error text: 1 when every record is
- * whole and within its shape, with m->recs, m->types and m->nrelease
- * filled; 0 at the first thing wrong, which walk_records then finds and
- * names. It accepts no message walk_records refuses (the same checks, in
+ * whole and within its shape, with m->recs, m->types, m->nrelease and
+ * m->nrefused filled; 0 at the first thing wrong, which walk_records then
+ * finds and names. It accepts no message walk_records refuses (the same checks, in
  * one pass; test_wire_quick and the fuzzer hold the two to one answer). Records
  * of a fixed shape (a device record, most records) are checked here, with
  * two compares of their header words and their reserved field; from the
@@ -310,6 +326,8 @@ records_ok(cuc_msg *m, const uint8_t *b, size_t len, const struct hdr *h)
         return 0;
     m->types |= types;
     m->nrelease = 0;
+    m->nrefused = 0;
+    m->nclaim = 0;
     return 1;
 }
 

@@ -22,7 +22,10 @@ CUC__RECORD_SHAPES(MULTIPLE_OK_)
 
 #define FIXED_HDR_(name, ver, lo, hi, mul, flo, fhi)                                 \
     ((lo) == (hi) && (lo) % 8 == 0 && (lo) % (mul) == 0 && (flo) == 0 && (fhi) == 0 && \
-             CUC_RECORD_##name != CUC_RECORD_RELEASE                                   \
+             CUC_RECORD_##name != CUC_RECORD_RELEASE &&                                \
+             CUC_RECORD_##name != CUC_RECORD_REFUSED &&                                \
+             CUC_RECORD_##name != CUC_RECORD_CLAIM &&                                  \
+             CUC_RECORD_##name != CUC_RECORD_CONFIRM /* counted (a cap) */             \
          ? CUC_RECORD_##name | (uint64_t)(ver) << 16 | (uint64_t)(lo) << 32            \
          : ~(uint64_t)0)
 #define SHAPE_(name, ver, lo, hi, mul, flo, fhi, roff, rlen)                  \
@@ -291,6 +294,13 @@ static int check_add_slow(const cuc_msg *m, uint16_t type, uint16_t version,
     if (type == CUC_RECORD_RELEASE && m->nrelease >= CUC__RELEASE_MAX_RECORDS)
         return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of %u "
                            "release records", CUC__RELEASE_MAX_RECORDS);
+    if (type == CUC_RECORD_REFUSED && m->nrefused >= CUC__REFUSED_MAX_RECORDS)
+        return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of %u "
+                           "refused records", CUC__REFUSED_MAX_RECORDS);
+    if ((type == CUC_RECORD_CLAIM || type == CUC_RECORD_CONFIRM) &&
+        m->nclaim >= CUC__CLAIM_MAX_RECORDS)
+        return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of %u claim "
+                           "and confirm records", CUC__CLAIM_MAX_RECORDS);
     if (m->nrecs >= CUC_MSG_MAX_RECORDS)
         return cuc__seterr(CUC_E_LIMIT, "message already holds the maximum of "
                            "%u records", CUC_MSG_MAX_RECORDS);
@@ -335,6 +345,8 @@ append(cuc_msg *m, uint16_t type, uint16_t version, const void *payload, uint32_
     m->nfds += nfds;
     m->fds_owned += nfds;
     m->nrelease += type == CUC_RECORD_RELEASE;
+    m->nrefused += type == CUC_RECORD_REFUSED;
+    m->nclaim += type == CUC_RECORD_CLAIM || type == CUC_RECORD_CONFIRM;
     m->types |= type < 32 ? 1u << type : 0;
     m->wire_len += CUC__WIRE_REC_HDR + cuc__pad8(len);
     return 0;

@@ -72,6 +72,8 @@ struct cuc_msg {
     uint32_t nrecs, nfds;
     uint32_t fds_owned; /* entries of fds that are not -1 */
     uint32_t nrelease;  /* release records, at most CUC__RELEASE_MAX_RECORDS */
+    uint32_t nrefused;  /* refused records, at most CUC__REFUSED_MAX_RECORDS */
+    uint32_t nclaim;    /* claim and confirm records, at most CUC__CLAIM_MAX_RECORDS */
     uint32_t types;     /* bit t set: a record of type t (< 32) is in it */
     uint32_t holds;     /* CUC__MSG_HOLDS_* */
     size_t data_len;
@@ -123,6 +125,8 @@ static inline cuc_msg *cuc__msg_new(void)
     m->nfds = 0;
     m->fds_owned = 0;
     m->nrelease = 0;
+    m->nrefused = 0;
+    m->nclaim = 0;
     m->types = 0;
     m->holds = 0;
     m->data_len = 0;
@@ -148,7 +152,8 @@ struct cuc__rec_shape {
     /* For a type of one payload length (a multiple of 8) and no fds, the
      * first 8 bytes of its record header at the newest version (type,
      * version, length; the fd words are 0): a record that starts so is
-     * within the shape but for its reserved field. ~0 for other types. */
+     * within the shape but for its reserved field. ~0 for other types,
+     * and for refused records, which the decoder counts (a cap). */
     uint64_t fixed_hdr;
 };
 /* The highest record type + 1: the shape table's length. */

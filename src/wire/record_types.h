@@ -28,6 +28,10 @@
  * add refuse more. */
 #define CUC__RELEASE_MAX_IDS 8192u
 #define CUC__RELEASE_MAX_RECORDS 1000u
+/* Refused records a message (lease/lease.h; a receiver sends one a
+ * message): each costs the sender a lookup under its lease table's lock,
+ * so decode and add refuse more. */
+#define CUC__REFUSED_MAX_RECORDS 1000u
 
 /* Held records (detached messages, rec_share.c) stand for a record with
  * fds: the longest payload of such a record (a vmm record's). Claim and
