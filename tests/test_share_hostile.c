@@ -489,6 +489,13 @@ static void scenario_exporters(void)
         usleep(10000);
     }
     EXPECT(st.exporters == 0);
+    if (test_fd_count() != fds0) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd >&2", (int)getpid());
+        fprintf(stderr, "fds: %d, were %d; exporters %zu peers %zu\n", test_fd_count(), fds0,
+                st.exporters, st.peers);
+        if (system(cmd)) {}
+    }
     EXPECT(test_fd_count() == fds0);
     for (int k = 0; k < N_EXPORTERS; k++) {
         cuc_pool *p = NULL;

@@ -15,9 +15,13 @@
 #include "lease/linger.h"
 #include "os/clock.h"
 
+#include <sched.h>
+
 
 /* Pumps in slices of at most this, then looks at the count again. */
 #define PUMP_SLICE_MS 20
+/* Looks before sleeping on the gauge. */
+#define SPIN_LOOKS 100
 
 static size_t current(const struct cuc__lease_gauge *g)
 {
@@ -41,9 +45,14 @@ static int timed_out(size_t n, const struct cuc__lease_gauge *g, int timeout_ms,
                        n == 1 ? "" : "s", what, timeout_ms, max_left);
 }
 
-/* Sleeps until the count is low enough or the deadline passes. */
+/* Looks a few times, yielding, then sleeps until the count is low enough
+ * or the deadline passes: an end another thread is about to notice (a
+ * share point's) is often microseconds away, and a sleeper on a VM wakes
+ * tens of microseconds late. */
 static void sleep_on(const struct cuc__lease_gauge *g, size_t max_left, int64_t deadline)
 {
+    for (int i = 0; i < SPIN_LOOKS && current(g) > max_left; i++)
+        sched_yield();
     pthread_mutex_lock(g->lock);
     while (*g->count > max_left)
         if (cuc__cond_wait_until(g->cond, g->lock, deadline))

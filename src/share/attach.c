@@ -493,21 +493,34 @@ static void attached_done(struct cuc__ref *gref, const cuc_msg *m)
  * not. */
 static int needs_fetch(const cuc_msg *b)
 {
+    uint8_t seen[CUC_POOL_ID_LEN];
     struct cuc_buffer_record br;
     struct cuc_held_record hr;
     cuc_pool *pool = NULL;
+    int any = 0;
 
     for (size_t i = 1; i < cuc_msg_record_count(b); i++) {
         const uint8_t *id = NULL;
-        if (cuc_msg_read_held(b, i, &hr) == 0)
+        int type = 0;
+        (void)cuc_msg_record_type(b, i, &type);
+        if (type == CUC_RECORD_HELD && cuc_msg_read_held(b, i, &hr) == 0)
             id = hr.type == CUC_RECORD_POOL ? hr.payload : NULL;
-        else if (cuc_msg_read_buffer(b, i, &br) == 0)
+        else if ((type == CUC_RECORD_BUFFER || type == CUC_RECORD_BUFFER_VIEW) &&
+                 cuc_msg_read_buffer(b, i, &br) == 0)
             id = br.pool_id;
+        else if (type == CUC_RECORD_HELD)
+            return 1; /* a held vmm or fd record */
         else
             continue;
-        if (!id || !(pool = cuc__pool_find(id)))
+        if (!id)
+            return 1;
+        if (any && memcmp(id, seen, sizeof(seen)) == 0)
+            continue; /* the records of one pool follow each other */
+        if (!(pool = cuc__pool_find(id)))
             return 1;
         cuc_pool_unref(pool);
+        memcpy(seen, id, sizeof(seen));
+        any = 1;
     }
     return 0;
 }
@@ -647,25 +660,20 @@ static int attach_fetch(struct cuc__share *p, struct cuc__share_exp *e, const cu
     return rc;
 }
 
-/* The plain path: mapped at once, the claim answered later (the gate). */
+/* The plain path: the claim sent first, its answer coming while the
+ * message is rebuilt and its memory mapped; uses wait for it (the gate). */
 static int attach_plain(struct cuc__share *p, struct cuc__share_exp *e, const cuc_msg *b,
                         const uint8_t *token, cuc_msg **out)
 {
     struct cuc__share_wait *w;
     struct cuc__gate *g;
     cuc_msg *o;
-    int rc = rebuild(b, held_pool_here, (void *)b, &o);
+    int rc = wait_add(p, e, token, 0, &w);
 
     if (rc)
         return rc;
-    rc = wait_add(p, e, token, 0, &w);
-    if (rc) {
-        cuc_msg_destroy(o);
-        return rc;
-    }
     g = w->gate;
-    cuc__gate_ref(g); /* the message's; w may be answered and freed at once */
-    cuc__leases_stamp(e->ch->leases, o);
+    cuc__gate_ref(g); /* ours; w may be answered and freed once the claim is out */
     rc = send_claim(e->ch, token, 0);
     if (rc) {
         pthread_mutex_lock(&p->lock);
@@ -673,9 +681,15 @@ static int attach_plain(struct cuc__share *p, struct cuc__share_exp *e, const cu
             wait_done_locked(p, w, CUC_E_EXPORTER_GONE, NULL);
         pthread_mutex_unlock(&p->lock);
         cuc__gate_unref(g);
-        cuc_msg_destroy(o);
         return rc;
     }
+    rc = rebuild(b, held_pool_here, (void *)b, &o);
+    if (rc) { /* claimed, nothing used: given back */
+        (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
+        cuc__gate_unref(g);
+        return rc;
+    }
+    cuc__leases_stamp(e->ch->leases, o);
     cuc__msg_set_gate(o, &g->ref, attached_done);
     cuc__gate_unref(g);
     *out = o;
