@@ -23,6 +23,7 @@
  *    (skipped, saying why, where unshare is refused). */
 #include <dirent.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -554,6 +555,88 @@ static void scenario_stale_socket(const cuc_share_opts *o)
     printf("stale socket: ok\n");
 }
 
+/* The bytes of b with their share record's path replaced, and its point
+ * (another share point's: not this process's). */
+static void *with_path(const void *bytes, size_t len, const char *path, size_t *outlen)
+{
+    struct cuc_share_record r;
+    cuc_msg *m, *o;
+    void *out;
+
+    CHECK_OK(cuc_msg_from_bytes(bytes, len, &m));
+    CHECK_OK(cuc_msg_read_share(m, 0, &r));
+    CHECK(strlen(path) < sizeof(r.path));
+    memcpy(r.path, path, strlen(path) + 1);
+    r.point[0] ^= 0xff;
+    CHECK_OK(cuc_msg_create(&o));
+    CHECK_OK(cuc__share_rec_put(o, &r));
+    for (size_t i = 1; i < cuc_msg_record_count(m); i++) {
+        struct cuc__record rec;
+        CHECK_OK(cuc__msg_record(m, i, &rec));
+        CHECK_OK(cuc__msg_add_record(o, rec.type, rec.version, rec.payload, rec.len, NULL, 0));
+    }
+    CHECK_OK(cuc_msg_to_bytes(o, &out, outlen));
+    cuc_msg_destroy(o);
+    cuc_msg_destroy(m);
+    return out;
+}
+
+/* A socket another uid listens on at the bytes' path: refused, naming it. */
+static void scenario_other_uid(void)
+{
+    char dir[] = "/tmp/cucore-test-foreign-XXXXXX", path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    cuc_buffer *b = new_buf(60);
+    int ready[2], s;
+    size_t len, flen;
+    void *bytes, *forged;
+    cuc_msg *m;
+    pid_t pid;
+    char c;
+
+    if (geteuid() != 0) {
+        printf("another uid's socket: skipped (not root: cannot run as another uid)\n");
+        CHECK_OK(cuc_buffer_unref_async(b, NULL));
+        return;
+    }
+    CHECK(mkdtemp(dir) != NULL && chmod(dir, 0777) == 0);
+    snprintf(path, sizeof(path), "%s/cucore-share-0000000000000000.sock", dir);
+    memcpy(a.sun_path, path, sizeof(a.sun_path));
+    CHECK(pipe2(ready, O_CLOEXEC) == 0);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) { /* nobody, listening where the bytes will point */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (setgid(65534) || setuid(65534))
+            _exit(1);
+        s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 4))
+            _exit(2);
+        (void)!write(ready[1], "r", 1);
+        for (;;)
+            close(accept(s, NULL, NULL));
+    }
+    close(ready[1]);
+    CHECK(read(ready[0], &c, 1) == 1);
+    close(ready[0]);
+    detach_one(b, &bytes, &len);
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    forged = with_path(bytes, len, path, &flen);
+    CHECK_RC(cuc_share_attach(forged, flen, &m), CUC_E_PERMISSION);
+    CHECK_ERRMSG("uid 65534");
+    kill(pid, SIGKILL);
+    wait_child(pid);
+    unlink(path);
+    rmdir(dir);
+    free(forged);
+    /* the hold stayed for a real receiver: attached here, it ends */
+    CHECK_OK(cuc_share_attach(bytes, len, &m));
+    cuc_msg_destroy(m);
+    CHECK(pool_leases() == 0);
+    free(bytes);
+    printf("another uid's socket: ok\n");
+}
+
 /* Receivers in other namespaces: prefix is the unshare command. */
 static void scenario_namespaces(void)
 {
@@ -624,6 +707,7 @@ int main(int argc, char **argv)
     scenario_half_sent();
     scenario_exporters();
     scenario_stale_socket(&o);
+    scenario_other_uid();
     scenario_namespaces();
     CHECK_OK(cuc_share_stop(WAIT_MS));
     cuc_pool_unref(pool);
