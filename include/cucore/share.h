@@ -88,9 +88,10 @@ typedef struct cuc_share_opts {
      * $CUCORE_SHARE_TIMEOUT_MS, else 60000. */
     int timeout_ms;
     /* Most peers served at once: 0 is CUC_SHARE_MAX_PEERS_DEFAULT. At the
-     * limit the peer idle longest that holds no lease is disconnected (it
-     * connects again when it needs to); if every peer holds leases the
-     * newcomer is. */
+     * limit the peer idle longest (a second at least) that holds no lease
+     * is disconnected (it connects again when it needs to); if there is
+     * none, the newcomer is. A peer that does not read the answers sent
+     * to it for 10 s is disconnected too, and its leases end. */
     unsigned max_peers;
 } cuc_share_opts;
 

@@ -284,25 +284,52 @@ static int check_hello(cuc_channel *ch, const struct cuc_share_record *want, int
     return 0;
 }
 
+/* A connection to the share point of r, greeted. A share point that
+ * serves as many peers as it may closes a newcomer at once: tried again
+ * until CUC__SHARE_CONNECT_MS. */
+static int connect_greeted(struct cuc__share *p, const struct cuc_share_record *r,
+                           cuc_channel **out)
+{
+    int64_t deadline = cuc__deadline(CUC__SHARE_CONNECT_MS);
+    cuc_channel *ch;
+    int rc;
+
+    for (;;) {
+        rc = cuc_channel_connect(r->path, CUC__SHARE_CONNECT_MS, &ch);
+        if (rc == CUC_E_NOT_FOUND ||
+            (rc == CUC_E_TIMEOUT && !strstr(cuc_errmsg(), "backlog")))
+            return cuc__seterr(CUC_E_EXPORTER_GONE, "the process that detached these "
+                               "bytes is gone: nothing accepts on its share point \"%s\"",
+                               r->path);
+        if (rc)
+            return rc;
+        rc = check_hello(ch, r, p->timeout_ms);
+        if (!rc) {
+            *out = ch;
+            return 0;
+        }
+        cuc_channel_destroy(ch);
+        if (rc != CUC_E_EXPORTER_GONE || !strstr(cuc_errmsg(), "at once") ||
+            cuc__remaining(deadline) == 0)
+            return rc;
+        cuc__nap(20, deadline);
+    }
+}
+
 /* A connection to the share point of r. */
 static int connect_exp(struct cuc__share *p, const struct cuc_share_record *r,
                        struct cuc__share_exp **out)
 {
     struct cuc__share_exp *e;
-    cuc_channel *ch;
-    int rc = cuc_channel_connect(r->path, CUC__SHARE_CONNECT_MS, &ch);
+    cuc_channel *ch = NULL;
+    int rc = connect_greeted(p, r, &ch);
 
-    if (rc == CUC_E_NOT_FOUND || (rc == CUC_E_TIMEOUT && !strstr(cuc_errmsg(), "backlog")))
-        return cuc__seterr(CUC_E_EXPORTER_GONE, "the process that detached these bytes is "
-                           "gone: nothing accepts on its share point \"%s\"", r->path);
     if (rc)
         return rc;
-    rc = check_hello(ch, r, p->timeout_ms);
-    if (!rc && !(e = calloc(1, sizeof(*e))))
-        rc = cuc__seterr(CUC_E_NOMEM, "out of memory for a share point connection");
-    if (rc) {
+    e = calloc(1, sizeof(*e));
+    if (!e) {
         cuc_channel_destroy(ch);
-        return rc;
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a share point connection");
     }
     memcpy(e->point, r->point, sizeof(e->point));
     memcpy(e->path, r->path, sizeof(e->path));

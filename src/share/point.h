@@ -38,6 +38,8 @@
 #define CUC__SHARE_HALF_SENT_MS 10000
 /* A send to a peer that does not read fails after this (the peer is dropped). */
 #define CUC__SHARE_SEND_MS 10000
+/* A peer is let go for a newcomer only once it has been quiet this long. */
+#define CUC__SHARE_EVICT_QUIET_MS 1000
 /* A connect to a share point whose backlog is full is tried again until this. */
 #define CUC__SHARE_CONNECT_MS 10000
 

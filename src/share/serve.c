@@ -281,13 +281,16 @@ static int send_hello(struct cuc__share *p, cuc_channel *ch)
     return rc;
 }
 
-/* The peer idle longest that holds no lease, or NULL. */
+/* The peer idle longest that holds no lease and has been quiet a while
+ * (a claim may be on its way from a newer one), or NULL. */
 static struct cuc__share_peer *idlest(struct cuc__share *p)
 {
+    int64_t quiet = cuc__deadline(0) - CUC__SHARE_EVICT_QUIET_MS;
     struct cuc__share_peer *best = NULL;
 
     for (struct cuc__share_peer *pr = p->peers; pr; pr = pr->next)
-        if (cuc__leases_count(pr->ch->leases) == 0 && (!best || pr->last < best->last))
+        if (pr->last <= quiet && cuc__leases_count(pr->ch->leases) == 0 &&
+            (!best || pr->last < best->last))
             best = pr;
     return best;
 }
