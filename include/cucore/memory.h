@@ -128,8 +128,10 @@ struct cuc_ipc_buffer_record {
 /* size bytes from pool, allocated in stream order on stream (NULL: the
  * legacy default stream of the pool's device), one reference for the
  * caller; the memory is usable by work queued on stream after this call
- * (or once it is synchronized).
- * CUC_E_INVALID: a NULL argument, size 0, or an imported pool (the message
+ * (or once it is synchronized). Size 0 (as cuda.core allows) gives a
+ * buffer of size 0 whose pointer is NULL, with no driver call; its unref
+ * makes none either, and it cannot be sent (cuc_msg_add_buffer).
+ * CUC_E_INVALID: a NULL argument, or an imported pool (the message
  * says why: allocate in the exporting process and send the buffer).
  * CUC_E_DRIVER: the driver refused (out of memory in the pool: the driver's
  * code is in cuc_errcuda()). */
@@ -266,17 +268,32 @@ CUC_API int cuc_buffer_lease_wait(cuc_buffer *buf, cuc_channel *ch, size_t max_l
  * return only once the host side has been read or written.
  * CUC_E_INVALID: a NULL pointer with n > 0. CUC_E_DRIVER: the driver
  * refused (a range outside any allocation, for instance). n 0 does
- * nothing. */
+ * nothing (no driver call; NULL pointers are then fine, as a buffer of
+ * size 0 has). */
 CUC_API int cuc_memcpy_async(void *dst, const void *src, size_t n, cuc_stream *stream);
-/* cuc_memcpy_async(), then waits for stream. */
+/* cuc_memcpy_async(), then waits for stream (n 0: nothing to wait for). */
 CUC_API int cuc_memcpy(void *dst, const void *src, size_t n, cuc_stream *stream);
 
 /* Sets n bytes at dst (device memory or pinned host pool memory) to value,
  * in stream order on stream (NULL as for cuc_memcpy_async()). Errors as
- * cuc_memcpy_async(). */
+ * cuc_memcpy_async(); n 0 does nothing. */
 CUC_API int cuc_memset_async(void *dst, uint8_t value, size_t n, cuc_stream *stream);
-/* cuc_memset_async(), then waits for stream. */
+/* cuc_memset_async(), then waits for stream (n 0: nothing to wait for). */
 CUC_API int cuc_memset(void *dst, uint8_t value, size_t n, cuc_stream *stream);
+
+/* Sets count values of width bytes (1, 2 or 4) at dst to value, in
+ * stream order on stream (NULL as for cuc_memcpy_async()), through the
+ * driver's cuMemsetD8/D16/D32Async: a 2- or 4-byte value is written in
+ * the host's byte order (little-endian), as a uint16_t or uint32_t array
+ * holds it. count 0 does nothing. CUC_E_INVALID: a width other than 1, 2
+ * or 4, a value that does not fit in width bytes, dst NULL or not aligned
+ * to width (the driver needs it) with count > 0. CUC_E_DRIVER: as
+ * cuc_memcpy_async(). Thread-safe. */
+CUC_API int cuc_fill_async(void *dst, uint32_t value, unsigned width, size_t count,
+                           cuc_stream *stream);
+/* cuc_fill_async(), then waits for stream (count 0: nothing to wait for). */
+CUC_API int cuc_fill(void *dst, uint32_t value, unsigned width, size_t count,
+                     cuc_stream *stream);
 
 /* A buffer of an IPC pool: its pool id, export data (computed now the
  * first time, then cached), size and a new lease id. The message holds a
@@ -287,6 +304,8 @@ CUC_API int cuc_memset(void *dst, uint8_t value, size_t n, cuc_stream *stream);
  * allocation and the writes it should see are complete: synchronize their
  * stream before sending (or send an IPC event to wait on).
  * CUC_E_NOT_SERIALIZABLE: the pool was created without CUC_POOL_IPC.
+ * CUC_E_INVALID: a NULL argument, or a buffer of size 0 (nothing to
+ * share: send its size instead).
  * CUC_E_DRIVER: the driver refused to export the pointer. */
 CUC_API int cuc_msg_add_buffer(cuc_msg *msg, const cuc_buffer *buf);
 

@@ -226,9 +226,8 @@ int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stream,
         return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc_async: the pool of a "
                            "wrapped buffer (cuc_buffer_wrap) has no memory of its own: "
                            "allocate with cuMemAlloc and wrap it, or use a pool");
-    if (size == 0)
-        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc_async: size 0 (allocate "
-                           "at least one byte)");
+    if (size == 0) /* as cuda.core's: no memory, no driver call */
+        return cuc__buffer_new(pool, 0, 0, 0, out);
     rc = cuc__stream_or_legacy(pool->dev, stream, &s);
     if (!rc)
         rc = cuc__device_activate(&guard, s->dev);
@@ -333,6 +332,8 @@ int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
     CUresult r;
     int rc;
 
+    if (b->size == 0)
+        return 0; /* a buffer of size 0 has no memory (it is never sent) */
     rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
     if (!rc)
         rc = cuc__device_activate(&guard, s->dev);
