@@ -187,8 +187,10 @@ static void test_refused(void)
 
 /* ---- a lease over an in-process pair ---- */
 
-/* b sent from a, received (and the record left untaken) on c. */
-static cuc_msg *send_recv(cuc_channel *a, cuc_channel *c, cuc_pool *pool, const cuc_buffer *b)
+/* b (and b2, when not NULL) sent from a, received (the records left
+ * untaken) on c. */
+static cuc_msg *send_recv(cuc_channel *a, cuc_channel *c, cuc_pool *pool, const cuc_buffer *b,
+                          const cuc_buffer *b2)
 {
     cuc_msg *m, *got;
 
@@ -196,6 +198,8 @@ static cuc_msg *send_recv(cuc_channel *a, cuc_channel *c, cuc_pool *pool, const 
     if (pool)
         CHECK_OK(cuc_msg_add_pool(m, pool));
     CHECK_OK(cuc_msg_add_buffer(m, b));
+    if (b2)
+        CHECK_OK(cuc_msg_add_buffer(m, b2));
     CHECK_OK(cuc_channel_send(a, m));
     cuc_msg_destroy(m);
     CHECK_OK(cuc_channel_recv(c, WAIT_MS, &got));
@@ -231,9 +235,9 @@ static void test_legacy(void)
     CHECK(at_calls(&c3) == 0); /* not per buffer: per allocation */
     CHECK(at_holds_at(dev0, cuc_buffer_ptr(part), 8 * KiB, 41, 4 * KiB));
 
-    /* a lease on the part: the releases wait for it */
+    /* leases on the part and on the allocation: the releases wait for them */
     CHECK_OK(cuc_channel_pair(&a, &c));
-    m = send_recv(a, c, NULL, part);
+    m = send_recv(a, c, NULL, part, whole);
     CHECK_OK(cuc_buffer_unref_async(whole, NULL));
     CHECK_OK(cuc_buffer_unref_async(again, NULL));
     CHECK_OK(cuc_buffer_unref_async(wrapped, NULL));
@@ -241,9 +245,14 @@ static void test_legacy(void)
     CHECK(at_calls(&c1) == 0 && at_calls(&c2) == 0 && at_calls(&c3) == 0);
     CHECK_OK(cuc_msg_get_buffer(m, 0, &got)); /* the receiver's import: the part */
     CHECK(cuc_buffer_ptr(got) == (void *)(uintptr_t)(p + 4 * KiB));
+    CHECK_OK(cuc_buffer_unref_async(got, NULL)); /* releases the part's lease on c */
+    CHECK_OK(cuc_msg_get_buffer(m, 1, &got)); /* the allocation */
+    CHECK(cuc_buffer_ptr(got) == (void *)(uintptr_t)p);
     cuc_msg_destroy(m);
+    CHECK_RC(cuc_channel_lease_wait(a, 0, 20), CUC_E_TIMEOUT);
     CHECK(at_calls(&c1) == 0);
-    CHECK_OK(cuc_buffer_unref_async(got, NULL)); /* releases the lease on c */
+    CHECK_OK(cuc_buffer_unref_async(got, NULL)); /* releases the allocation's */
+    CHECK(at_calls(&c1) == 0); /* its lease's end not read yet: still in use */
     CHECK_OK(cuc_channel_lease_wait(a, 0, WAIT_MS));
     CHECK(at_calls(&c1) == 1 && at_calls(&c2) == 1 && at_calls(&c3) == 1);
     cuc_channel_destroy(a);
@@ -297,7 +306,7 @@ static void test_pool(void)
 
     /* the view leased over a pair: records of the adopted pool */
     CHECK_OK(cuc_channel_pair(&a, &c));
-    m = send_recv(a, c, pool, part);
+    m = send_recv(a, c, pool, part, whole);
     CHECK_OK(cuc_buffer_unref_async(part, NULL));
     CHECK_OK(cuc_buffer_unref_async(whole, NULL));
     CHECK(at_calls(&c1) == 0 && at_calls(&c2) == 0);
@@ -306,8 +315,14 @@ static void test_pool(void)
     CHECK_OK(cuc_msg_get_buffer(m, 1, &got));
     CHECK(cuc_buffer_ptr(got) == (void *)(uintptr_t)(p + 256));
     CHECK(at_holds_at(dev1, cuc_buffer_ptr(got), 1000, 42, 256));
-    cuc_msg_destroy(m);
     CHECK_OK(cuc_buffer_unref_async(got, NULL));
+    CHECK_OK(cuc_msg_get_buffer(m, 2, &got));
+    CHECK(got == whole); /* the allocation, revived */
+    cuc_msg_destroy(m);
+    CHECK_RC(cuc_pool_lease_wait(pool, a, 0, 20), CUC_E_TIMEOUT);
+    CHECK(at_calls(&c1) == 0 && at_calls(&c2) == 0);
+    CHECK_OK(cuc_buffer_unref_async(got, NULL));
+    CHECK(at_calls(&c1) == 0); /* its lease's end not read yet: still in use */
     cuc_pool_unref(got_pool);
     CHECK_OK(cuc_pool_lease_wait(pool, a, 0, WAIT_MS));
     CHECK(at_calls(&c1) == 1 && at_calls(&c2) == 1);
