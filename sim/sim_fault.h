@@ -60,6 +60,8 @@
     X(cuMemcpyDtoHAsync)                                                       \
     X(cuMemcpyDtoH)                                                            \
     X(cuMemsetD8Async)                                                         \
+    X(cuMemsetD16Async)                                                        \
+    X(cuMemsetD32Async)                                                        \
     X(cuMemPoolCreate)                                                         \
     X(cuMemPoolDestroy)                                                        \
     X(cuMemPoolSetAccess)                                                      \
@@ -83,6 +85,8 @@
     X(cuMemUnmap)                                                              \
     X(cuMemSetAccess)                                                          \
     X(cuMemGetAccess)                                                          \
+    X(cuMemRetainAllocationHandle)                                             \
+    X(cuMemGetAllocationPropertiesFromHandle)                                  \
     X(cuMemAlloc)                                                              \
     X(cuMemFree)                                                               \
     X(cuMemGetAddressRange)                                                    \

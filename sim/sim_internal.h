@@ -144,6 +144,12 @@ SIM_API CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost,
 SIM_API CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice,
                                               unsigned char uc, size_t N,
                                               CUstream hStream);
+SIM_API CUresult CUDAAPI cuMemsetD16Async_ptsz(CUdeviceptr dstDevice,
+                                               unsigned short us, size_t N,
+                                               CUstream hStream);
+SIM_API CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dstDevice,
+                                               unsigned int ui, size_t N,
+                                               CUstream hStream);
 SIM_API CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
                                                       size_t bytesize,
                                                       CUmemoryPool pool,

@@ -90,24 +90,57 @@ SIM_API CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size
                        CU_STREAM_LEGACY, 0, 1);
 }
 
-SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
-                                         unsigned char uc, size_t N,
-                                         CUstream hStream)
+/* N elements of width bytes at dstDevice set to the value in v. The
+ * 16- and 32-bit forms need a dstDevice aligned to their width (cuda.h:
+ * "must be two byte aligned", "four byte aligned"). */
+static CUresult memset_common(CUdeviceptr dstDevice, const void *v, unsigned width,
+                              size_t N, CUstream hStream)
 {
     struct CUctx_st *ctx;
-    void *dst = (void *)(uintptr_t)dstDevice;
+    unsigned char *dst = (unsigned char *)(uintptr_t)dstDevice;
+    size_t bytes = 0;
     CUresult rc = sim_check_init();
 
-    SIM_FAULT(cuMemsetD8Async);
     if (rc)
         return rc;
     sim_lock();
     rc = sim_stream_check(hStream, &ctx);
     if (rc == CUDA_SUCCESS && N &&
-        (!dst || classify((uintptr_t)dst, N, 1, ctx->dev, 0) != SIM_RANGE_OK))
+        (!dst || (uintptr_t)dst % width || sim_mul_overflow(N, width, &bytes) ||
+         classify((uintptr_t)dst, bytes, 1, ctx->dev, 0) != SIM_RANGE_OK))
         rc = CUDA_ERROR_INVALID_VALUE;
     sim_unlock();
-    if (rc == CUDA_SUCCESS && N)
-        memset(dst, uc, N);
+    if (rc != CUDA_SUCCESS || !N)
+        return rc;
+    if (width == 1) {
+        memset(dst, *(const unsigned char *)v, N);
+        return rc;
+    }
+    for (size_t i = 0; i < N; i++)
+        memcpy(dst + i * width, v, width);
     return rc;
+}
+
+SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
+                                         unsigned char uc, size_t N,
+                                         CUstream hStream)
+{
+    SIM_FAULT(cuMemsetD8Async);
+    return memset_common(dstDevice, &uc, 1, N, hStream);
+}
+
+SIM_API CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice,
+                                          unsigned short us, size_t N,
+                                          CUstream hStream)
+{
+    SIM_FAULT(cuMemsetD16Async);
+    return memset_common(dstDevice, &us, 2, N, hStream);
+}
+
+SIM_API CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice,
+                                          unsigned int ui, size_t N,
+                                          CUstream hStream)
+{
+    SIM_FAULT(cuMemsetD32Async);
+    return memset_common(dstDevice, &ui, 4, N, hStream);
 }

@@ -91,6 +91,20 @@ SIM_API CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice,
     return cuMemsetD8Async(dstDevice, uc, N, per_thread(hStream));
 }
 
+SIM_API CUresult CUDAAPI cuMemsetD16Async_ptsz(CUdeviceptr dstDevice,
+                                               unsigned short us, size_t N,
+                                               CUstream hStream)
+{
+    return cuMemsetD16Async(dstDevice, us, N, per_thread(hStream));
+}
+
+SIM_API CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr dstDevice,
+                                               unsigned int ui, size_t N,
+                                               CUstream hStream)
+{
+    return cuMemsetD32Async(dstDevice, ui, N, per_thread(hStream));
+}
+
 SIM_API CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
                                                       size_t bytesize,
                                                       CUmemoryPool pool,

@@ -41,8 +41,12 @@ struct sim_alloc {
     int fd;
     size_t size;
     int dev; /* local ordinal of the owner, -1 for host */
+    CUmemLocation loc; /* as the properties gave it */
     unsigned int handle_types;
-    int released;
+    /* references to the handle: cuMemCreate's or the import's, and one
+     * per cuMemRetainAllocationHandle; the handle is valid while any is
+     * held, the memory while it is held or mapped */
+    int refs;
     int nmaps;
     struct sim_alloc *next;
 };
@@ -72,7 +76,7 @@ static uint64_t sim_alloc_ids;
 static struct sim_alloc *find_alloc(CUmemGenericAllocationHandle h)
 {
     for (struct sim_alloc *a = sim_allocs; a; a = a->next)
-        if (a->id == h && !a->released)
+        if (a->id == h && a->refs > 0)
             return a;
     return NULL;
 }
@@ -81,7 +85,7 @@ static void alloc_maybe_free(struct sim_alloc *a)
 {
     struct sim_alloc **pp;
 
-    if (!a->released || a->nmaps > 0)
+    if (a->refs > 0 || a->nmaps > 0)
         return;
     for (pp = &sim_allocs; *pp; pp = &(*pp)->next)
         if (*pp == a) {
@@ -259,7 +263,7 @@ SIM_API CUresult CUDAAPI cuMemGetAllocationGranularity(
 }
 
 static struct sim_alloc *alloc_link(int fd, size_t size, int dev,
-                                    unsigned int types)
+                                    const CUmemLocation *loc, unsigned int types)
 {
     struct sim_alloc *a = calloc(1, sizeof(*a));
 
@@ -268,7 +272,9 @@ static struct sim_alloc *alloc_link(int fd, size_t size, int dev,
     a->fd = fd;
     a->size = size;
     a->dev = dev;
+    a->loc = *loc;
     a->handle_types = types;
+    a->refs = 1;
     a->id = SIM_HANDLE_TAG | ++sim_alloc_ids;
     a->next = sim_allocs;
     sim_allocs = a;
@@ -319,7 +325,7 @@ SIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     sim_lock();
-    a = alloc_link(fd, size, dev, types);
+    a = alloc_link(fd, size, dev, &prop->location, types);
     if (a)
         *handle = a->id;
     sim_unlock();
@@ -343,7 +349,7 @@ SIM_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     if (!a) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
-        a->released = 1; /* the memory stays while mapped */
+        a->refs--; /* the memory stays while mapped */
         alloc_maybe_free(a);
     }
     sim_unlock();
@@ -422,8 +428,14 @@ SIM_API CUresult CUDAAPI cuMemImportFromShareableHandle(
         sim_unlock();
         return CUDA_ERROR_OPERATING_SYSTEM;
     }
-    a = alloc_link(mine, (size_t)hdr.size, dev,
-                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    {
+        /* the host's memory is HOST_NUMA 0 to the importer (a guess) */
+        CUmemLocation loc = {dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE
+                                      : CU_MEM_LOCATION_TYPE_HOST_NUMA,
+                             dev >= 0 ? dev : 0};
+        a = alloc_link(mine, (size_t)hdr.size, dev, &loc,
+                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    }
     if (a)
         *handle = a->id;
     sim_unlock();
@@ -744,6 +756,74 @@ SIM_API CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags,
                 rc = CUDA_SUCCESS;
                 break;
             }
+    sim_unlock();
+    return rc;
+}
+
+/* The mapping holding p (in its whole extent, a spill past the
+ * reservation included), or NULL. Locked. */
+static struct sim_mapping *mapping_at(uintptr_t p)
+{
+    for (struct sim_resv *r = sim_resvs; r; r = r->next)
+        for (struct sim_mapping *m = r->maps; m; m = m->next)
+            if (p >= m->addr && p - m->addr < m->size)
+                return m;
+    return NULL;
+}
+
+/* From the documentation, not probed yet (sim/README.md): the handle
+ * that mapped addr (any address of the mapping), the same value, with one
+ * more reference for cuMemRelease to drop; an address no mapping holds
+ * is CUDA_ERROR_INVALID_VALUE (the documentation says only that it
+ * fails). A handle released after its map is valid again once retained. */
+SIM_API CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+                                                     void *addr)
+{
+    struct sim_mapping *m;
+    CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuMemRetainAllocationHandle);
+    if (rc)
+        return rc;
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    m = mapping_at((uintptr_t)addr);
+    if (!m) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        m->alloc->refs++;
+        *handle = m->alloc->id;
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* From the documentation, not probed yet: the properties the allocation
+ * was made with (an imported one: a pinned allocation of its owner's
+ * location with POSIX fd handles); a handle not held is
+ * CUDA_ERROR_INVALID_VALUE. */
+SIM_API CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                                CUmemGenericAllocationHandle handle)
+{
+    struct sim_alloc *a;
+    CUresult rc = sim_check_init();
+
+    SIM_FAULT(cuMemGetAllocationPropertiesFromHandle);
+    if (rc)
+        return rc;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    a = find_alloc(handle);
+    if (!a) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        memset(prop, 0, sizeof(*prop));
+        prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop->requestedHandleTypes = (CUmemAllocationHandleType)a->handle_types;
+        prop->location = a->loc;
+    }
     sim_unlock();
     return rc;
 }

@@ -1,6 +1,8 @@
 /* Fault injection as a permanent test, in the manner of SQLite's: every
  * sharing scenario (pool + buffers, deferred free, VMM with a peer, IPC
- * event, kernel, and the demo's flow: all of them in one message) runs
+ * event, kernel, memory another allocator owns adopted: a cuMemAlloc
+ * part, a framework's IPC pool and its allocations, two chunks of an
+ * expandable segment; and the demo's flow: all of them in one message) runs
  * with an exporter and an importer as two fork+exec processes of this
  * binary, the importer seeing the GPUs reversed (CUDA_VISIBLE_DEVICES).
  * First once with CUCORE_SIM_TRACE on each side, which counts the driver
@@ -21,7 +23,9 @@
  *    (a free that might corrupt memory still in use is not done);
  *  - the other side finished, or failed cleanly (its peer closed), never
  *    by a timeout;
- *  - no data came out wrong on either side.
+ *  - no data came out wrong on either side;
+ *  - adopted memory: every release callback registered ran once by the
+ *    end, after which the exporter frees the memory as its owner.
  *
  * Then once more per call with that call and every later one failing
  * ("*:k+", as SQLite's persistent faults): nobody crashes, hangs or sees
@@ -37,6 +41,7 @@
 #include "pattern.h"
 #include "ptx_kernels.h"
 #include "base/error.h"
+#include "driver/driver.h"
 
 #include <signal.h>
 #include <sys/socket.h>
@@ -60,9 +65,9 @@
 /* Exit status of a child whose check of the data failed. */
 #define WRONG_DATA (-1000)
 
-enum scen { SC_POOL, SC_DEFER, SC_VMM, SC_EVENT, SC_KERNEL, SC_DEMO, SC_N };
-static const char *const scen_names[SC_N] = {"pool", "deferred-free", "vmm",
-                                             "event", "kernel", "demo"};
+enum scen { SC_POOL, SC_DEFER, SC_VMM, SC_EVENT, SC_KERNEL, SC_ADOPT, SC_DEMO, SC_N };
+static const char *const scen_names[SC_N] = {"pool", "deferred-free", "vmm",  "event",
+                                             "kernel", "adopt", "demo"};
 
 /* ---- in a child: the first failure, the resources --------------------- */
 
@@ -159,8 +164,22 @@ static uint32_t word_of(int b, size_t k)
 
 /* ---- the objects each scenario shares ----------------------------------- */
 
+/* Memory the exporter owns as a framework would (the adopt scenario):
+ * made and freed with the raw driver, shared through cuc_*_adopt. */
+struct owned {
+    CUdeviceptr legacy;   /* 2 buffers' worth of cuMemAlloc */
+    CUmemoryPool pool;    /* a framework's IPC pool */
+    CUdeviceptr pmem[2];  /* 1 and 3 buffers' worth of it */
+    CUdeviceptr base;     /* a reservation of 2 chunks */
+    size_t chunk;
+    CUmemGenericAllocationHandle h[2];
+    int mapped[2];
+    int released, wanted; /* release callbacks run, registered */
+};
+
 struct objs {
-    int use_pool, use_vmm, use_event, use_kernel, deferred;
+    int use_pool, use_vmm, use_event, use_kernel, deferred, adopt;
+    struct owned own;
     cuc_device *dev, *peer;
     cuc_stream *stream;
     cuc_pool *pool;
@@ -173,9 +192,10 @@ struct objs {
 static void objs_for(enum scen sc, struct objs *o)
 {
     memset(o, 0, sizeof(*o));
-    o->use_pool = sc == SC_POOL || sc == SC_DEFER || sc == SC_DEMO;
+    o->use_pool = sc == SC_POOL || sc == SC_DEFER || sc == SC_ADOPT || sc == SC_DEMO;
     o->deferred = sc == SC_DEFER || sc == SC_DEMO;
-    o->use_vmm = sc == SC_VMM || sc == SC_DEMO;
+    o->use_vmm = sc == SC_VMM || sc == SC_ADOPT || sc == SC_DEMO;
+    o->adopt = sc == SC_ADOPT;
     o->use_event = sc == SC_EVENT || sc == SC_DEMO;
     o->use_kernel = sc == SC_KERNEL || sc == SC_DEMO;
 }
@@ -219,12 +239,146 @@ static int holds(const void *src, int b, size_t n, uint32_t first, int *rc)
         DATA(same_);                                                           \
     } while (0)
 
+/* ---- memory another allocator owns (the adopt scenario) ------------------ */
+
+#define RAW(call, name)                                                        \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS) {                                              \
+            note(cuc__cuda_err(r_, name, "the owner's memory, made raw"));     \
+            goto out;                                                          \
+        }                                                                      \
+    } while (0)
+
+static void owned_release(void *arg)
+{
+    ((struct owned *)arg)->released++;
+}
+
+/* The owner's memory: cuMemAlloc, a pool of its own, a segment. */
+static int owned_make(struct objs *o)
+{
+    struct owned *w = &o->own;
+    CUmemAllocationProp ap;
+    CUmemPoolProps pp;
+    CUmemAccessDesc acc;
+
+    memset(&pp, 0, sizeof(pp));
+    pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    pp.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    T(cuc_device_set_current(o->dev));
+    RAW(CUC_DRV->cuMemAlloc(&w->legacy, 2 * BUF_BYTES), "cuMemAlloc");
+    RAW(CUC_DRV->cuMemPoolCreate(&w->pool, &pp), "cuMemPoolCreate");
+    for (int i = 0; i < 2; i++)
+        RAW(CUC_DRV->cuMemAllocFromPoolAsync(&w->pmem[i], (size_t)(1 + 2 * i) * BUF_BYTES,
+                                             w->pool, CU_STREAM_LEGACY),
+            "cuMemAllocFromPoolAsync");
+    T(cuc_vmm_granularity(o->dev, &w->chunk));
+    RAW(CUC_DRV->cuMemAddressReserve(&w->base, 2 * w->chunk, 0, 0, 0), "cuMemAddressReserve");
+    memset(&ap, 0, sizeof(ap));
+    ap.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ap.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    ap.location = pp.location;
+    memset(&acc, 0, sizeof(acc));
+    acc.location = pp.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (int i = 0; i < 2; i++) {
+        RAW(CUC_DRV->cuMemCreate(&w->h[i], w->chunk, &ap, 0), "cuMemCreate");
+        RAW(CUC_DRV->cuMemMap(w->base + (size_t)i * w->chunk, w->chunk, 0, w->h[i], 0),
+            "cuMemMap");
+        w->mapped[i] = 1;
+    }
+    RAW(CUC_DRV->cuMemSetAccess(w->base, 2 * w->chunk, &acc, 1), "cuMemSetAccess");
+    return 0;
+out:
+    return first_rc;
+}
+
+/* A failed free of the owner's: its memory stays, and the error says so. */
+#define FREE(call, name)                                                       \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS)                                                \
+            note(cuc__cuda_err(r_, name, "the owner's free: leaked"));         \
+    } while (0)
+
+/* Once cucore is done (every release it was given has run), the owner
+ * frees. */
+static void owned_free(struct objs *o)
+{
+    struct owned *w = &o->own;
+
+    if (w->released != w->wanted)
+        note(cuc__seterr(CUC_E_INVALID, "test: %d of %d release callbacks ran",
+                         w->released, w->wanted));
+    if (cuc_device_set_current(o->dev) != 0)
+        return; /* (noted by whoever failed first) */
+    if (w->legacy)
+        FREE(CUC_DRV->cuMemFree(w->legacy), "cuMemFree");
+    for (int i = 0; i < 2; i++)
+        if (w->pmem[i])
+            FREE(CUC_DRV->cuMemFreeAsync(w->pmem[i], CU_STREAM_LEGACY), "cuMemFreeAsync");
+    if (w->pool) {
+        FREE(CUC_DRV->cuStreamSynchronize(CU_STREAM_LEGACY), "cuStreamSynchronize");
+        FREE(CUC_DRV->cuMemPoolDestroy(w->pool), "cuMemPoolDestroy");
+    }
+    for (int i = 0; i < 2; i++) {
+        if (w->mapped[i])
+            FREE(CUC_DRV->cuMemUnmap(w->base + (size_t)i * w->chunk, w->chunk), "cuMemUnmap");
+        if (w->h[i])
+            FREE(CUC_DRV->cuMemRelease(w->h[i]), "cuMemRelease");
+    }
+    if (w->base)
+        FREE(CUC_DRV->cuMemAddressFree(w->base, 2 * w->chunk), "cuMemAddressFree");
+}
+
+static int adopt_one(struct objs *o, int b, CUdeviceptr p)
+{
+    T(cuc_buffer_adopt(o->dev, (void *)(uintptr_t)p, BUF_BYTES, owned_release, &o->own,
+                       &o->buf[b]));
+    o->own.wanted++;
+    return 0;
+out:
+    return first_rc;
+}
+
+/* The owner's memory adopted, filled and added: the pool (from its
+ * allocation's buffer), a cuMemAlloc part, the pool's allocation whole and
+ * a part of another, two chunks from inside the first. */
+static int exporter_adopt(struct objs *o, cuc_msg *m)
+{
+    size_t off = 0;
+
+    T(owned_make(o));
+    T(adopt_one(o, 0, o->own.legacy + BUF_BYTES));
+    T(adopt_one(o, 1, o->own.pmem[0]));
+    T(adopt_one(o, 2, o->own.pmem[1] + BUF_BYTES));
+    o->pool = cuc_pool_ref(cuc_buffer_pool(o->buf[1]));
+    T(cuc_msg_add_pool(m, o->pool));
+    for (int b = 0; b < NBUF; b++) {
+        T(fill(cuc_buffer_ptr(o->buf[b]), b, BUF_BYTES, NULL));
+        T(cuc_msg_add_buffer(m, o->buf[b]));
+    }
+    T(cuc_vmm_adopt(o->dev, (void *)(uintptr_t)(o->own.base + 100), 2 * o->own.chunk - 100,
+                    owned_release, &o->own, &o->vmm, &off));
+    o->own.wanted++;
+    DATA(off == 100);
+    T(fill(cuc_vmm_ptr(o->vmm), 7, 2 * o->own.chunk, NULL));
+    T(cuc_msg_add_vmm(m, o->vmm));
+    return 0;
+out:
+    return first_rc;
+}
+
 /* ---- the exporter ---------------------------------------------------------- */
 
 static int exporter_make(struct objs *o, cuc_msg *m)
 {
     T(cuc_device_get(0, &o->dev));
     T(cuc_msg_add_device(m, o->dev));
+    if (o->adopt)
+        return exporter_adopt(o, m);
     if (o->deferred || o->use_event)
         T(cuc_stream_create(o->dev, 0, 0, &o->stream));
     if (o->use_pool) {
@@ -287,6 +441,9 @@ out:
  * cuc_pool_lease_wait. */
 static void exporter_drop(struct objs *o, cuc_channel *ch, int clean)
 {
+    /* an adopted cuMemAlloc part is of no pool here: its own lease wait */
+    cuc_buffer *legacy = o->adopt ? cuc_buffer_ref(o->buf[0]) : NULL;
+
     for (int b = 0; b < NBUF; b++)
         if (o->buf[b])
             note(cuc_buffer_unref_async(o->buf[b], o->stream));
@@ -302,12 +459,18 @@ static void exporter_drop(struct objs *o, cuc_channel *ch, int clean)
         note(cuc_pool_lease_wait(o->pool, NULL, 0, TIMEOUT_MS));
     if (o->vmm)
         note(cuc_vmm_lease_wait(o->vmm, NULL, 0, TIMEOUT_MS));
+    if (legacy) {
+        note(cuc_buffer_lease_wait(legacy, NULL, 0, TIMEOUT_MS));
+        note(cuc_buffer_unref_async(legacy, NULL));
+    }
     cuc_pool_unref(o->pool);
     cuc_vmm_unref(o->vmm);
     cuc_event_unref(o->ev);
     cuc_kernel_destroy(o->k);
     if (o->stream)
         cuc_stream_destroy(o->stream);
+    if (o->adopt)
+        owned_free(o);
 }
 
 static void exporter(enum scen sc, cuc_channel *ch)
@@ -372,7 +535,7 @@ static void importer(enum scen sc, cuc_channel *ch)
     }
     if (o.use_vmm) {
         T(cuc_msg_get_vmm(m, i++, &o.vmm));
-        DATA(cuc_vmm_device(o.vmm) == o.dev && cuc_vmm_peer_count(o.vmm) == 1);
+        DATA(cuc_vmm_device(o.vmm) == o.dev && cuc_vmm_peer_count(o.vmm) == !o.adopt);
         HOLDS(cuc_vmm_ptr(o.vmm), 7, cuc_vmm_size(o.vmm), word_of(7, 0));
     }
     if (o.use_event) {

@@ -1,7 +1,9 @@
 /* Simulator: virtual memory management — granularity, create/export/
  * import, reserve/map/unmap, per-device access, release while mapped, a
  * mapping past the end of its reservation (as the H200's driver allows),
- * and two chunks crossing to an exec'd child that maps them contiguously. */
+ * the handle behind an address (cuMemRetainAllocationHandle, counted;
+ * cuMemGetAllocationPropertiesFromHandle), and two chunks crossing to an
+ * exec'd child that maps them contiguously. */
 #include "../sim/testdata/sim_test.h"
 
 #include <sys/mman.h>
@@ -455,6 +457,91 @@ static void test_cross_process(void)
     CU_OK(D.cuMemAddressFree(base, s0 + s1));
 }
 
+/* As cuda.h documents them (not probed yet, sim/README.md): the handle
+ * that mapped any address of a mapping, the same value, one reference
+ * more per retain; its properties; a handle the owner released after
+ * mapping comes back with the retain. */
+static void test_retain(void)
+{
+    CUmemAllocationProp p = prop_dev(2, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUmemAllocationProp q = prop_dev(1, CU_MEM_HANDLE_TYPE_NONE), got;
+    CUmemGenericAllocationHandle ha, hb, r1, r2;
+    CUdeviceptr base;
+    int fd;
+
+    CU_OK(D.cuMemCreate(&ha, GRAN, &p, 0));
+    CU_OK(D.cuMemCreate(&hb, 2 * GRAN, &q, 0));
+    CU_OK(D.cuMemAddressReserve(&base, 4 * GRAN, 0, 0, 0));
+    CU_OK(D.cuMemMap(base, GRAN, 0, ha, 0));
+    CU_OK(D.cuMemMap(base + GRAN, 2 * GRAN, 0, hb, 0));
+    CU_RC(D.cuMemRetainAllocationHandle(&r1, (void *)(uintptr_t)(base + 3 * GRAN)),
+          CUDA_ERROR_INVALID_VALUE); /* reserved, not mapped */
+    CU_RC(D.cuMemRetainAllocationHandle(NULL, (void *)(uintptr_t)base),
+          CUDA_ERROR_INVALID_VALUE);
+    CU_OK(D.cuMemRetainAllocationHandle(&r1, (void *)(uintptr_t)(base + 12345)));
+    CHECK(r1 == ha);
+    CU_OK(D.cuMemRetainAllocationHandle(&r2, (void *)(uintptr_t)(base + 3 * GRAN - 1)));
+    CHECK(r2 == hb);
+    memset(&got, 0xa5, sizeof(got));
+    CU_OK(D.cuMemGetAllocationPropertiesFromHandle(&got, r1));
+    CHECK(got.type == CU_MEM_ALLOCATION_TYPE_PINNED);
+    CHECK(got.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CHECK(got.location.type == CU_MEM_LOCATION_TYPE_DEVICE && got.location.id == 2);
+    CU_OK(D.cuMemGetAllocationPropertiesFromHandle(&got, hb));
+    CHECK(got.requestedHandleTypes == CU_MEM_HANDLE_TYPE_NONE && got.location.id == 1);
+    CU_RC(D.cuMemGetAllocationPropertiesFromHandle(NULL, hb), CUDA_ERROR_INVALID_VALUE);
+    /* the creator's reference and the retain's: two releases */
+    CU_OK(D.cuMemRelease(ha));
+    CU_OK(D.cuMemExportToShareableHandle(&fd, r1, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                         0));
+    close(fd);
+    CU_OK(D.cuMemRelease(r1));
+    CU_RC(D.cuMemGetAllocationPropertiesFromHandle(&got, ha), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemRelease(ha), CUDA_ERROR_INVALID_VALUE);
+    /* still mapped: a retain gives it back */
+    CU_OK(D.cuMemRetainAllocationHandle(&r1, (void *)(uintptr_t)base));
+    CHECK(r1 == ha);
+    CU_OK(D.cuMemRelease(r1));
+    CU_OK(D.cuMemRelease(r2));
+    CU_OK(D.cuMemRelease(hb));
+    CU_OK(D.cuMemUnmap(base, 3 * GRAN));
+    CU_RC(D.cuMemRetainAllocationHandle(&r1, (void *)(uintptr_t)base),
+          CUDA_ERROR_INVALID_VALUE);
+    CU_OK(D.cuMemAddressFree(base, 4 * GRAN));
+}
+
+/* cuMemsetD16Async / D32Async: values of their width, little-endian,
+ * dstDevice aligned to it (cuda.h), over VMM memory. */
+static void test_memset_widths(void)
+{
+    CUmemAllocationProp p = prop_dev(0, CU_MEM_HANDLE_TYPE_NONE);
+    CUmemGenericAllocationHandle h;
+    CUmemAccessDesc d = desc(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    CUdeviceptr base;
+    unsigned char *m;
+
+    CU_OK(D.cuMemCreate(&h, GRAN, &p, 0));
+    CU_OK(D.cuMemAddressReserve(&base, GRAN, 0, 0, 0));
+    CU_OK(D.cuMemMap(base, GRAN, 0, h, 0));
+    CU_OK(D.cuMemSetAccess(base, GRAN, &d, 1));
+    m = (unsigned char *)(uintptr_t)base;
+    memset(m, 0x11, 64);
+    CU_OK(D.cuMemsetD16Async(base + 2, 0xbeef, 3, CU_STREAM_LEGACY));
+    CHECK(m[1] == 0x11 && m[2] == 0xef && m[3] == 0xbe && m[6] == 0xef && m[7] == 0xbe &&
+          m[8] == 0x11);
+    CU_OK(D.cuMemsetD32Async(base + 16, 0xdeadbeef, 2, CU_STREAM_LEGACY));
+    CHECK(m[15] == 0x11 && m[16] == 0xef && m[19] == 0xde && m[23] == 0xde &&
+          m[24] == 0x11);
+    CU_RC(D.cuMemsetD16Async(base + 1, 1, 1, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemsetD32Async(base + 2, 1, 1, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemsetD32Async(base, 1, GRAN / 4 + 1, CU_STREAM_LEGACY),
+          CUDA_ERROR_INVALID_VALUE);
+    CU_OK(D.cuMemsetD32Async(base, 1, 0, CU_STREAM_LEGACY));
+    CU_OK(D.cuMemUnmap(base, GRAN));
+    CU_OK(D.cuMemRelease(h));
+    CU_OK(D.cuMemAddressFree(base, GRAN));
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--child") == 0)
@@ -465,6 +552,8 @@ int main(int argc, char **argv)
     test_granularity_create();
     test_local();
     test_map_past_end();
+    test_retain();
+    test_memset_widths();
     test_cross_process();
     CU_OK(D.cuDevicePrimaryCtxRelease(0));
     FD_CHECK_NO_LEAK();

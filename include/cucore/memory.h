@@ -128,8 +128,10 @@ struct cuc_ipc_buffer_record {
 /* size bytes from pool, allocated in stream order on stream (NULL: the
  * legacy default stream of the pool's device), one reference for the
  * caller; the memory is usable by work queued on stream after this call
- * (or once it is synchronized).
- * CUC_E_INVALID: a NULL argument, size 0, or an imported pool (the message
+ * (or once it is synchronized). Size 0 (as cuda.core allows) gives a
+ * buffer of size 0 whose pointer is NULL, with no driver call; its unref
+ * makes none either, and it cannot be sent (cuc_msg_add_buffer).
+ * CUC_E_INVALID: a NULL argument, or an imported pool (the message
  * says why: allocate in the exporting process and send the buffer).
  * CUC_E_DRIVER: the driver refused (out of memory in the pool: the driver's
  * code is in cuc_errcuda()). */
@@ -156,6 +158,79 @@ CUC_API int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stre
 CUC_API int cuc_buffer_view(cuc_buffer *parent, size_t offset, size_t size,
                             cuc_buffer **out);
 
+/* What the driver says memory is (cuc_memory_kind), which decides how
+ * memory another allocator owns can be shared (cuc_buffer_adopt,
+ * cuc_vmm_adopt). */
+enum cuc_memory_kind {
+    CUC_MEMORY_UNKNOWN = 0,    /* not CUDA's (malloc'd, a stack, a bad pointer) */
+    CUC_MEMORY_LEGACY = 1,     /* cuMemAlloc / cudaMalloc: legacy IPC */
+    CUC_MEMORY_POOL_IPC = 2,   /* of a memory pool exportable as POSIX fds */
+    CUC_MEMORY_POOL = 3,       /* of a pool that is not (or one imported here) */
+    CUC_MEMORY_VMM_FD = 4,     /* cuMemCreate memory requested with POSIX fd handles */
+    CUC_MEMORY_VMM = 5,        /* cuMemCreate memory without them */
+    CUC_MEMORY_MANAGED = 6,    /* cuMemAllocManaged / cudaMallocManaged */
+    CUC_MEMORY_HOST = 7,       /* pinned or registered host memory */
+    CUC_MEMORY_IPC_OPENED = 8  /* opened here from another process (cuIpcOpenMemHandle) */
+};
+
+/* What ptr is, as the driver says (one cuPointerGetAttributes: memory
+ * type, managed, legacy-IPC capable, pool handle, allowed handle types,
+ * context; for VMM memory cuMemRetainAllocationHandle confirms it), in
+ * *kind (enum cuc_memory_kind), and the device it belongs to in *dev (the
+ * pointer's device ordinal in this process; NULL for CUC_MEMORY_UNKNOWN
+ * and for memory of no device, such as VMM memory on the host). ptr need
+ * not be an allocation's start. Any device may be current; this changes
+ * none. Thread-safe.
+ * CUC_E_INVALID: kind or dev NULL. CUC_E_DRIVER: the driver refused a
+ * query (named), never read as a kind. */
+CUC_API int cuc_memory_kind(const void *ptr, int *kind, cuc_device **dev);
+/* A short name of kind ("legacy", "pool-ipc", "pool", "vmm-fd", "vmm",
+ * "managed", "host", "ipc-opened", "unknown"; "?" for other values): the
+ * name the refusals of cuc_buffer_adopt use. A static string. */
+CUC_API const char *cuc_memory_kind_name(int kind);
+
+/* Memory another allocator owns (a framework's: PyTorch, CuPy, numba,
+ * cuda.core), the size bytes at ptr on dev, as a buffer (one reference
+ * for the caller) that cucore never frees; it is sent and imported as
+ * cucore's own buffers are. By what the driver says it is
+ * (cuc_memory_kind):
+ *  - CUC_MEMORY_LEGACY: as cuc_buffer_wrap() (ipc buffer records; the
+ *    receiver opens the base once per process);
+ *  - CUC_MEMORY_POOL_IPC: its pool is adopted (cuc_pool_adopt(): the same
+ *    handle is the same cuc_pool) and the allocation (the one
+ *    cuMemGetAddressRange gives) becomes a buffer of it, so that its
+ *    records are a pool's buffer records; a pointer into a pinned host
+ *    pool allocation must be its start (the driver gives no base for
+ *    one, and refuses to export a part).
+ * [ptr, ptr + size) of a larger allocation is a view of it
+ * (cuc_buffer_view()). The same allocation adopted (or wrapped) again in
+ * the process is the same object: the same buffer, or a view of it.
+ * release, when not NULL, is called once with arg, on whichever thread
+ * drops the last use, when cucore no longer uses the memory: every
+ * buffer and view of the allocation, every message holding one and every
+ * lease of one (importers' included: an importer synchronizes before it
+ * releases) has ended; the owner may then free it. It does not wait for
+ * work this process queued on the memory through cucore on a stream:
+ * synchronize that before dropping the last reference. Each adopt's
+ * release runs once, all of them at that moment; a release must not
+ * block on cucore objects of the same allocation. Not in a child of
+ * fork(): an inherited buffer is inert and releases nothing there. On
+ * failure release is not called.
+ * CUC_E_INVALID: a NULL argument, size 0, a part past the allocation's
+ * end, memory of another device, and every other kind, the message naming
+ * the kind (cuc_memory_kind_name()) and what to use instead:
+ * CUC_MEMORY_VMM_FD is shared with cuc_vmm_adopt(); a pool that is not
+ * IPC-capable must be created with POSIX fd handles (cuda.core:
+ * DeviceMemoryResourceOptions(ipc_enabled=True); cucore: CUC_POOL_IPC);
+ * managed, host, unknown and VMM memory without fds are copied into a
+ * buffer of a CUC_POOL_IPC pool; memory imported from another process is
+ * sent on as the cuc_buffer it arrived as; so is memory of a pool cucore
+ * created (send the cuc_buffer cuc_buffer_alloc_async() gave). The pool's
+ * refusals of cuc_pool_adopt(). CUC_E_DRIVER: a driver query failed
+ * (named). CUC_E_NOMEM. Thread-safe. */
+CUC_API int cuc_buffer_adopt(cuc_device *dev, void *ptr, size_t size,
+                             void (*release)(void *arg), void *arg, cuc_buffer **out);
+
 /* Memory this program already has from cuMemAlloc / cudaMalloc on dev:
  * the size bytes at ptr as a buffer (one reference for the caller) that
  * does NOT own the memory. The caller keeps the allocation allocated until
@@ -173,8 +248,9 @@ CUC_API int cuc_buffer_view(cuc_buffer *parent, size_t offset, size_t size,
  * call. The handle is taken here, once per base.
  * CUC_E_INVALID: a NULL argument, size 0, a part past the allocation's
  * end, or memory that legacy IPC cannot share, the message saying what to
- * use instead: a pool allocation (allocate from a CUC_POOL_IPC pool and
- * send that cuc_buffer), VMM memory (cuc_vmm), managed or host memory (not
+ * use instead: a pool allocation (cuc_buffer_adopt() when its pool is
+ * IPC-capable; else allocate from a CUC_POOL_IPC pool and send that
+ * cuc_buffer), VMM memory (cuc_vmm_adopt()), managed or host memory (not
  * shareable by IPC), memory opened from another process (send the
  * cuc_buffer it arrived as), memory of another device.
  * CUC_E_DRIVER: cuIpcGetMemHandle failed. */
@@ -266,17 +342,32 @@ CUC_API int cuc_buffer_lease_wait(cuc_buffer *buf, cuc_channel *ch, size_t max_l
  * return only once the host side has been read or written.
  * CUC_E_INVALID: a NULL pointer with n > 0. CUC_E_DRIVER: the driver
  * refused (a range outside any allocation, for instance). n 0 does
- * nothing. */
+ * nothing (no driver call; NULL pointers are then fine, as a buffer of
+ * size 0 has). */
 CUC_API int cuc_memcpy_async(void *dst, const void *src, size_t n, cuc_stream *stream);
-/* cuc_memcpy_async(), then waits for stream. */
+/* cuc_memcpy_async(), then waits for stream (n 0: nothing to wait for). */
 CUC_API int cuc_memcpy(void *dst, const void *src, size_t n, cuc_stream *stream);
 
 /* Sets n bytes at dst (device memory or pinned host pool memory) to value,
  * in stream order on stream (NULL as for cuc_memcpy_async()). Errors as
- * cuc_memcpy_async(). */
+ * cuc_memcpy_async(); n 0 does nothing. */
 CUC_API int cuc_memset_async(void *dst, uint8_t value, size_t n, cuc_stream *stream);
-/* cuc_memset_async(), then waits for stream. */
+/* cuc_memset_async(), then waits for stream (n 0: nothing to wait for). */
 CUC_API int cuc_memset(void *dst, uint8_t value, size_t n, cuc_stream *stream);
+
+/* Sets count values of width bytes (1, 2 or 4) at dst to value, in
+ * stream order on stream (NULL as for cuc_memcpy_async()), through the
+ * driver's cuMemsetD8/D16/D32Async: a 2- or 4-byte value is written in
+ * the host's byte order (little-endian), as a uint16_t or uint32_t array
+ * holds it. count 0 does nothing. CUC_E_INVALID: a width other than 1, 2
+ * or 4, a value that does not fit in width bytes, dst NULL or not aligned
+ * to width (the driver needs it) with count > 0. CUC_E_DRIVER: as
+ * cuc_memcpy_async(). Thread-safe. */
+CUC_API int cuc_fill_async(void *dst, uint32_t value, unsigned width, size_t count,
+                           cuc_stream *stream);
+/* cuc_fill_async(), then waits for stream (count 0: nothing to wait for). */
+CUC_API int cuc_fill(void *dst, uint32_t value, unsigned width, size_t count,
+                     cuc_stream *stream);
 
 /* A buffer of an IPC pool: its pool id, export data (computed now the
  * first time, then cached), size and a new lease id. The message holds a
@@ -287,6 +378,8 @@ CUC_API int cuc_memset(void *dst, uint8_t value, size_t n, cuc_stream *stream);
  * allocation and the writes it should see are complete: synchronize their
  * stream before sending (or send an IPC event to wait on).
  * CUC_E_NOT_SERIALIZABLE: the pool was created without CUC_POOL_IPC.
+ * CUC_E_INVALID: a NULL argument, or a buffer of size 0 (nothing to
+ * share: send its size instead).
  * CUC_E_DRIVER: the driver refused to export the pointer. */
 CUC_API int cuc_msg_add_buffer(cuc_msg *msg, const cuc_buffer *buf);
 

@@ -24,8 +24,13 @@
  * C: the driver does not export an imported pool again). Each IPC pool
  * thus holds one fd while it lives.
  *
- * Pools are reference counted: cuc_pool_create(), cuc_pool_get_by_id()
- * and cuc_msg_get_pool() return a reference, cuc_pool_ref() takes another,
+ * A pool that another allocator created (cuda.core's DeviceMemoryResource
+ * with IPC enabled, a framework's pool) can be adopted (cuc_pool_adopt):
+ * a cucore pool over the driver's pool that cucore never destroys, sent
+ * and imported as a pool cucore created.
+ *
+ * Pools are reference counted: cuc_pool_create(), cuc_pool_adopt(),
+ * cuc_pool_get_by_id() and cuc_msg_get_pool() return a reference, cuc_pool_ref() takes another,
  * cuc_pool_unref() drops one, and every buffer of the pool holds one, so a
  * pool lives until its last buffer is gone.
  *
@@ -98,12 +103,32 @@ CUC_API void cuc_pool_props_init(struct cuc_pool_props *props);
 CUC_API int cuc_pool_create(cuc_device *dev, const struct cuc_pool_props *props,
                             cuc_pool **out);
 
+/* A cucore pool over pool_handle, a CUmemoryPool of dev that cucore did
+ * not create, of kind (enum cuc_pool_kind: what the pool holds; the
+ * receiver grants a pinned host pool's device access by it); one
+ * reference for the caller. The pool must be exportable as a POSIX fd:
+ * it is exported here, once, as cucore's IPC pools are, and gets a fresh
+ * random pool id; its buffers (cuc_buffer_adopt(), or
+ * cuc_buffer_alloc_async()) then send and import exactly as those of a
+ * CUC_POOL_IPC pool. cucore never destroys the driver's pool: its creator
+ * keeps it alive while the cucore pool, its buffers and their leases
+ * live (cuc_pool_lease_wait()). The same handle adopted again in the
+ * process, or the handle of a pool cucore created or imported here, gives
+ * that same cuc_pool with one more reference.
+ * CUC_E_INVALID: a NULL argument, an unknown kind, or a pool the driver
+ * will not export as a POSIX fd (the message says it is not IPC-capable
+ * and how to make one: handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+ * cuda.core: DeviceMemoryResourceOptions(ipc_enabled=True)).
+ * CUC_E_DRIVER: another refusal of the export (named). Thread-safe. */
+CUC_API int cuc_pool_adopt(cuc_device *dev, void *pool_handle, int kind, cuc_pool **out);
+
 /* Takes another reference; returns pool. NULL is returned as NULL. */
 CUC_API cuc_pool *cuc_pool_ref(cuc_pool *pool);
 
 /* Drops one reference. The last one destroys the driver's pool (or, for an
- * imported pool, its import), closes the pool's fd and removes the pool
- * from this process's pools by id. NULL is a no-op. */
+ * imported pool, its import; an adopted pool's stays its creator's),
+ * closes the pool's fd and removes the pool from this process's pools by
+ * id. NULL is a no-op. */
 CUC_API void cuc_pool_unref(cuc_pool *pool);
 
 /* The pool's 128-bit id (random; an imported pool has its owner's). */
@@ -118,6 +143,8 @@ CUC_API int cuc_pool_kind(const cuc_pool *pool);
 CUC_API int cuc_pool_is_ipc(const cuc_pool *pool);
 /* 1 for a pool imported from another process. */
 CUC_API int cuc_pool_is_imported(const cuc_pool *pool);
+/* 1 for a pool adopted (cuc_pool_adopt) over another allocator's pool. */
+CUC_API int cuc_pool_is_adopted(const cuc_pool *pool);
 /* The driver's CUmemoryPool, for raw driver calls. */
 CUC_API void *cuc_pool_handle(const cuc_pool *pool);
 

@@ -27,8 +27,13 @@
  * pump or wait on the channel to notice releases). cuc_vmm_lease_count()
  * and cuc_vmm_lease_wait() let the exporter see them.
  *
- * Resources are reference counted: cuc_vmm_create() and cuc_msg_get_vmm()
- * return a reference, cuc_vmm_ref() takes another, cuc_vmm_unref() drops
+ * VMM memory another allocator mapped (PyTorch's expandable segments) is
+ * shared by adopting its chunks (cuc_vmm_adopt): a resource over the
+ * owner's mapping that exports each chunk's fd as a created one does and
+ * never unmaps or frees the owner's memory.
+ *
+ * Resources are reference counted: cuc_vmm_create(), cuc_vmm_adopt() and
+ * cuc_msg_get_vmm() return a reference, cuc_vmm_ref() takes another, cuc_vmm_unref() drops
  * one.
  *
  * Threads: every function here is thread-safe; a resource must not be
@@ -107,10 +112,41 @@ CUC_API int cuc_vmm_create(const cuc_device *owner, const cuc_device *const *pee
                            size_t npeers, const size_t *chunk_sizes, size_t nchunks,
                            cuc_vmm **out);
 
+/* VMM memory another allocator mapped on dev: the physical chunks mapped
+ * over [ptr, ptr + size), found chunk by chunk (the pointer's
+ * MAPPING_BASE_ADDR / MAPPING_SIZE) and retained
+ * (cuMemRetainAllocationHandle), as a resource of those chunks (one
+ * reference for the caller) whose address is the first chunk's start;
+ * *offset gets ptr's offset into it. Sent (cuc_msg_add_vmm) it travels as
+ * a created resource does, one fd per chunk, and the receiver maps the
+ * chunks contiguously. The resource has no peers (the receiver grants its
+ * owner device access). cucore never unmaps the owner's mapping and
+ * releases only the handle references it retained. The same chunks
+ * adopted again (the same start and total size) are the same resource,
+ * with one more reference. release, when not NULL, is called once with
+ * arg, on whichever thread drops the last use, when cucore no longer uses
+ * the memory: the resource, every message holding it and every lease of
+ * it (the importer has unmapped) have ended; the owner may then unmap and
+ * free it. Each adopt's release runs once, all of them then; not in a
+ * child of fork(). On failure release is not called and nothing stays
+ * retained.
+ * CUC_E_INVALID: a NULL argument, size 0, memory that is not VMM memory
+ * with POSIX fd handles (the message names its kind, cuc_memory_kind(),
+ * and what to use: cuc_buffer_adopt() for cuMemAlloc and IPC pool
+ * memory), a chunk created without the POSIX fd handle type or of another
+ * device than dev, or a hole (an address in the range that nothing maps),
+ * each named with its offset. CUC_E_LIMIT: more than CUC_VMM_MAX_CHUNKS
+ * chunks. CUC_E_DRIVER: a driver query failed (named). Thread-safe. */
+CUC_API int cuc_vmm_adopt(cuc_device *dev, void *ptr, size_t size,
+                          void (*release)(void *arg), void *arg, cuc_vmm **out,
+                          size_t *offset);
+
 /* Takes one more reference (returns vmm; NULL is passed through). */
 CUC_API cuc_vmm *cuc_vmm_ref(cuc_vmm *vmm);
 
-/* Drops one reference. The last one unmaps and frees the resource, unless
+/* Drops one reference. The last one unmaps and frees the resource (an
+ * adopted one: releases the handles it retained, then calls its
+ * releases), unless
  * it was sent on a channel and a lease is still outstanding: then that
  * happens when the last lease ends. An imported resource, when freed,
  * releases its lease (tells the exporter on the channel it came from; a
@@ -135,8 +171,11 @@ CUC_API size_t cuc_vmm_chunk_count(const cuc_vmm *vmm);
 CUC_API size_t cuc_vmm_chunk_size(const cuc_vmm *vmm, size_t i);
 /* enum cuc_vmm_handle_type. */
 CUC_API int cuc_vmm_handle_type(const cuc_vmm *vmm);
-/* 1 for a resource imported from a message, 0 for one created here. */
+/* 1 for a resource imported from a message, 0 for one created or
+ * adopted here. */
 CUC_API int cuc_vmm_is_imported(const cuc_vmm *vmm);
+/* 1 for a resource adopted over another allocator's mapping. */
+CUC_API int cuc_vmm_is_adopted(const cuc_vmm *vmm);
 
 /* dev's access to the whole range, as the driver reports it
  * (cuMemGetAccess on every chunk; the weakest wins): enum

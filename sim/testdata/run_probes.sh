@@ -10,9 +10,11 @@
 # library and the simulator are always brought up to date (an incremental
 # build: a build dir left from an older checkout is not used stale). Then:
 #   probe_ipc        PROBE_LIB=libcuda.so.1, and the simulator with one GPU
+#   probe_adopt      the same (memory another allocator owns, fills)
 #   probe_lifetimes  CUCORE_DRIVER unset, and CUCORE_DRIVER=sim
 # Outputs go to $OUT (default /tmp/probes): NAME.real.txt, NAME.sim.txt,
-# their stderr as .err, probe_ipc.diff (real vs sim), and steps.txt with
+# their stderr as .err, probe_ipc.diff and probe_adopt.diff (real vs
+# sim), and steps.txt with
 # each step's exit status (124: it ran past its time). Every step is
 # bounded by timeout; the script prints the diffs and the statuses.
 set -u
@@ -59,6 +61,9 @@ libdir=$(dirname "$lib")
 step cc-probe_ipc 60 cc "${cflags[@]}" -I"$cuda_inc" -Itests -Isrc \
     -DCUC_SIM_PATH='getenv("PROBE_LIB")' sim/testdata/probe_ipc.c \
     -o "$bin/probe_ipc" -ldl 2>"$out/cc-probe_ipc.err"
+step cc-probe_adopt 60 cc "${cflags[@]}" -I"$cuda_inc" -Itests -Isrc \
+    -DCUC_SIM_PATH='getenv("PROBE_LIB")' sim/testdata/probe_adopt.c \
+    -o "$bin/probe_adopt" -ldl 2>"$out/cc-probe_adopt.err"
 step cc-probe_lifetimes 60 cc "${cflags[@]}" -Iinclude sim/testdata/probe_lifetimes.c \
     -o "$bin/probe_lifetimes" -L"$libdir" -lcucore -Wl,-rpath,"$libdir" \
     2>"$out/cc-probe_lifetimes.err"
@@ -70,17 +75,24 @@ step probe_ipc.real 45 "${clean_env[@]}" PROBE_LIB=libcuda.so.1 \
     "$bin/probe_ipc" >"$out/probe_ipc.real.txt" 2>"$out/probe_ipc.real.err"
 step probe_ipc.sim 45 "${clean_env[@]}" PROBE_LIB="$sim" CUCORE_SIM_GPUS=1 \
     "$bin/probe_ipc" >"$out/probe_ipc.sim.txt" 2>"$out/probe_ipc.sim.err"
+step probe_adopt.real 45 "${clean_env[@]}" PROBE_LIB=libcuda.so.1 \
+    "$bin/probe_adopt" >"$out/probe_adopt.real.txt" 2>"$out/probe_adopt.real.err"
+step probe_adopt.sim 45 "${clean_env[@]}" PROBE_LIB="$sim" CUCORE_SIM_GPUS=1 \
+    "$bin/probe_adopt" >"$out/probe_adopt.sim.txt" 2>"$out/probe_adopt.sim.err"
 step probe_lifetimes.real 60 "${clean_env[@]}" \
     "$bin/probe_lifetimes" >"$out/probe_lifetimes.real.txt" 2>"$out/probe_lifetimes.real.err"
 step probe_lifetimes.sim 60 "${clean_env[@]}" CUCORE_DRIVER=sim CUCORE_SIM_GPUS=1 \
     "$bin/probe_lifetimes" >"$out/probe_lifetimes.sim.txt" 2>"$out/probe_lifetimes.sim.err"
 
 diff -u "$out/probe_ipc.real.txt" "$out/probe_ipc.sim.txt" >"$out/probe_ipc.diff"
+diff -u "$out/probe_adopt.real.txt" "$out/probe_adopt.sim.txt" >"$out/probe_adopt.diff"
 diff -u "$out/probe_lifetimes.real.txt" "$out/probe_lifetimes.sim.txt" \
     >"$out/probe_lifetimes.diff"
 
 echo "=== probe_ipc: real (-) vs sim (+) ==="
 cat "$out/probe_ipc.diff"
+echo "=== probe_adopt: real (-) vs sim (+) ==="
+cat "$out/probe_adopt.diff"
 echo "=== probe_lifetimes: real (-) vs sim (+) ==="
 cat "$out/probe_lifetimes.diff"
 for f in "$out"/*.err; do

@@ -2,6 +2,7 @@
  * the only file that opens libcuda; everything else calls through the
  * table. */
 #include "driver/driver.h"
+#include "os/proc.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -29,6 +30,7 @@ static char lib_path[PATH_MAX];
 static char sim_tried[2][PATH_MAX]; /* the simulator paths looked at, for the error */
 static int drv_version;
 static int drv_simulated;
+static pid_t drv_loader; /* the process that loaded the driver (fork: not this one) */
 
 /* The oldest driver with every entry point at its pinned ABI version: the
  * highest version in driver_syms.h (12080: CUDA 12.8). */
@@ -214,6 +216,7 @@ static int load(void)
         drv_version = 0;
     /* The table is complete: error names can come from the driver now,
      * including cuInit's. */
+    drv_loader = cuc__pid();
     cuc__drv_table = &table;
     rc = init_driver(handle);
     if (rc)
@@ -289,6 +292,15 @@ int cuc__cuda_err(CUresult r, const char *call, const char *fmt, ...)
         va_end(ap);
         cuc__adderr(": %s", detail);
     }
+    /* CUDA does not survive fork(): every call in the child of a process
+     * that had loaded it fails (sim/README.md, "probe_lifetimes"), and
+     * the driver's code does not say why. */
+    if (drv_loader && drv_loader != cuc__pid())
+        cuc__adderr(" (this process, pid %ld, is a fork() child of process %ld, which "
+                    "had loaded the CUDA driver: CUDA cannot be used after fork; start "
+                    "the child with spawn or exec instead, e.g. Python's "
+                    "multiprocessing.get_context(\"spawn\"))", (long)cuc__pid(),
+                    (long)drv_loader);
     cuc__set_errcuda((int)r);
     return status;
 }

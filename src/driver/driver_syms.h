@@ -26,6 +26,7 @@
     X(cuCtxGetCurrent, 4000)                        \
     X(cuCtxGetDevice, 2000)                         \
     X(cuCtxSynchronize, 2000)                       \
+    X(cuCtxGetStreamPriorityRange, 5050)            \
     X(cuStreamCreateWithPriority, 5050)             \
     X(cuStreamDestroy, 4000)                        \
     X(cuStreamSynchronize, 2000)                    \
@@ -51,6 +52,8 @@
     X(cuMemcpyHtoDAsync, 3020)                      \
     X(cuMemcpyDtoHAsync, 3020)                      \
     X(cuMemsetD8Async, 3020)                        \
+    X(cuMemsetD16Async, 3020)                       \
+    X(cuMemsetD32Async, 3020)                       \
     X(cuMemPoolCreate, 11020)                       \
     X(cuMemPoolDestroy, 11020)                      \
     X(cuMemPoolSetAccess, 11020)                    \
@@ -74,6 +77,8 @@
     X(cuMemUnmap, 10020)                            \
     X(cuMemSetAccess, 10020)                        \
     X(cuMemGetAccess, 10020)                        \
+    X(cuMemRetainAllocationHandle, 11000)           \
+    X(cuMemGetAllocationPropertiesFromHandle, 10020) \
     X(cuMemAlloc, 3020)                             \
     X(cuMemFree, 3020)                              \
     X(cuMemGetAddressRange, 3020)                   \

@@ -135,6 +135,25 @@ int cuc_stream_default(cuc_device *dev, cuc_stream **out)
     return default_stream(dev, mode == CUC_STREAM_MODE_PER_THREAD, out);
 }
 
+/* The driver would clamp a priority outside the context's range without a
+ * word; asked first (dev current), it is refused naming the range. */
+static int check_priority(cuc_device *dev, int priority)
+{
+    int least = 0, greatest = 0;
+    CUresult r = CUC_DRV->cuCtxGetStreamPriorityRange(&least, &greatest);
+
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuCtxGetStreamPriorityRange", "device %d (%s)",
+                             cuc_device_ordinal(dev), cuc_device_uuid_string(dev));
+    if (priority > least || priority < greatest)
+        return cuc__seterr(CUC_E_INVALID, "cuc_stream_create: priority %d is outside "
+                           "device %d's range, %d (greatest) to %d (least; the default "
+                           "is 0, and lower numbers are higher priority) (%s)", priority,
+                           cuc_device_ordinal(dev), greatest, least,
+                           cuc_device_uuid_string(dev));
+    return 0;
+}
+
 int cuc_stream_create(cuc_device *dev, unsigned flags, int priority, cuc_stream **out)
 {
     CUC__CTX_KEEP(guard);
@@ -149,6 +168,8 @@ int cuc_stream_create(cuc_device *dev, unsigned flags, int priority, cuc_stream 
                            "(only CUC_STREAM_NON_BLOCKING is defined)",
                            flags & ~CUC_STREAM_NON_BLOCKING);
     rc = cuc__device_activate(&guard, dev);
+    if (!rc)
+        rc = check_priority(dev, priority);
     if (rc)
         return rc;
     s = malloc(sizeof(*s));

@@ -9,6 +9,7 @@
  * happens later, on whichever thread drops the last hold or lease, waits
  * for that event on the device's legacy stream. */
 #include "memory/buffer.h"
+#include "memory/release.h"
 #include "os/proc.h"
 #include "wire/records.h"
 
@@ -226,9 +227,8 @@ int cuc_buffer_alloc_async(cuc_pool *pool, size_t size, cuc_stream *stream,
         return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc_async: the pool of a "
                            "wrapped buffer (cuc_buffer_wrap) has no memory of its own: "
                            "allocate with cuMemAlloc and wrap it, or use a pool");
-    if (size == 0)
-        return cuc__seterr(CUC_E_INVALID, "cuc_buffer_alloc_async: size 0 (allocate "
-                           "at least one byte)");
+    if (size == 0) /* as cuda.core's: no memory, no driver call */
+        return cuc__buffer_new(pool, 0, 0, 0, out);
     rc = cuc__stream_or_legacy(pool->dev, stream, &s);
     if (!rc)
         rc = cuc__device_activate(&guard, s->dev);
@@ -333,6 +333,8 @@ int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync)
     CUresult r;
     int rc;
 
+    if (b->size == 0)
+        return 0; /* a buffer of size 0 has no memory (it is never sent) */
     rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
     if (!rc)
         rc = cuc__device_activate(&guard, s->dev);
@@ -394,6 +396,21 @@ int cuc__ipc_free_memory(cuc_buffer *b, cuc_stream *stream)
         rc = cuc__cuda_err(r, "cuIpcCloseMemHandle", "%zu-byte allocation opened by "
                            "legacy IPC on device %s", b->size, b->pool->dev->uuid_str);
     return rc;
+}
+
+/* The driver's part of releasing memory another allocator owns: none, but
+ * for a deferred free's event (the memory goes back to its owner, whose
+ * release does not wait for streams: memory.h). */
+static int adopted_free_memory(cuc_buffer *b)
+{
+    CUC__CTX_RESTORE(guard);
+
+    if (!b->free_after)
+        return 0;
+    if (cuc__device_activate(&guard, b->pool->dev) == 0)
+        CUC_DRV->cuEventDestroy(b->free_after);
+    b->free_after = NULL;
+    return 0;
 }
 
 void cuc__upstream_keep(struct cuc__upstream *up, size_t n)
@@ -534,6 +551,7 @@ static int view_now(const cuc_buffer *b)
 static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
 {
     cuc_pool *pool = b->pool;
+    struct cuc__releases *adopted = b->adopted;
     struct cuc__upstream *extra;
     struct cuc__err_saved saved;
     size_t nextra;
@@ -543,7 +561,9 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
         return release_view(b, stream); /* its own errors: a view frees nothing */
     if (!has_caller)
         cuc__err_save(&saved, 0);
-    rc = b->ipc ? cuc__ipc_free_memory(b, stream) : cuc__buffer_free_memory(b, stream, 1);
+    rc = b->ipc       ? cuc__ipc_free_memory(b, stream)
+         : b->adopted ? adopted_free_memory(b)
+                      : cuc__buffer_free_memory(b, stream, 1);
     if (rc && b->imported)
         cuc__buffer_note_kept();
     pthread_mutex_lock(&pool->lock);
@@ -567,6 +587,8 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
     free(b->ipc);
     cuc__buffer_obj_free(b);
     cuc_pool_unref(pool);
+    /* last: the owner may free the memory now */
+    cuc__releases_run(adopted);
     if (!has_caller)
         cuc__err_restore(&saved);
     return rc;
@@ -660,6 +682,7 @@ static int drop_inherited(cuc_buffer *b)
     free(b->extra);
     cuc__leases_unref(b->anchor.leases);
     free(b->ipc);
+    cuc__releases_drop(b->adopted); /* the owner is the parent's */
     cuc__buffer_obj_free(b);
     cuc_pool_unref(pool);
     return 0;

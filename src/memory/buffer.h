@@ -44,6 +44,7 @@ struct cuc__ipc_base {
  * a reference to the allocation it is part of, and is found in
  * pool->views through node (it never has export data). */
 struct cuc__carve;
+struct cuc__releases;
 
 struct cuc_buffer {
     cuc_pool *pool; /* a reference */
@@ -69,6 +70,11 @@ struct cuc_buffer {
     int in_views;     /* a view findable in pool->views */
     struct cuc__carve *carve; /* a view carved by a slab allocator: its range */
     struct cuc__ipc_base *ipc; /* legacy IPC memory (an allocation, not a view) */
+    /* memory another allocator owns (cuc_buffer_adopt, an allocation):
+     * never freed here; its owner's releases run at the release. Always
+     * set for a pool's adopted allocation (in pool->imports by by_ptr);
+     * for legacy memory once an adopt gave it a release. */
+    struct cuc__releases *adopted;
     /* from an attached message: what a use of the memory waits for (a
      * reference, set once, atomically, by the first message that gives it) */
     struct cuc__gate *gate;
@@ -173,6 +179,12 @@ struct cuc__carve {
 /* The wrapped or opened allocation of (exporter, gen) in a legacy pool,
  * not being freed, or NULL (pool->lock held). */
 cuc_buffer *cuc__ipc_find_locked(cuc_pool *pool, const uint8_t exporter[16], uint64_t gen);
+/* The wrapped root (a new reference) of the cuMemAlloc allocation of dev
+ * at base (bsize bytes, as the driver gave them) that [ptr, ptr + size)
+ * is in: found, or wrapped now (its handle taken). CUC_E_INVALID when
+ * the part does not fit. */
+int cuc__ipc_root(cuc_device *dev, CUdeviceptr ptr, size_t size, CUdeviceptr base,
+                  size_t bsize, cuc_buffer **out);
 /* 1 if exporter is this process's identity. */
 int cuc__ipc_is_self(const uint8_t exporter[16]);
 /* Opens what rec names (cuIpcOpenMemHandle) as a new imported allocation

@@ -152,13 +152,15 @@ static int refusal(CUdeviceptr ptr)
                            (unsigned long long)ptr);
     if (pool)
         return cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: %#llx belongs to a memory "
-                           "pool (cuMemAllocAsync): allocate from a CUC_POOL_IPC pool "
-                           "(cuc_buffer_alloc_async) and send that cuc_buffer",
+                           "pool (cuMemAllocAsync): adopt it with cuc_buffer_adopt when "
+                           "its pool is IPC-capable, else allocate from a CUC_POOL_IPC "
+                           "pool (cuc_buffer_alloc_async) and send that cuc_buffer",
                            (unsigned long long)ptr);
     return cuc__seterr(CUC_E_INVALID, "cuc_buffer_wrap: %#llx is not legacy-IPC capable "
                        "(VMM memory, or memory opened from another process): share VMM "
-                       "memory with cuc_vmm, and send on the cuc_buffer an opened "
-                       "allocation arrived as", (unsigned long long)ptr);
+                       "memory with cuc_vmm_adopt (cuc_memory_kind tells which), and "
+                       "send on the cuc_buffer an opened allocation arrived as",
+                       (unsigned long long)ptr);
 }
 
 /* What the driver says ptr is, and the allocation it is in (one call for
@@ -341,6 +343,27 @@ static cuc_buffer *root_if_wrapped(cuc_pool *pool, CUdeviceptr base, size_t bsiz
         b->refs++;
     pthread_mutex_unlock(&pool->lock);
     return b;
+}
+
+int cuc__ipc_root(cuc_device *dev, CUdeviceptr ptr, size_t size, CUdeviceptr base,
+                  size_t bsize, cuc_buffer **out)
+{
+    cuc_pool *pool;
+    int rc;
+
+    if (!base || !bsize || ptr < base || ptr - base >= bsize ||
+        size > bsize - (size_t)(ptr - base))
+        return cuc__seterr(CUC_E_INVALID, "%zu bytes at %#llx do not fit in the %zu-byte "
+                           "allocation at %#llx the driver puts them in", size,
+                           (unsigned long long)ptr, bsize, (unsigned long long)base);
+    rc = cuc__pool_legacy(dev, &pool);
+    if (rc)
+        return rc;
+    rc = root_of(pool, base, bsize, out);
+    if (!rc)
+        recent_note(dev, base, bsize);
+    cuc_pool_unref(pool); /* the root holds one */
+    return rc;
 }
 
 /* The root for [ptr, ptr + size): of a base wrapped already, with no

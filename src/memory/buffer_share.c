@@ -372,6 +372,10 @@ int cuc_msg_add_buffer(cuc_msg *m, const cuc_buffer *cb)
 
     if (!m || !b)
         return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_buffer: NULL argument");
+    if (b->size == 0)
+        return cuc__seterr(CUC_E_INVALID, "cuc_msg_add_buffer: the buffer has size 0: "
+                           "there is nothing to share (send its size, and allocate "
+                           "0 bytes on the other side)");
     if ((b->root ? b->root : b)->ipc)
         return add_ipc(m, b);
     held = cached_export_hold(b, &d);

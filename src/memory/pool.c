@@ -11,10 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The IPC pools of this process (created here or imported). A pool whose
- * count has reached zero is on its way out: it is skipped, never revived. */
+/* The IPC pools of this process (created, imported or adopted here), by
+ * id and by driver handle. A pool whose count has reached zero is on its
+ * way out: it is skipped, never revived. */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cuc__htab table;
+static struct cuc__htab by_handle;
 
 const char *cuc__pool_kind_name(int kind)
 {
@@ -31,19 +33,55 @@ static cuc_pool *of_node(const struct cuc__hnode *n)
     return CUC_CONTAINER_OF(n, cuc_pool, by_id);
 }
 
-/* Takes a reference when the pool matches and is still alive. */
-static int match_and_ref(const struct cuc__hnode *n, const void *key)
+/* A reference to p, unless it is on its way out: 1 if taken. */
+static int ref_if_alive(cuc_pool *p)
 {
-    cuc_pool *p = of_node(n);
     int refs = __atomic_load_n(&p->refs, __ATOMIC_RELAXED);
 
-    if (memcmp(p->id, key, CUC_POOL_ID_LEN) != 0)
-        return 0;
     while (refs > 0)
         if (__atomic_compare_exchange_n(&p->refs, &refs, refs + 1, 0, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED))
             return 1;
     return 0;
+}
+
+/* Takes a reference when the pool matches and is still alive. */
+static int match_and_ref(const struct cuc__hnode *n, const void *key)
+{
+    cuc_pool *p = of_node(n);
+
+    return memcmp(p->id, key, CUC_POOL_ID_LEN) == 0 && ref_if_alive(p);
+}
+
+static int handle_match_and_ref(const struct cuc__hnode *n, const void *key)
+{
+    cuc_pool *p = CUC_CONTAINER_OF(n, cuc_pool, by_cu);
+
+    return p->cu == *(const CUmemoryPool *)key && ref_if_alive(p);
+}
+
+static uint64_t handle_hash(CUmemoryPool cu)
+{
+    return cuc__hash_u64((uint64_t)(uintptr_t)cu);
+}
+
+/* table_lock held. */
+static cuc_pool *find_handle_locked(CUmemoryPool cu)
+{
+    struct cuc__hnode *n = cuc__htab_find(&by_handle, handle_hash(cu),
+                                          handle_match_and_ref, &cu);
+
+    return n ? CUC_CONTAINER_OF(n, cuc_pool, by_cu) : NULL;
+}
+
+cuc_pool *cuc__pool_find_handle(CUmemoryPool cu)
+{
+    cuc_pool *p;
+
+    pthread_mutex_lock(&table_lock);
+    p = find_handle_locked(cu);
+    pthread_mutex_unlock(&table_lock);
+    return p;
 }
 
 /* table_lock held. */
@@ -65,16 +103,25 @@ cuc_pool *cuc__pool_find(const uint8_t id[CUC_POOL_ID_LEN])
 }
 
 /* Registers p (not yet shared with other threads), unless a live pool has
- * its id: then that one is returned with a new reference. */
+ * its id or its driver handle: then that one is returned with a new
+ * reference. */
 static int table_add(cuc_pool *p, cuc_pool **had)
 {
     int rc = 0;
 
     p->by_id.hash = id_hash(p->id);
+    p->by_cu.hash = handle_hash(p->cu);
     pthread_mutex_lock(&table_lock);
     *had = find_locked(p->id);
     if (!*had)
+        *had = find_handle_locked(p->cu);
+    if (!*had)
         rc = cuc__htab_insert(&table, &p->by_id);
+    if (!*had && !rc) {
+        rc = cuc__htab_insert(&by_handle, &p->by_cu);
+        if (rc)
+            cuc__htab_remove(&table, &p->by_id);
+    }
     pthread_mutex_unlock(&table_lock);
     return rc;
 }
@@ -83,8 +130,11 @@ static void table_remove(cuc_pool *p)
 {
     pthread_mutex_lock(&table_lock);
     cuc__htab_remove(&table, &p->by_id);
-    if (table.count == 0)
-        cuc__htab_free(&table); /* nothing left for a leak checker to see */
+    cuc__htab_remove(&by_handle, &p->by_cu);
+    if (table.count == 0) { /* nothing left for a leak checker to see */
+        cuc__htab_free(&table);
+        cuc__htab_free(&by_handle);
+    }
     pthread_mutex_unlock(&table_lock);
 }
 
@@ -260,6 +310,79 @@ free_pool:
     return rc;
 }
 
+/* export_fd's refusal of a pool that is not IPC-capable, said so. */
+static int not_ipc_capable(cuc_pool *p)
+{
+    int cuda = cuc_errcuda();
+    char why[256];
+
+    snprintf(why, sizeof(why), "%s", cuc_errmsg());
+    cuc__seterr(CUC_E_INVALID, "cuc_pool_adopt: pool %p of device %d (%s) is not "
+                "IPC-capable (%s): the driver exports a pool only when it was created "
+                "with handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (cuda.core: "
+                "DeviceMemoryResourceOptions(ipc_enabled=True); cucore: CUC_POOL_IPC)",
+                (void *)p->cu, p->dev->ordinal, p->dev->uuid_str, why);
+    cuc__set_errcuda(cuda);
+    return CUC_E_INVALID;
+}
+
+/* A new adopted pool over cu, exported, not yet in the table. */
+static int adopt_new(cuc_device *dev, CUmemoryPool cu, int kind, cuc_pool **out)
+{
+    cuc_pool *p = pool_new(dev, kind, CUC_POOL_IPC);
+    int rc;
+
+    if (!p)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for an adopted pool");
+    p->cu = cu;
+    p->adopted = 1;
+    rc = cuc__random_bytes(p->id, CUC_POOL_ID_LEN, "a pool id");
+    if (!rc) {
+        rc = export_fd(p);
+        if (rc == CUC_E_DRIVER && cuc_errcuda() == CUDA_ERROR_INVALID_VALUE)
+            rc = not_ipc_capable(p);
+    }
+    if (rc) {
+        pool_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+int cuc_pool_adopt(cuc_device *dev, void *handle, int kind, cuc_pool **out)
+{
+    CUC__CTX_KEEP(guard);
+    cuc_pool *p, *had = NULL;
+    int rc;
+
+    if (!dev || !handle || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_pool_adopt: NULL argument");
+    if (kind != CUC_POOL_DEVICE && kind != CUC_POOL_PINNED_HOST)
+        return cuc__seterr(CUC_E_INVALID, "cuc_pool_adopt: kind %d: use "
+                           "CUC_POOL_DEVICE (%d) or CUC_POOL_PINNED_HOST (%d)", kind,
+                           CUC_POOL_DEVICE, CUC_POOL_PINNED_HOST);
+    p = cuc__pool_find_handle((CUmemoryPool)handle);
+    if (p) {
+        *out = p;
+        return 0;
+    }
+    rc = cuc__device_activate(&guard, dev);
+    if (!rc)
+        rc = adopt_new(dev, (CUmemoryPool)handle, kind, &p);
+    if (!rc)
+        rc = table_add(p, &had);
+    if (rc || had) {
+        if (p)
+            pool_free(p); /* closes its fd; the driver's pool is the creator's */
+        if (rc)
+            return rc;
+        p = had; /* another thread adopted it meanwhile */
+    }
+    *out = p;
+    return 0;
+}
+
 int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
                           const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **out)
 {
@@ -334,8 +457,9 @@ void cuc_pool_unref(cuc_pool *p)
         table_remove(p);
     /* Buffers hold references, so none is left; the driver keeps an
      * exported pool's memory while other processes still map it. */
-    /* Inherited through fork: the driver's pool is the parent's. */
-    if (p->creator == cuc__pid() && cuc__device_activate(&guard, p->dev) == 0)
+    /* Inherited through fork: the driver's pool is the parent's; an
+     * adopted one its creator's. */
+    if (p->creator == cuc__pid() && !p->adopted && cuc__device_activate(&guard, p->dev) == 0)
         CUC_DRV->cuMemPoolDestroy(p->cu);
     pool_free(p);
 }
@@ -349,6 +473,7 @@ cuc_device *cuc_pool_device(const cuc_pool *p) { return p->dev; }
 int cuc_pool_kind(const cuc_pool *p) { return p->kind; }
 int cuc_pool_is_ipc(const cuc_pool *p) { return (p->flags & CUC_POOL_IPC) != 0; }
 int cuc_pool_is_imported(const cuc_pool *p) { return p->imported; }
+int cuc_pool_is_adopted(const cuc_pool *p) { return p->adopted; }
 void *cuc_pool_handle(const cuc_pool *p) { return p->cu; }
 
 int cuc_pool_get_by_id(const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **out)

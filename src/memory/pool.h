@@ -26,16 +26,20 @@ struct cuc_pool {
     int kind;       /* enum cuc_pool_kind */
     unsigned flags; /* CUC_POOL_IPC */
     int imported;
+    int adopted; /* cuc_pool_adopt: the driver's pool is its creator's */
     int legacy; /* the device's pool of legacy-IPC memory: no driver pool */
     pid_t creator; /* made here, or inherited through fork (inert) */
     int fd; /* IPC: the shareable handle this pool keeps; else -1 */
     uint8_t id[CUC_POOL_ID_LEN];
     struct cuc__hnode by_id; /* in the table of IPC pools */
+    struct cuc__hnode by_cu; /* and by the driver's handle */
 
     pthread_mutex_t lock;
     pthread_cond_t cond;   /* a lease ended, a buffer's free completed */
     struct cuc__htab bufs; /* buffers by export data (buffer.c) */
-    struct cuc__htab imports; /* imported allocations by pointer (buffer.c) */
+    /* by pointer (buffer.c): imported allocations; in an adopted pool, the
+     * allocations adopted (adopt.c) */
+    struct cuc__htab imports;
     struct cuc_buffer *last_found; /* of bufs: views of one allocation arrive in runs */
     struct cuc__htab views; /* views by (allocation, offset, size) (buffer_view.c) */
     struct cuc__htab bases; /* legacy: wrapped allocations by base (buffer_ipc.c) */
@@ -69,6 +73,9 @@ int cuc__pool_legacy(cuc_device *dev, cuc_pool **out);
 
 /* The live IPC pool with this id, with a new reference, or NULL. */
 cuc_pool *cuc__pool_find(const uint8_t id[CUC_POOL_ID_LEN]);
+/* The live IPC pool (created, imported or adopted here) whose driver
+ * handle is cu, with a new reference, or NULL. */
+cuc_pool *cuc__pool_find_handle(CUmemoryPool cu);
 
 /* 0, or CUC_E_DRIVER describing the frees of p's buffers that failed
  * where no caller could be told since the last call (they are then

@@ -3,6 +3,7 @@
  * counting, leases, the table of imports, and the teardown that undoes it
  * all. */
 #include "memory/vmm.h"
+#include "memory/release.h"
 #include "os/clock.h"
 #include "os/proc.h"
 
@@ -16,6 +17,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;
 static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
 static struct cuc__htab imports; /* by (leases_from, lease_id) */
+static struct cuc__htab adopted; /* by (base, size) */
 static size_t live;
 
 static void cond_init_once(void)
@@ -399,6 +401,90 @@ cuc_vmm *cuc__vmm_publish(cuc_vmm *v, struct cuc__leases *l, uint64_t id, int *r
     return had;
 }
 
+/* ---- the table of adopted resources, by (base, size) ---- */
+
+struct range_key {
+    CUdeviceptr base;
+    size_t size;
+};
+
+static uint64_t range_hash(CUdeviceptr base, size_t size)
+{
+    return cuc__hash_u64((uint64_t)base ^ cuc__hash_u64(size));
+}
+
+static int same_range(const struct cuc__hnode *n, const void *key)
+{
+    const cuc_vmm *v = CUC_CONTAINER_OF(n, cuc_vmm, by_range);
+    const struct range_key *k = key;
+
+    return v->base == k->base && v->size == k->size;
+}
+
+/* lock held: the live adopted resource of the range, with a new
+ * reference and release added, or NULL. */
+static cuc_vmm *adopted_ref_locked(CUdeviceptr base, size_t size, void (*release)(void *),
+                                   void *arg, int *rc)
+{
+    struct range_key k = {base, size};
+    struct cuc__hnode *n = cuc__htab_find(&adopted, range_hash(base, size), same_range, &k);
+    cuc_vmm *v = n ? CUC_CONTAINER_OF(n, cuc_vmm, by_range) : NULL;
+
+    *rc = 0;
+    if (!v || v->refs == 0)
+        return NULL;
+    *rc = cuc__releases_add(&v->releases, release, arg);
+    if (*rc)
+        return NULL;
+    v->refs++;
+    return v;
+}
+
+cuc_vmm *cuc__vmm_adopted_find(CUdeviceptr base, size_t size, void (*release)(void *),
+                               void *arg, int *rc)
+{
+    cuc_vmm *v;
+
+    pthread_mutex_lock(&lock);
+    v = adopted_ref_locked(base, size, release, arg, rc);
+    pthread_mutex_unlock(&lock);
+    return v;
+}
+
+cuc_vmm *cuc__vmm_adopted_publish(cuc_vmm *v, void (*release)(void *), void *arg, int *rc)
+{
+    cuc_vmm *had;
+
+    pthread_mutex_lock(&lock);
+    had = adopted_ref_locked(v->base, v->size, release, arg, rc);
+    if (!had && !*rc)
+        *rc = cuc__releases_add(&v->releases, release, arg);
+    if (!had && !*rc) {
+        v->by_range.hash = range_hash(v->base, v->size);
+        *rc = cuc__htab_insert(&adopted, &v->by_range);
+        if (!*rc)
+            live++;
+    }
+    pthread_mutex_unlock(&lock);
+    return had;
+}
+
+cuc_vmm *cuc__vmm_new_adopted(cuc_device *owner, size_t n)
+{
+    cuc_vmm *v = vmm_new(owner, NULL, 0, n, 1);
+
+    if (v)
+        v->adopted = 1;
+    return v;
+}
+
+void cuc__vmm_adopted_discard(cuc_vmm *v)
+{
+    release_handles(v->handles, v->nchunks);
+    cuc__releases_drop(v->releases); /* not run: the adopt failed */
+    free(v);
+}
+
 /* Drops a reference (lock held); 1 if it was the last (the caller then
  * tears v down after unlocking). */
 static int unref_locked(cuc_vmm *v)
@@ -409,6 +495,11 @@ static int unref_locked(cuc_vmm *v)
         cuc__htab_remove(&imports, &v->by_lease);
         if (imports.count == 0)
             cuc__htab_free(&imports); /* nothing left for a leak checker */
+    }
+    if (v->adopted) {
+        cuc__htab_remove(&adopted, &v->by_range);
+        if (adopted.count == 0)
+            cuc__htab_free(&adopted);
     }
     live--;
     return 1;
@@ -423,13 +514,16 @@ static void teardown(cuc_vmm *v)
 
     if (v->creator != cuc__pid()) { /* inherited through fork: inert */
         cuc__leases_unref(v->leases_from); /* no release: the parent's */
+        cuc__releases_drop(v->releases);
         free(v);
         return;
     }
     cuc__err_save(&saved, 0);
     cuc__device_activate(&guard, v->owner);
-    CUC_DRV->cuMemUnmap(v->base, v->size);
-    CUC_DRV->cuMemAddressFree(v->base, v->size);
+    if (!v->adopted) { /* an adopted mapping is its owner's */
+        CUC_DRV->cuMemUnmap(v->base, v->size);
+        CUC_DRV->cuMemAddressFree(v->base, v->size);
+    }
     if (v->handles)
         release_handles(v->handles, v->nchunks);
     if (v->leases_from) {
@@ -437,6 +531,8 @@ static void teardown(cuc_vmm *v)
         cuc__leases_release(v->leases_from, &v->lease_id, 1);
         cuc__leases_unref(v->leases_from);
     }
+    /* last: the owner may unmap and free its memory now */
+    cuc__releases_run(v->releases);
     free(v);
     cuc__err_restore(&saved);
 }
@@ -527,6 +623,7 @@ size_t cuc_vmm_peer_count(const cuc_vmm *v) { return v->npeers; }
 size_t cuc_vmm_chunk_count(const cuc_vmm *v) { return v->nchunks; }
 int cuc_vmm_handle_type(const cuc_vmm *v) { (void)v; return CUC_VMM_HANDLE_POSIX_FD; }
 int cuc_vmm_is_imported(const cuc_vmm *v) { return v->imported; }
+int cuc_vmm_is_adopted(const cuc_vmm *v) { return v->adopted; }
 
 cuc_device *cuc_vmm_peer(const cuc_vmm *v, size_t i)
 {

@@ -22,10 +22,18 @@ struct cuc_vmm {
     cuc_device *peers[CUC_VMM_MAX_PEERS];
     size_t nchunks;
     size_t *sizes;                         /* nchunks entries */
-    CUmemGenericAllocationHandle *handles; /* created: nchunks; imported: NULL */
+    /* created: nchunks; adopted: the references retained here; imported:
+     * NULL */
+    CUmemGenericAllocationHandle *handles;
     CUdeviceptr base;
     size_t size;
     int imported;
+    /* cuc_vmm_adopt: the mapping is another allocator's (in the table of
+     * adopted resources by (base, size) through by_range); its releases
+     * run at the teardown */
+    int adopted;
+    struct cuc__releases *releases;
+    struct cuc__hnode by_range;
     struct cuc__leases *leases_from; /* imported from a channel: a reference */
     uint64_t lease_id;               /* imported: the exporter's lease id */
     struct cuc__hnode by_lease;      /* in the import table while leases_from */
@@ -46,6 +54,22 @@ int cuc__vmm_wrap_import(cuc_device *owner, cuc_device *const *peers, size_t npe
  * the message). */
 int cuc__vmm_check_peer_access(const cuc_device *owner, const cuc_device *peer,
                                const char *ctx);
+
+/* A new adopted resource of n chunks of owner (refs 1, handles and sizes
+ * for the caller to fill, in no table). NULL: out of memory. */
+cuc_vmm *cuc__vmm_new_adopted(cuc_device *owner, size_t n);
+/* The adopted resource of exactly [base, base + size), with a new
+ * reference and release added to its releases, or NULL (*rc 0), or a
+ * failure (*rc: no memory for the release; nothing taken). */
+cuc_vmm *cuc__vmm_adopted_find(CUdeviceptr base, size_t size, void (*release)(void *),
+                               void *arg, int *rc);
+/* Registers v (adopted, filled, refs 1) and adds release to it, unless
+ * another thread registered one of its range first: that one is returned
+ * (found as cuc__vmm_adopted_find) and v is left to the caller. */
+cuc_vmm *cuc__vmm_adopted_publish(cuc_vmm *v, void (*release)(void *), void *arg, int *rc);
+/* Frees an adopted resource that was never published: its retained
+ * handles released. */
+void cuc__vmm_adopted_discard(cuc_vmm *v);
 
 /* The import of (leases, id), with a new reference, or NULL. */
 cuc_vmm *cuc__vmm_imported(struct cuc__leases *leases, uint64_t id);
