@@ -81,6 +81,17 @@ static struct sim_alloc *find_alloc(CUmemGenericAllocationHandle h)
     return NULL;
 }
 
+/* The allocation of h while its memory lives: a handle whose references
+ * were all released still names a mapped allocation to the properties
+ * query (probe_adopt: "count.props-after-all CUDA_SUCCESS" on the H200). */
+static struct sim_alloc *find_alloc_mapped(CUmemGenericAllocationHandle h)
+{
+    for (struct sim_alloc *a = sim_allocs; a; a = a->next)
+        if (a->id == h && (a->refs > 0 || a->nmaps > 0))
+            return a;
+    return NULL;
+}
+
 static void alloc_maybe_free(struct sim_alloc *a)
 {
     struct sim_alloc **pp;
@@ -433,8 +444,9 @@ SIM_API CUresult CUDAAPI cuMemImportFromShareableHandle(
         CUmemLocation loc = {dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE
                                       : CU_MEM_LOCATION_TYPE_HOST_NUMA,
                              dev >= 0 ? dev : 0};
-        a = alloc_link(mine, (size_t)hdr.size, dev, &loc,
-                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        /* an imported allocation requests no handle type (probe_adopt:
+         * "props.imported ... handle_types=0" on the H200) */
+        a = alloc_link(mine, (size_t)hdr.size, dev, &loc, 0);
     }
     if (a)
         *handle = a->id;
@@ -815,7 +827,7 @@ SIM_API CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationP
     if (!prop)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
-    a = find_alloc(handle);
+    a = find_alloc_mapped(handle);
     if (!a) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {

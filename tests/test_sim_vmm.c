@@ -494,9 +494,20 @@ static void test_retain(void)
     CU_OK(D.cuMemRelease(ha));
     CU_OK(D.cuMemExportToShareableHandle(&fd, r1, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                          0));
+    {
+        /* imported, an allocation requests no handle type (the H200's answer) */
+        CUmemGenericAllocationHandle hi;
+        CU_OK(D.cuMemImportFromShareableHandle(&hi, (void *)(intptr_t)fd,
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+        CU_OK(D.cuMemGetAllocationPropertiesFromHandle(&got, hi));
+        CHECK(got.requestedHandleTypes == CU_MEM_HANDLE_TYPE_NONE && got.location.id == 2);
+        CU_OK(D.cuMemRelease(hi));
+    }
     close(fd);
     CU_OK(D.cuMemRelease(r1));
-    CU_RC(D.cuMemGetAllocationPropertiesFromHandle(&got, ha), CUDA_ERROR_INVALID_VALUE);
+    /* every reference released, still mapped: the properties still come
+     * (the H200's answer), a release does not */
+    CU_OK(D.cuMemGetAllocationPropertiesFromHandle(&got, ha));
     CU_RC(D.cuMemRelease(ha), CUDA_ERROR_INVALID_VALUE);
     /* still mapped: a retain gives it back */
     CU_OK(D.cuMemRetainAllocationHandle(&r1, (void *)(uintptr_t)base));
@@ -507,6 +518,7 @@ static void test_retain(void)
     CU_OK(D.cuMemUnmap(base, 3 * GRAN));
     CU_RC(D.cuMemRetainAllocationHandle(&r1, (void *)(uintptr_t)base),
           CUDA_ERROR_INVALID_VALUE);
+    CU_RC(D.cuMemGetAllocationPropertiesFromHandle(&got, ha), CUDA_ERROR_INVALID_VALUE);
     CU_OK(D.cuMemAddressFree(base, 4 * GRAN));
 }
 
