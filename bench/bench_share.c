@@ -20,7 +20,7 @@
  *   alternating the two, after a warm-up round of each (the importer has
  *   the pool, the exporter has the export data).
  *
- *   build/bench/bench_share [BUFFERS]     (default 16384)
+ *   build/bench/bench_share [BUFFERS]     (default 16384; BENCH_SHARE_N=N: that n only)
  *   CUCORE_DRIVER=sim build/bench/bench_share
  */
 #include <stdio.h>
@@ -183,9 +183,12 @@ static double round_share(struct exporter *e, size_t n)
 static void figures(struct exporter *e, size_t budget)
 {
     static const size_t ns[] = {1, 4, 16, 64, 256, 1024, 4096};
+    const char *only = getenv("BENCH_SHARE_N"); /* one n (for a profiler) */
 
     for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
         size_t n = ns[k], rounds = budget / n < 3 ? 3 : budget / n;
+        if (only && (size_t)strtoull(only, NULL, 10) != n)
+            continue;
         double tc = 0, ts = 0;
         char fig[64];
 

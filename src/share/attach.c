@@ -690,7 +690,7 @@ static int attach_fetch(struct cuc__share *p, struct cuc__share_exp *e, const cu
 /* The plain path: the claim sent first, its answer coming while the
  * message is rebuilt and its memory mapped; uses wait for it (the gate). */
 static int attach_plain(struct cuc__share *p, struct cuc__share_exp *e, const cuc_msg *b,
-                        const uint8_t *token, cuc_msg **out)
+                        const void *bytes, size_t len, const uint8_t *token, cuc_msg **out)
 {
     struct cuc__share_wait *w;
     struct cuc__gate *g;
@@ -710,7 +710,9 @@ static int attach_plain(struct cuc__share *p, struct cuc__share_exp *e, const cu
         cuc__gate_unref(g);
         return rc;
     }
-    rc = rebuild(b, held_pool_here, (void *)b, &o);
+    /* no held record: the records as they are, in one copy */
+    rc = count_held(b) ? rebuild(b, held_pool_here, (void *)b, &o)
+                       : cuc__msg_from_bytes_after(bytes, len, &o);
     if (rc) { /* claimed, nothing used: given back */
         (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
         cuc__gate_unref(g);
@@ -770,8 +772,8 @@ static int share_of(const cuc_msg *b, struct cuc_share_record *r)
     return cuc_msg_read_share(b, 0, r);
 }
 
-static int attach_remote(struct cuc__share *p, const cuc_msg *b,
-                         const struct cuc_share_record *r, cuc_msg **out)
+static int attach_remote(struct cuc__share *p, const cuc_msg *b, const void *bytes,
+                         size_t len, const struct cuc_share_record *r, cuc_msg **out)
 {
     struct cuc__share_exp *e;
     int rc = exp_get(p, r, &e);
@@ -779,7 +781,7 @@ static int attach_remote(struct cuc__share *p, const cuc_msg *b,
     if (rc)
         return rc;
     rc = needs_fetch(b) ? attach_fetch(p, e, b, r->token, out)
-                        : attach_plain(p, e, b, r->token, out);
+                        : attach_plain(p, e, b, bytes, len, r->token, out);
     exp_put(p, e);
     return rc;
 }
@@ -797,7 +799,8 @@ int cuc__share_attach(struct cuc__share *p, const void *bytes, size_t len, cuc_m
         rc = foreign(p, &r);
     if (!rc)
         rc = memcmp(r.point, p->point, sizeof(r.point)) == 0 ? attach_here(p, b, &r, out)
-                                                              : attach_remote(p, b, &r, out);
+                                                              : attach_remote(p, b, bytes, len, &r,
+                                                                              out);
     cuc_msg_destroy(b);
     return rc;
 }

@@ -5,6 +5,7 @@
 #include "share/point.h"
 #include "base/error.h"
 #include "base/hex.h"
+#include "memory/buffer.h"
 #include "memory/pool.h"
 #include "memory/vmm.h"
 #include "os/clock.h"
@@ -89,11 +90,10 @@ static int hold_pool(struct hold_data *d, const uint8_t id[CUC_POOL_ID_LEN])
 }
 
 /* Record i of m, if it carries fds, as the object the hold serves it
- * from; a buffer record's pool among the hold's pools. */
+ * from. */
 static int hold_record(struct hold_data *d, const cuc_msg *m, size_t i)
 {
     struct held_obj *h = &d->held[d->nheld];
-    struct cuc_buffer_record br;
     struct cuc_pool_record pr;
     struct cuc_vmm_record vr;
     struct cuc__record r;
@@ -103,10 +103,6 @@ static int hold_record(struct hold_data *d, const cuc_msg *m, size_t i)
         return rc;
     *h = (struct held_obj){r.type, NULL, 0, 0, -1};
     switch (r.type) {
-    case CUC_RECORD_BUFFER:
-    case CUC_RECORD_BUFFER_VIEW:
-        rc = cuc_msg_read_buffer(m, i, &br);
-        return rc ? rc : hold_pool(d, br.pool_id);
     case CUC_RECORD_POOL:
         rc = cuc_msg_read_pool(m, i, &pr);
         if (!rc)
@@ -126,17 +122,6 @@ static int hold_record(struct hold_data *d, const cuc_msg *m, size_t i)
         h->tag = cuc__get32(r.payload);
         rc = cuc__dup_cloexec(r.fds[0], "an fd record's fd", &h->fd);
         break;
-    case CUC_RECORD_RELEASE:
-    case CUC_RECORD_REFUSED:
-    case CUC_RECORD_KERNEL_REF:
-    case CUC_RECORD_KERNEL_HELD:
-    case CUC_RECORD_SHARE:
-    case CUC_RECORD_HELD:
-    case CUC_RECORD_CLAIM:
-    case CUC_RECORD_CONFIRM:
-        return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, which belongs to "
-                           "a channel's or a share point's own traffic: a detached "
-                           "message carries objects", i, cuc_record_type_name(r.type));
     default:
         return 0;
     }
@@ -145,18 +130,72 @@ static int hold_record(struct hold_data *d, const cuc_msg *m, size_t i)
     return rc;
 }
 
+/* The pools of m's pool buffers (their attachments): an importer that
+ * has not got one fetches it with the held records. */
+static int hold_pools(struct hold_data *d, const cuc_msg *m)
+{
+    const struct cuc__lease_att *atts;
+    size_t n = cuc__msg_leases(m, &atts);
+    cuc_pool *last = NULL;
+    int rc = 0;
+
+    for (size_t i = 0; !rc && i < n; i++) {
+        cuc_buffer *b = atts[i].obj;
+        if (atts[i].ops != &cuc__buffer_lease_ops || cuc_buffer_is_wrapped(b) ||
+            cuc_buffer_pool(b) == last)
+            continue;
+        last = cuc_buffer_pool(b);
+        rc = hold_pool(d, last->id);
+    }
+    return rc;
+}
+
+/* The records of a channel's or a share point's own traffic, which no
+ * detached message carries. */
+static const int traffic[] = {CUC_RECORD_RELEASE, CUC_RECORD_REFUSED, CUC_RECORD_KERNEL_REF,
+                              CUC_RECORD_KERNEL_HELD, CUC_RECORD_SHARE, CUC_RECORD_HELD,
+                              CUC_RECORD_CLAIM, CUC_RECORD_CONFIRM};
+
+static int refuse_traffic(const cuc_msg *m)
+{
+    int type = 0;
+
+    for (size_t k = 0; k < CUC_ARRAY_LEN(traffic); k++) {
+        if (!cuc__msg_has_type(m, (unsigned)traffic[k]))
+            continue;
+        for (size_t i = 0; i < cuc_msg_record_count(m); i++)
+            if (cuc_msg_record_type(m, i, &type) == 0 && type == traffic[k])
+                return cuc__seterr(CUC_E_INVALID, "record %zu is a %s record, which belongs "
+                                   "to a channel's or a share point's own traffic: a "
+                                   "detached message carries objects", i,
+                                   cuc_record_type_name(type));
+    }
+    return 0;
+}
+
+/* 1 when m holds a record that carries fds. */
+static int holds_fds(const cuc_msg *m)
+{
+    return cuc_msg_fd_count(m) != 0;
+}
+
 static int hold_data_of(const cuc_msg *m, struct hold_data **out)
 {
     size_t n = cuc_msg_record_count(m);
-    struct hold_data *d = calloc(1, sizeof(*d));
-    int rc = 0;
+    struct hold_data *d;
+    int rc = refuse_traffic(m);
 
-    if (!d || (n && !(d->held = calloc(n, sizeof(*d->held))))) {
+    if (rc)
+        return rc;
+    d = calloc(1, sizeof(*d));
+    if (!d || (holds_fds(m) && !(d->held = calloc(n, sizeof(*d->held))))) {
         free(d);
         return cuc__seterr(CUC_E_NOMEM, "out of memory for a hold of %zu records", n);
     }
-    for (size_t i = 0; !rc && i < n; i++)
+    for (size_t i = 0; !rc && holds_fds(m) && i < n; i++)
         rc = hold_record(d, m, i);
+    if (!rc)
+        rc = hold_pools(d, m);
     if (rc) {
         data_free(d);
         return rc;
@@ -195,13 +234,20 @@ static int copy_record(cuc_msg *b, const cuc_msg *m, size_t i)
 static int bytes_of(const struct cuc__share *p, const cuc_msg *m, const uint8_t *token,
                     void **bytes, size_t *len)
 {
+    uint8_t payload[CUC__SHARE_PAYLOAD];
     struct cuc_share_record sr;
     cuc_msg *b;
-    int rc = cuc_msg_create(&b);
+    int rc;
 
+    share_rec(p, token, &sr);
+    if (cuc_msg_fd_count(m) == 0) { /* no record to hold: m's bytes, led by the share record */
+        rc = cuc__share_rec_write(&sr, payload);
+        return rc ? rc : cuc__msg_to_bytes_led(m, CUC_RECORD_SHARE, CUC_RECORD_SHARE_VERSION,
+                                               payload, sizeof(payload), bytes, len);
+    }
+    rc = cuc_msg_create(&b);
     if (rc)
         return rc;
-    share_rec(p, token, &sr);
     rc = cuc__share_rec_put(b, &sr);
     for (size_t i = 0; !rc && i < cuc_msg_record_count(m); i++)
         rc = copy_record(b, m, i);

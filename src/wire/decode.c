@@ -452,6 +452,33 @@ int cuc__msg_decode_adopt(void *buf, size_t len, int *fds, size_t nfds, cuc_msg 
     return rc;
 }
 
+int cuc__msg_from_bytes_after(const void *bytes, size_t len, cuc_msg **out)
+{
+    const uint8_t *b = bytes;
+    size_t first, rest;
+    uint8_t *copy;
+    int adopted, rc;
+
+    if (len < CUC__WIRE_HDR + CUC__WIRE_REC_HDR || cuc__get32(b + 8) == 0 ||
+        cuc__get32(b + 12) != 0)
+        return cuc__badmsg("cuc__msg_from_bytes_after: no first record, or fds");
+    first = CUC__WIRE_REC_HDR + cuc__pad8(cuc__get32(b + CUC__WIRE_HDR + 4));
+    if (first > len - CUC__WIRE_HDR)
+        return cuc__badmsg("cuc__msg_from_bytes_after: the first record overruns");
+    rest = len - CUC__WIRE_HDR - first;
+    copy = malloc(CUC__WIRE_HDR + rest);
+    if (!copy)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte message", len);
+    memcpy(copy, b, CUC__WIRE_HDR);
+    cuc__put32(copy + 8, cuc__get32(b + 8) - 1);
+    cuc__put32(copy + 16, (uint32_t)(CUC__WIRE_HDR + rest));
+    memcpy(copy + CUC__WIRE_HDR, b + CUC__WIRE_HDR + first, rest);
+    rc = cuc__msg_decode_adopt(copy, CUC__WIRE_HDR + rest, NULL, 0, out, &adopted);
+    if (rc || !adopted)
+        free(copy);
+    return rc;
+}
+
 int cuc_msg_from_bytes(const void *bytes, size_t len, cuc_msg **msg)
 {
     return cuc__msg_decode(bytes, len, NULL, 0, msg);

@@ -238,3 +238,36 @@ void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out
         cur->at += CUC__WIRE_REC_HDR + padded;
     }
 }
+
+int cuc__msg_to_bytes_led(const cuc_msg *m, uint16_t type, uint16_t version,
+                          const void *payload, uint32_t plen, void **bytes, size_t *len)
+{
+    size_t lead = CUC__WIRE_REC_HDR + cuc__pad8(plen), total;
+    uint8_t *out;
+
+    if (m->nfds)
+        return needs_channel(m);
+    if (m->nrecs >= CUC_MSG_MAX_RECORDS)
+        return cuc__seterr(CUC_E_LIMIT, "the message holds the most records a message may: "
+                           "no room for one more in front");
+    total = m->wire_len + lead;
+    if (total > CUC_MSG_MAX_BYTES)
+        return cuc__seterr(CUC_E_LIMIT, "the message would be %zu bytes, more than the "
+                           "maximum of %u", total, CUC_MSG_MAX_BYTES);
+    out = malloc(total);
+    if (!out)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a %zu-byte message", total);
+    /* m at lead bytes in, its records where they belong; then its header,
+     * which the lead record covers, written over by the real one */
+    encode_to(m, out + lead);
+    cuc__put64(out, CUC__WIRE_MAGIC | (uint64_t)CUC__WIRE_FORMAT << 32);
+    cuc__put64(out + 8, m->nrecs + 1u);
+    cuc__put64(out + 16, total);
+    cuc__put64(out + CUC__WIRE_HDR, type | (uint64_t)version << 16 | (uint64_t)plen << 32);
+    cuc__put64(out + CUC__WIRE_HDR + 8, 0);
+    memcpy(out + CUC__WIRE_HDR + CUC__WIRE_REC_HDR, payload, plen);
+    memset(out + CUC__WIRE_HDR + CUC__WIRE_REC_HDR + plen, 0, lead - CUC__WIRE_REC_HDR - plen);
+    *bytes = out;
+    *len = total;
+    return 0;
+}

@@ -22,21 +22,29 @@ _Static_assert(CUC__HELD_HDR + CUC__HELD_INNER_MAX == 16u + CUC__VMM_PAYLOAD_MAX
 #define PATH_OFF 56u
 #define PATH_ROOM (CUC__SHARE_PAYLOAD - PATH_OFF)
 
-int cuc__share_rec_put(cuc_msg *m, const struct cuc_share_record *r)
+int cuc__share_rec_write(const struct cuc_share_record *r, uint8_t p[CUC__SHARE_PAYLOAD])
 {
-    uint8_t p[CUC__SHARE_PAYLOAD] = {0};
     size_t n = strnlen(r->path, sizeof(r->path));
 
     if (n == 0 || n > CUC_SHARE_PATH_MAX)
         return cuc__seterr(CUC_E_INVALID, "a share point path of %zu bytes (1..%u)", n,
                            CUC_SHARE_PATH_MAX);
+    memset(p, 0, CUC__SHARE_PAYLOAD);
     memcpy(p, r->point, 16);
     memcpy(p + 16, r->boot_id, 16);
     memcpy(p + 32, r->token, 16);
     cuc__put32(p + 52, (uint32_t)n);
     memcpy(p + PATH_OFF, r->path, n);
-    return cuc__msg_add_record(m, CUC_RECORD_SHARE, CUC_RECORD_SHARE_VERSION, p, sizeof(p),
-                               NULL, 0);
+    return 0;
+}
+
+int cuc__share_rec_put(cuc_msg *m, const struct cuc_share_record *r)
+{
+    uint8_t p[CUC__SHARE_PAYLOAD];
+    int rc = cuc__share_rec_write(r, p);
+
+    return rc ? rc : cuc__msg_add_record(m, CUC_RECORD_SHARE, CUC_RECORD_SHARE_VERSION, p,
+                                         sizeof(p), NULL, 0);
 }
 
 int cuc_msg_read_share(const cuc_msg *m, size_t index, struct cuc_share_record *out)

@@ -122,6 +122,8 @@ int cuc__refused_rec_read(const cuc_msg *m, size_t index, uint32_t *seq);
 #define CUC__CLAIM_GIVE_BACK 2u
 #define CUC__CLAIM_FLAGS (CUC__CLAIM_FETCH | CUC__CLAIM_GIVE_BACK)
 int cuc__share_rec_put(cuc_msg *m, const struct cuc_share_record *r);
+/* Its payload, to p. */
+int cuc__share_rec_write(const struct cuc_share_record *r, uint8_t p[CUC__SHARE_PAYLOAD]);
 /* h->payload (h->len bytes) is copied; h->type's record is not checked. */
 int cuc__held_rec_put(cuc_msg *m, const struct cuc_held_record *h);
 int cuc__claim_rec_put(cuc_msg *m, const uint8_t token[16], uint32_t flags);

@@ -84,6 +84,17 @@ int cuc__msg_encode_begin(const cuc_msg *m, size_t *len, const int **fds, size_t
 void cuc__msg_encode_part(const cuc_msg *m, size_t off, size_t len, uint8_t *out,
                           struct cuc__enc_cursor *cur);
 
+/* m's bytes behind one more record in front (type, version, payload[0..plen),
+ * no fds; the caller makes it within its type's shape): a detached
+ * message's share record and its records in one pass. CUC_E_NEEDS_CHANNEL
+ * for a message with fds, CUC_E_LIMIT past the format's limits. */
+int cuc__msg_to_bytes_led(const cuc_msg *m, uint16_t type, uint16_t version,
+                          const void *payload, uint32_t plen, void **bytes, size_t *len);
+/* The message of the records of bytes (a message of no fds that decoded)
+ * after its first: an attached message's records without its share
+ * record, in one copy. */
+int cuc__msg_from_bytes_after(const void *bytes, size_t len, cuc_msg **out);
+
 /* Parses bytes that arrived with nfds fds. Takes ownership of every fd in
  * fds, on success (into the message) and on failure (closed); either way
  * each fds[i] is set to -1 on return. The header's fd count must equal
