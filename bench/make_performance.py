@@ -326,12 +326,12 @@ def build_rows(runs):
 
 def fmt(value, unit):
     if unit != "ns":
-        return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+        return f"{value:.0f} {unit}" if value >= 100 else f"{value:#.3g} {unit}"
     for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
         if value >= scale:
             v = value / scale
-            return f"{v:.3g} {name}" if v < 100 else f"{v:.0f} {name}"
-    return f"{value:.3g} ns" if value < 100 else f"{value:.0f} ns"
+            return f"{v:#.3g} {name}" if v < 100 else f"{v:.0f} {name}"
+    return f"{value:#.3g} ns" if value < 100 else f"{value:.0f} ns"
 
 
 def cell_text(cells, col, marked):
@@ -352,9 +352,12 @@ def used_runs(rows):
 
 
 def headline_table(rows, marked):
+    """The rows that have a cell (an empty one is named by the banner)."""
     out = ["| figure | " + " | ".join(name for _, name in COLUMNS) + " |",
            "|---|" + "--:|" * len(COLUMNS)]
     for _rid, label, _how, cells, _miss in rows:
+        if not cells:
+            continue
         out.append(f"| {label} | " + " | ".join(cell_text(cells, k, marked)
                                                 for k in COLUMN_KEYS) + " |")
     return out
@@ -392,8 +395,8 @@ def chart_series(runs):
 
 def how_sections(rows):
     out, seen = [], set()
-    for _rid, _label, how, _cells, _miss in rows:
-        if how in seen:
+    for _rid, _label, how, cells, _miss in rows:
+        if how in seen or not cells:
             continue
         seen.add(how)
         if how in HOW:
@@ -413,7 +416,7 @@ def shown_path(path):
     return os.path.relpath(full, root) if full.startswith(root + os.sep) else full
 
 
-def page(runs, rows, svg_link, missing):
+def page(runs, rows, svg_link, missing, command):
     used = used_runs(rows)
     marked = len(used) > 1
     sources = " ".join(shown_path(r.jsonl) for r in runs)
@@ -432,11 +435,12 @@ def page(runs, rows, svg_link, missing):
     if missing:
         out += ["> Not in " + ("these runs" if len(runs) > 1 else "this run") +
                 " (—): " + "; ".join(sorted({w.replace("'", "`") for _c, w in missing})) + ".", ""]
-    out += ["Per buffer, per object or per round, the raw driver calls doing the same",
-            "work beside cucore (C and Python) and cuda.core 1.2 (and PyTorch where a",
-            "bench measures it), measured in the same run; ×: cucore C / raw. The",
-            "figures move between starts of one machine by up to ×1.6, so compare",
-            "within a run. Dated runs, with what each showed: [docs/runs/](runs/).", ""]
+    out += ["Per buffer, per object or per round: the raw driver calls doing the same",
+            "work beside cucore (from C and from Python), cuda.core 1.2 and PyTorch",
+            "where a bench measures them (×: cucore C / raw). Figures move between",
+            "starts of one machine by up to ×1.6: compare within a run (where cells",
+            "come from several runs, a letter names each cell's). Dated runs, and",
+            "what each showed: [runs/](runs/README.md).", ""]
     if marked:
         out += ["Runs (each cell's letter):", ""]
         out += [f"- <sup>{k}</sup> {used[k].describe()}" for k in sorted(used)]
@@ -461,7 +465,7 @@ def page(runs, rows, svg_link, missing):
             "figure unless `--partial`; `--readme README.md` refreshes README's",
             "figures. `CUCORE_DRIVER=sim CUCORE_BENCH_QUICK=1 scripts/bench.sh OUT`",
             "runs everything on the simulator (`scripts/bench_check.sh` checks that",
-            "and this script)."]
+            "and this script). This page was made by:", "", "    " + command]
     return "\n".join(out) + "\n"
 
 
@@ -551,7 +555,9 @@ def main(argv=None):
             draw_svg(series, f"Pool buffers: µs a buffer against buffers a message ({who})",
                      a.svg)
             link = os.path.relpath(os.path.abspath(a.svg), os.path.abspath(a.page_dir))
-    sys.stdout.write(page(runs, rows, link, missing))
+    command = " ".join(["python3 bench/make_performance.py"] + (["--partial"] if a.partial else [])
+                       + [shown_path(p) for p in a.runs]) + " > docs/PERFORMANCE.md"
+    sys.stdout.write(page(runs, rows, link, missing, command))
     return 0
 
 
@@ -632,8 +638,8 @@ def selftest():
             full_run(self.d + "/r", extra=torch)
             rc, out, err = run(self.d + "/r", "--svg", self.svg)
             self.assertEqual(rc, 0, err)
-            self.assertRegex(out, r"\| tensors, 64/message \| — \| — \| 40 µs \| — \| 50.1 µs \|")
-            self.assertRegex(out, r"\| " + re.escape(HEADLINE[3][1]) + r" \|.*\| 70 µs \|")
+            self.assertRegex(out, r"\| tensors, 64/message \| — \| — \| 40.0 µs \| — \| 50.1 µs \|")
+            self.assertRegex(out, r"\| " + re.escape(HEADLINE[3][1]) + r" \|.*\| 70.0 µs \|")
             self.assertIn("torch.multiprocessing", out)
             self.assertIn("PyTorch: tensors, n/message", open(self.svg).read())
 
@@ -664,6 +670,7 @@ def selftest():
         def test_formats(self):
             self.assertEqual(fmt(45.3, "ns"), "45.3 ns")
             self.assertEqual(fmt(15420, "ns"), "15.4 µs")
+            self.assertEqual(fmt(1895, "ns"), "1.90 µs")
             self.assertEqual(fmt(164890, "ns"), "165 µs")
             self.assertEqual(fmt(1.918e6, "ns"), "1.92 ms")
             self.assertEqual(fmt(112, "B"), "112 B")
