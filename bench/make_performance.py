@@ -126,7 +126,8 @@ N_IN_FIGURE = re.compile(r"\b(\d+)/message\b")
 # README's block: (text with {ROW_ID.COLUMN} cells). A line whose cells are
 # not all there is left out (--partial) or is an error.
 README_LINES = [
-    "a pool buffer, 64 a message: **{pool_64.cucore}** from C (the raw driver calls: "
+    "a pool buffer to another process, 64 a message: **{pool_64.cucore}** from C (the raw "
+    "driver calls: "
     "{pool_64.raw}), **{pool_64.python}** from Python (cuda.core: {pool_64.cuda_core})",
     "one pool buffer a message from Python: **{pool_1.python}** (cuda.core: {pool_1.cuda_core})",
     "a kernel sent again, by reference: **{kernel_ref.cucore}** (its first send, "
@@ -486,9 +487,10 @@ def readme_block(rows, partial):
     if missing and not partial:
         return None, missing
     block = [README_BEGIN,
-             "Measured per buffer on a GPU, beside the raw driver calls doing the same work",
-             "(method, every figure and the command that remakes them:",
-             "[docs/PERFORMANCE.md](docs/PERFORMANCE.md)):", ""] + out + ["", README_END]
+             "Measured on a GPU, each beside what does the same work (how, and every other",
+             "figure: [docs/PERFORMANCE.md](docs/PERFORMANCE.md); `python3",
+             "bench/make_performance.py --readme README.md OUT` rewrites these lines from",
+             "a run of `scripts/bench.sh OUT`):", ""] + out + ["", README_END]
     return "\n".join(block) + "\n", missing
 
 
