@@ -290,7 +290,7 @@ class Cell:
 
 
 def build_rows(runs):
-    """[(row id, label, how, {column: Cell}, [missing (column, sources wanted)])]"""
+    """[(row id, label, how, {column: Cell}, [missing (column, sources wanted, label)])]"""
     rows, named = [], {src[1] for _, _, _, srcs in HEADLINE for src in srcs}
     for rid, label, how, sources in HEADLINE:
         cells, wanted = {}, {}
@@ -304,7 +304,8 @@ def build_rows(runs):
             got = find(runs, bench, fig, key)
             if got:
                 cells[col] = Cell(got[0], got[2].get("unit", "ns"), got[1], got[2])
-        missing = [(c, wanted[c]) for c in wanted if c not in cells and c not in OPTIONAL_COLUMNS]
+        missing = [(c, wanted[c], label) for c in wanted
+                   if c not in cells and c not in OPTIONAL_COLUMNS]
         rows.append([rid, label, how, cells, missing])
     by_label = {r[1]: r for r in rows}
     for run in runs:
@@ -435,7 +436,7 @@ def page(runs, rows, svg_link, missing, command):
                 "> `scripts/bench.sh`; the next GPU run's page replaces them.", ""]
     if missing:
         out += ["> Not in " + ("these runs" if len(runs) > 1 else "this run") +
-                " (—): " + "; ".join(sorted({w.replace("'", "`") for _c, w in missing})) + ".", ""]
+                " (—): " + "; ".join(sorted({w.replace("'", "`") for _c, w, _r in missing})) + ".", ""]
     out += ["Per buffer, per object or per round: the raw driver calls doing the same",
             "work beside cucore (from C and from Python), cuda.core 1.2 and PyTorch",
             "where a bench measures them (×: cucore C / raw). Figures move between",
@@ -534,8 +535,8 @@ def main(argv=None):
     if missing and not a.partial:
         print("make_performance.py: the headline needs figures these runs lack "
               "(--partial writes the page without them):", file=sys.stderr)
-        for col, wanted in missing:
-            print(f"  {dict(COLUMNS)[col]}: {wanted}", file=sys.stderr)
+        for col, wanted, label in missing:
+            print(f"  {label}, {dict(COLUMNS)[col]}: {wanted}", file=sys.stderr)
         return 1
     if a.readme_snippet or a.readme:
         block, lacking = readme_block(rows, a.partial)
@@ -625,7 +626,8 @@ def selftest():
             full_run(self.d + "/r", drop=("bench_share", "pool buffers, n=64 (per buffer)"))
             rc, out, err = run(self.d + "/r", "--no-svg")
             self.assertEqual(rc, 1)
-            self.assertIn("cucore C: bench_share 'pool buffers, n=64 (per buffer)'", err)
+            self.assertIn("Pool buffers detached + attached, 64 a message, cucore C: "
+                          "bench_share 'pool buffers, n=64 (per buffer)'", err)
             self.assertEqual(out, "")
             rc, out, err = run(self.d + "/r", "--no-svg", "--partial")
             self.assertEqual(rc, 0)
