@@ -190,8 +190,9 @@ Detached: the same message as bytes (`cuc_share_detach`) through a pipe,
 share point, each pointer once the claim is confirmed. Both stop when the
 importer has dropped the buffers and answered and the exporter's lease wait
 has returned; max(3, 16384 / n) rounds of each, alternated; the mean per
-buffer. Bound: at 1 a message the share point's round trip for the claim;
-with many, the importer's imports.""",
+buffer. What differs between the two is the attach's exchange with the
+share point (the fds, the claim and its confirm), once a message; the
+imports and the releases are the same work.""",
 }
 HOW_OTHER = """**{bench}** (rows from its lines, `bench/{bench}.*` says what it
 times): {notes}"""
