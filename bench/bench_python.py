@@ -43,14 +43,20 @@
                   + its import + the buffer's import) and a second one
                   (share_second, the median: no round trip)
 
-Run with PYTHONPATH=build/python (on the simulator: CUCORE_DRIVER=sim; the
-figures that matter are the H200's). cuda.core's side (1.2: an IPC-enabled
+Run with PYTHONPATH=build/python (on the simulator: CUCORE_DRIVER=sim: the
+figures then show the shape only), --quick for a few rounds a figure.
+scripts/bench.sh runs it with CUCORE_BENCH_JSONL=FILE: every figure is also
+a JSON line there (bench/bench_report.h's keys; "figure" is "NAME, IMPL",
+with ", N/message" for pipe_buffers; the value in ns under "python" for
+cucore's impls, "cuda_core" for cuda.core's, "raw" for pickle's floors),
+which bench/make_performance.py reads. cuda.core's side (1.2: an IPC-enabled
 DeviceMemoryResource, buffers pickled through multiprocessing) is skipped,
 saying why, where cuda.core is missing or its API differs. Children are
 spawned (never forked) and warmed up before the clock runs.
 """
 import json
 import multiprocessing as mp
+import os
 import pickle
 import sys
 import time
@@ -62,9 +68,33 @@ BUF = 4096  # bytes a pool buffer: bench_pool's BUF_BYTES (the driver's export c
             # for larger blocks: 13.4-15.2 us a pointer at 256 B, 15.1-17.7 at 4096 on the H200)
 
 
+# The results.jsonl column of each impl (bench/make_performance.py's
+# columns): cucore's Python objects, cuda.core's, and pickle's own floors
+# in the column of the least a program must do.
+COLUMN = {"cuda.core": "cuda_core", "pickle": "raw", "pickle-global": "raw"}
+TO_NS = {"ns": 1.0, "us": 1e3, "us_per_buffer": 1e3}
+DRIVER = "cuda"
+QUICK = False  # --quick: a few rounds a figure (checks that the bench runs)
+
+
 def line(name, impl, n, value, unit):
     print("BENCH name=%s impl=%s n=%d value=%.3f unit=%s" % (name, impl, n, value, unit),
           flush=True)
+    jsonl(name, impl, n, value * TO_NS[unit])
+
+
+def jsonl(name, impl, n, ns):
+    """With CUCORE_BENCH_JSONL=FILE, the figure as a JSON line there
+    (bench/bench_report.h's keys): figure "NAME, IMPL" (", N/message" for
+    the pipe), its value in ns under the impl's column."""
+    path = os.environ.get("CUCORE_BENCH_JSONL")
+    if not path:
+        return
+    figure = "%s, %s" % (name, impl) + (", %d/message" % n if name == "pipe_buffers" else "")
+    with open(path, "a") as f:
+        f.write(json.dumps({"bench": "bench_python", "driver": DRIVER, "figure": figure,
+                            "unit": "ns", COLUMN.get(impl, "python"): round(ns, 3),
+                            "note": "bench/bench_python.py"}) + "\n")
 
 
 def skip(name, impl, why):
@@ -191,7 +221,10 @@ def rounds_for(n):
     64 on, where the targets hold Python to C's figure: the same number of
     buffers behind each mean (with 4096 a figure until 2026-12-04, the
     Python figure at 4096 was the mean of 3 rounds, C's of 4). Below 64 at
-    most 1024 rounds, to keep the run short (C runs 16384 at n = 1)."""
+    most 1024 rounds, to keep the run short (C runs 16384 at n = 1). With
+    --quick 512 buffers a figure, as scripts/bench.sh's quick bench_pool."""
+    if QUICK:
+        return max(3, min(64, 512 // n))
     return max(3, min(1024, 16384 // n))
 
 
@@ -308,8 +341,11 @@ def bench_share_first(children=5):
 
 
 def main():
+    global DRIVER, QUICK
+    QUICK = "--quick" in sys.argv[1:]
     mp.set_start_method("spawn", force=True)  # cuda.core warns about fork otherwise
     info = cucore.driver()
+    DRIVER = "sim" if info.get("simulated") else "cuda"
     print("# cucore %s, driver %s (%s), %d device(s), python %s" % (
         cucore.__version__, info["path"], info["version"], len(cucore.devices()),
         sys.version.split()[0]), flush=True)

@@ -14,10 +14,13 @@
  * device count. docs/PERFORMANCE.md says what bounds each figure.
  *
  * With CUCORE_BENCH_JSONL=FILE set, every figure is also appended to FILE
- * as one JSON object a line (what bench/plot.py reads):
+ * as one JSON object a line (what bench/make_performance.py, which writes
+ * docs/PERFORMANCE.md, and bench/plot.py read):
  *   {"bench": "bench_pool", "driver": "cuda"|"sim", "figure": "...",
  *    "unit": "ns"|"B", "raw": <number or null>, "cucore": <number>,
  *    "note": "..."}
+ * The Python benches write the same shape with their own columns
+ * ("python", "cuda_core", "torch": make_performance.py's docstring).
  */
 #ifndef CUC_BENCH_REPORT_H
 #define CUC_BENCH_REPORT_H

@@ -224,7 +224,11 @@ static int exporter(size_t budget)
     for (size_t i = 0; i < MAX_N; i++)
         bench_ok(cuc_buffer_alloc_async(e.pool, BUF_BYTES, NULL, &bufs[i]), "allocate");
     bench_ok(cuc_channel_pair(&e.ch, &child), "cuc_channel_pair");
-    if (pipe(pipefd) != 0)
+    /* Both ends close-on-exec: the importer inherits the read end only
+     * (bench_spawn keeps it), so that closing the write end here is the
+     * importer's end of input. */
+    if (pipe(pipefd) != 0 || fcntl(pipefd[0], F_SETFD, FD_CLOEXEC) != 0 ||
+        fcntl(pipefd[1], F_SETFD, FD_CLOEXEC) != 0)
         bench_fail("pipe: %s", strerror(errno));
     bench_self(self, sizeof(self));
     bench_child_cvd(cvd, sizeof(cvd));

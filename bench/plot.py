@@ -2,7 +2,7 @@
 """Cost per buffer against buffers a message, from one run of scripts/bench.sh.
 
 Reads the JSON lines the benches wrote (results.jsonl: bench/bench_report.h
-and bench/compare_cuda_core.py say the keys) and writes
+and bench/make_performance.py say the keys) and writes
 
   --svg FILE    a log-log chart, µs a buffer against n: every figure whose
                 name holds "<n>/message" or "<n>/msg" (bench_pool's first
@@ -10,13 +10,15 @@ and bench/compare_cuda_core.py say the keys) and writes
                 when they exist, cuda.core's batched share), the raw-driver
                 column and cucore's as separate lines. SVG written with the
                 standard library only (no matplotlib on the GPU machine).
-  --table FILE  Markdown tables to paste into docs/PERFORMANCE.md: per n,
-                raw / cucore / cuda.core for the first send, and the
-                cached re-send; then every other figure of the run with its
-                raw column and ratio.
+  --table FILE  Markdown tables of the whole run (scripts/bench.sh's
+                tables.md): per n, raw / cucore / cuda.core for the first
+                send, and the cached re-send; then every figure of the run
+                with its raw column and ratio.
 
-  python3 bench/plot.py /tmp/cucore-bench --svg docs/perf-buffers.svg \\
-          --table /tmp/cucore-bench/tables.md
+  python3 bench/plot.py /tmp/cucore-bench --table /tmp/cucore-bench/tables.md
+
+docs/PERFORMANCE.md and its chart are bench/make_performance.py's, which
+draws with svg() here (so does bench/plot_python.py).
 
 Exit status 0, or 1 when the results hold no figure at all.
 """
@@ -159,15 +161,17 @@ def tables(rows, series, commit):
         out.append(f"| {n} | {fmt_us(r)} | {fmt_us(c)} | {ratio(c, r)} | {fmt_us(k)} | "
                    f"{ratio(k, c)} | {fmt_us(ar)} | {fmt_us(ac)} | {ratio(ac, ar)} |")
     out += ["", "Every figure of the run:", "",
-            "| bench | figure | raw | cucore / cuda.core | ratio |", "|---|---|--:|--:|--:|"]
+            "| bench | figure | raw | measured (its column) | ratio |", "|---|---|--:|--:|--:|"]
     for r in rows:
         unit = r.get("unit", "")
-        val = r.get("cucore", r.get("cuda_core"))
+        col = next((k for k in ("cucore", "python", "cuda_core", "torch")
+                    if r.get(k) is not None), None)
+        val = r.get(col) if col else None
         raw = r.get("raw")
         out.append(f"| {r.get('bench')} | {r.get('figure')} | "
                    f"{'—' if raw is None else f'{raw:.1f} {unit}'} | "
-                   f"{'—' if val is None else f'{val:.1f} {unit}'} | "
-                   f"{ratio(val, raw) if raw else '—'} |")
+                   f"{'—' if val is None else f'{val:.1f} {unit} ({col})'} | "
+                   f"{ratio(val, raw) if raw and val is not None else '—'} |")
     return "\n".join(out) + "\n"
 
 

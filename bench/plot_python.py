@@ -14,7 +14,7 @@ printed lines, R = 1 .. ROUNDS) and writes
                 issue 14 asks for: cucore / cuda.core (Python, to the
                 answer) and Python to the lease end / C cucore
 
-  python3 bench/plot_python.py /tmp/b --svg docs/perf-python.svg \\
+  python3 bench/plot_python.py /tmp/b --svg /tmp/b/python.svg \\
           --table /tmp/b/python.md --title "H100, 21bc56c"
 
 Uses plot.py's SVG writer (the standard library only). Exit status 0, or 1
