@@ -445,9 +445,8 @@ void cuc__holds_peer_gone(void *arg, uint64_t block, int why)
 
     pthread_mutex_lock(&h->lock);
     x = find_block(h, block);
+    (void)why;
     if (x && x->grants) {
-        if (why == CUC__LEASE_REFUSED)
-            restore_locked(h, x);
         x->grants--;
         done = forget_if_done_locked(h, x);
     }

@@ -290,8 +290,11 @@ static int connect_exp(struct cuc__share *p, const struct cuc_share_record *r,
 {
     struct cuc__share_exp *e;
     cuc_channel *ch;
-    int rc = cuc_channel_connect(r->path, CUC__SHARE_CONNECT_MS, &ch);
+    int rc = cuc_channel_connect(r->path, 0, &ch);
 
+    if (rc == CUC_E_BUSY) /* a full backlog: alive, a burst of importers; nobody
+                           * accepting (no socket, or refused) is gone at once */
+        rc = cuc_channel_connect(r->path, CUC__SHARE_CONNECT_MS, &ch);
     if (rc == CUC_E_NOT_FOUND || (rc == CUC_E_TIMEOUT && !strstr(cuc_errmsg(), "backlog")))
         return cuc__seterr(CUC_E_EXPORTER_GONE, "the process that detached these bytes is "
                            "gone: nothing accepts on its share point \"%s\"", r->path);
@@ -640,7 +643,8 @@ static int attach_fetch(struct cuc__share *p, struct cuc__share_exp *e, const cu
     if (!rc) {
         cuc__leases_stamp(e->ch->leases, *out);
         cuc__msg_set_gate(*out, &w->gate->ref, attached_done);
-    } else if (w->reply) { /* answered, but not taken here: given back */
+    } else if (w->reply || rc == CUC_E_LIMIT) { /* answered, but not taken here (or
+                                                  * dropped for want of fds): given back */
         (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
     }
     wait_free(p, w);

@@ -38,7 +38,8 @@
 #define CUC__SHARE_HALF_SENT_MS 10000
 /* A send to a peer that does not read fails after this (the peer is dropped). */
 #define CUC__SHARE_SEND_MS 10000
-/* A connect to a share point whose backlog is full is tried again until this. */
+/* A connect to a share point whose backlog is full is tried again until
+ * this; one that nobody accepts on fails at once (the exporter is gone). */
 #define CUC__SHARE_CONNECT_MS 10000
 
 /* A connection the share point serves. */
