@@ -115,19 +115,24 @@ static int wait_add(struct cuc__share *p, struct cuc__share_exp *e, const uint8_
     return 0;
 }
 
-/* The caller is done with w, a fetch's wait (answered or not). */
-static void wait_free(struct cuc__share *p, struct cuc__share_wait *w)
+/* The caller is done with w, a fetch's wait (answered or not): 1 when its
+ * reply came, a late one too (none can come once w is out of the table). */
+static int wait_free(struct cuc__share *p, struct cuc__share_wait *w)
 {
+    int replied;
+
     pthread_mutex_lock(&p->lock);
     if (!w->done) {
         cuc__htab_remove(&p->waits, &w->node);
         p->npending--;
     }
     w->exp->waits--;
+    replied = w->reply != NULL;
     pthread_mutex_unlock(&p->lock);
     cuc_msg_destroy(w->reply);
     cuc__gate_unref(w->gate);
     free(w);
+    return replied;
 }
 
 /* Sends one claim of token on ch. */
@@ -167,15 +172,17 @@ static void take_reply(struct cuc__share *p, struct cuc__share_exp *e, cuc_msg *
 {
     uint8_t token[CUC_SHARE_ID_LEN];
     struct cuc__share_wait *w = NULL;
-    int status;
+    int status, taken = 0;
 
     pthread_mutex_lock(&p->lock);
     if (cuc__confirm_rec_read(m, 0, token, &status) == 0 && status == 0)
         w = wait_find_locked(p, e, token);
-    if (w && w->fetch)
+    if (w && w->fetch) {
         wait_done_locked(p, w, 0, m);
+        taken = 1; /* w and m are the waiter's now: it may free them once unlocked */
+    }
     pthread_mutex_unlock(&p->lock);
-    if (w && w->fetch)
+    if (taken)
         return;
     /* nobody waits (its attach timed out): the claim is given back */
     cuc_msg_destroy(m);
@@ -643,11 +650,11 @@ static int attach_fetch(struct cuc__share *p, struct cuc__share_exp *e, const cu
     if (!rc) {
         cuc__leases_stamp(e->ch->leases, *out);
         cuc__msg_set_gate(*out, &w->gate->ref, attached_done);
-    } else if (w->reply || rc == CUC_E_LIMIT) { /* answered, but not taken here (or
-                                                  * dropped for want of fds): given back */
-        (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
     }
-    wait_free(p, w);
+    /* answered (in time or late) but not taken here, or dropped for want of
+     * fds: given back (e lives: attach_remote holds a wait on it) */
+    if ((wait_free(p, w) && rc) || rc == CUC_E_LIMIT)
+        (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
     return rc;
 }
 
