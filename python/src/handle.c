@@ -153,8 +153,8 @@ int buffer_ready(PyBuffer *o)
 
     if (handle_live((PyObject *)o, "buffer"))
         return -1;
-    if (o->ready)
-        return 0; /* a lease confirmed stays so */
+    if (o->ready || !cuc_buffer_is_imported(o->base.h))
+        return 0; /* a lease confirmed stays so; this process's own memory has none */
     o->busy++;
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_buffer_ready(o->base.h);
