@@ -475,6 +475,25 @@ def test_receiver_without_fds_fails_cleanly_and_the_hold_stays():
         other.close()
 
 
+def wait_state(pid, state, timeout=10):
+    """Until every thread of process pid is in state (/proc: T stopped, Z
+    zombie)."""
+    def states():
+        out = set()
+        for t in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                    out.add(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # a thread that ended
+                pass
+        return out
+
+    deadline = time.time() + timeout
+    while states() != {state}:
+        assert time.time() < deadline, "process %d: %s, not %s" % (pid, states(), state)
+        time.sleep(0.01)
+
+
 def test_timed_out_fetch_does_not_jam_the_connection():
     """The exporter (a child) is stopped while a receiver (with
     CUCORE_SHARE_TIMEOUT_MS=300) fetches a pool: the load raises
@@ -501,6 +520,7 @@ def test_timed_out_fetch_does_not_jam_the_connection():
         assert receiver.call("load", on0) == 1  # the connection up
         os.kill(exporter.proc.pid, signal.SIGSTOP)
         try:
+            wait_state(exporter.proc.pid, "T")  # every thread of it stopped
             got = receiver.call("load", on1)
         finally:
             os.kill(exporter.proc.pid, signal.SIGCONT)
@@ -613,12 +633,7 @@ def test_dead_unreaped_exporter_is_gone_at_once():
     data = child.call("export_pool", 0)
     pid = child.proc.pid
     child.conn.send(("exit_now", ()))
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        with open("/proc/%d/stat" % pid) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                break
-        time.sleep(0.01)
+    wait_state(pid, "Z", 30)
     try:
         for _ in range(2):
             start = time.monotonic()
