@@ -72,7 +72,7 @@ static void wait_done_locked(struct cuc__share *p, struct cuc__share_wait *w, in
                          w->exp->path, (long)w->exp->pid, how);
     else
         cuc__gate_settle(w->gate, 0, NULL);
-    if (!w->fetch) { /* nobody waits for it but through its gate */
+    if (!w->fetch || w->abandoned) { /* nobody waits for it but through its gate */
         w->exp->waits--;
         cuc__gate_unref(w->gate);
         free(w);
@@ -177,9 +177,11 @@ static void take_reply(struct cuc__share *p, struct cuc__share_exp *e, cuc_msg *
     pthread_mutex_lock(&p->lock);
     if (cuc__confirm_rec_read(m, 0, token, &status) == 0 && status == 0)
         w = wait_find_locked(p, e, token);
-    if (w && w->fetch) {
+    if (w && w->fetch && !w->abandoned) {
         wait_done_locked(p, w, 0, m);
         taken = 1; /* w and m are the waiter's now: it may free them once unlocked */
+    } else if (w && w->abandoned) {
+        wait_done_locked(p, w, CUC_E_TIMEOUT, NULL); /* freed: nobody took it over */
     }
     pthread_mutex_unlock(&p->lock);
     if (taken)
@@ -631,18 +633,70 @@ static int wait_reply(struct cuc__share *p, struct cuc__share_wait *w)
     return w->reply ? 0 : cuc__gate_pass(w->gate, "attaching");
 }
 
+struct token_on {
+    const uint8_t *token;
+    const struct cuc__share_exp *e;
+};
+
+static int same_abandoned(const struct cuc__hnode *n, const void *key)
+{
+    const struct token_on *k = key;
+    const struct cuc__share_wait *w = of_node(n);
+
+    return w->abandoned && !w->done && w->exp == k->e &&
+           memcmp(w->token, k->token, CUC_SHARE_ID_LEN) == 0;
+}
+
+/* An earlier attach's fetch of token on e that timed out, its answer still
+ * to come; taken over (take 1) or not. A claim of the token's own would be
+ * answered too, and the give-back of the earlier answer would end the
+ * grant it uses. */
+static struct cuc__share_wait *abandoned(struct cuc__share *p, struct cuc__share_exp *e,
+                                         const uint8_t *token, int take)
+{
+    struct token_on k = {token, e};
+    struct cuc__hnode *n;
+
+    pthread_mutex_lock(&p->lock);
+    n = cuc__htab_find(&p->waits, cuc__hash_bytes(token, CUC_SHARE_ID_LEN), same_abandoned,
+                       &k);
+    if (n && take)
+        of_node(n)->abandoned = 0;
+    pthread_mutex_unlock(&p->lock);
+    return n ? of_node(n) : NULL;
+}
+
+/* A fetch that timed out unanswered is left for its answer (take_reply
+ * gives it back) or for the next attach of the token: 1, or 0 when it was
+ * answered meanwhile. */
+static int abandon(struct cuc__share *p, struct cuc__share_wait *w)
+{
+    int left;
+
+    pthread_mutex_lock(&p->lock);
+    left = !w->done;
+    w->abandoned = left;
+    pthread_mutex_unlock(&p->lock);
+    return left;
+}
+
 /* The fetch path: the claim answered with the held records' fds. */
 static int attach_fetch(struct cuc__share *p, struct cuc__share_exp *e, const cuc_msg *b,
                         const uint8_t *token, cuc_msg **out)
 {
-    struct cuc__share_wait *w;
-    int rc = wait_add(p, e, token, 1, &w);
+    struct cuc__share_wait *w = abandoned(p, e, token, 1);
+    int rc = 0;
 
-    if (rc)
-        return rc;
-    rc = send_claim(e->ch, token, CUC__CLAIM_FETCH);
+    if (!w) {
+        rc = wait_add(p, e, token, 1, &w);
+        if (rc)
+            return rc;
+        rc = send_claim(e->ch, token, CUC__CLAIM_FETCH);
+    }
     if (!rc)
         rc = wait_reply(p, w);
+    if (rc == CUC_E_TIMEOUT && abandon(p, w))
+        return rc;
     if (!rc)
         rc = import_pools(p, e, w->reply, count_held(b));
     if (!rc)
@@ -748,8 +802,8 @@ static int attach_remote(struct cuc__share *p, const cuc_msg *b,
 
     if (rc)
         return rc;
-    rc = needs_fetch(b) ? attach_fetch(p, e, b, r->token, out)
-                        : attach_plain(p, e, b, r->token, out);
+    rc = needs_fetch(b) || abandoned(p, e, r->token, 0) ? attach_fetch(p, e, b, r->token, out)
+                                                         : attach_plain(p, e, b, r->token, out);
     exp_put(p, e);
     return rc;
 }

@@ -71,6 +71,8 @@ struct cuc__share_wait {
     int fetch;              /* waits for the held records too */
     cuc_msg *reply;         /* a fetch's answer */
     int done;
+    int abandoned; /* a fetch whose attach timed out: its answer is given back when it
+                    * comes, unless the next attach of the token takes the wait over */
 };
 
 struct cuc__share {
