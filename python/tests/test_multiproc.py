@@ -270,11 +270,12 @@ def claimed():
 
 
 def wait_claimed(n, timeout=10):
-    """Until n of our holds are claimed (the importers' claims arrived)."""
+    """Until n of our holds are claimed (the importers' claims arrived; an
+    earlier test's receiver may still be closing its own)."""
     deadline = time.time() + timeout
     while claimed() < n and time.time() < deadline:
         time.sleep(0.01)
-    assert claimed() == n
+    assert claimed() >= n
 
 
 def warm_share_point():
