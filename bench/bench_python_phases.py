@@ -2,20 +2,17 @@
 """Where a round of bench_python.py's pipe figure goes, phase by phase:
 n pool buffers (4096 B) pickled here (pickle.dumps: the driver's export and the
 reduce), sent through a multiprocessing Pipe to a spawned child, unpickled
-there (imports and claims), closed, the answer back; then the lease end
-(the child's release thread drops them and sends the releases, the share
-point here serves them, lease_wait returns). Each phase is timed on the
+there (attaches: imports and claims), closed (each unmapped and its
+release sent), the answer back; then the lease end (the share point here
+reads the releases, lease_wait returns). Each phase is timed on the
 host's monotonic clock, in whichever process it happens, and printed in
 µs a buffer, the mean over the rounds after one untimed:
 
   dumps        pickle.dumps of the list, here
   send->child  from the end of dumps to the child holding the bytes
   loads        pickle.loads in the child
-  closes       the child's closes (each queues its buffer for the thread)
+  closes       the child's closes (each unmaps its buffer, sends its release)
   answer       the child's answer reaching this process
-  child flush  from the closes to the child's cucore._core._share_flush()
-               returning (its releases sent, a round trip to the share
-               point served)
   lease end    from the closes to this process's lease_wait(0) returning
   total        from dumps to the lease end: bench_python's cucore+leases
 
@@ -26,12 +23,10 @@ import pickle
 import time
 
 import cucore
-from cucore import _core
 
 now = time.perf_counter_ns
 SIZES = [64, 256, 1024, 4096]
-PHASES = ["dumps", "send->child", "loads", "closes", "answer", "child flush", "lease end",
-          "total"]
+PHASES = ["dumps", "send->child", "loads", "closes", "answer", "lease end", "total"]
 
 
 def child(conn):
@@ -48,8 +43,6 @@ def child(conn):
         closed = now()
         objs = None
         conn.send((got, loaded, closed))
-        _core._share_flush()
-        conn.send(now())
 
 
 def one_round(conn, pool, n):
@@ -62,9 +55,8 @@ def one_round(conn, pool, n):
     answered = now()
     pool.lease_wait(0, timeout=60)
     ended = now()
-    flushed = conn.recv()
     return [t1 - t0, got - t1, loaded - got, closed - loaded, answered - closed,
-            flushed - closed, ended - closed, ended - t0]
+            ended - closed, ended - t0]
 
 
 def main():

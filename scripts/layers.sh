@@ -4,6 +4,8 @@
 #   1. src/: the include graph between modules (a module is a .c file and
 #      the .h of the same name) has no cycle, and no edge that a layer may
 #      not take (up the layers, or across to one it does not build on);
+#      python/src/ (the extension, layered by file: the table below) the
+#      same;
 #   2. tools/, examples/ and python/src/ include no src/ header: only <cucore.h>,
 #      cucore/*.h and their own files, and their CMakeLists.txt add no
 #      src/ include path;
@@ -11,7 +13,8 @@
 #      builds on base and os only);
 #   4. with a build directory (scripts/layers.sh BUILD): the same two
 #      rules as 1 for the calls between modules, read from the library's
-#      object files with nm (defined and undefined symbols).
+#      and the extension's object files with nm (defined and undefined
+#      symbols).
 # Usage: scripts/layers.sh [BUILD_DIR]
 set -euo pipefail
 export LC_ALL=C  # sort and join must agree on one collation (the GPU machine has a UTF-8 locale)
@@ -33,6 +36,21 @@ declare -A uses=(
     [share]="base os wire frame lease device exec memory channel"
 )
 order="base os driver wire frame lease device exec memory channel share"
+
+# python/src: each file's layer (python/src/handle.h says what each is),
+# named py.LAYER in the table above, each module as py.LAYER/FILE.
+declare -A pyfile=(
+    [handle]=handle [mem]=mem
+    [device]=type [stream]=type [event]=type [kernel]=type [launch]=type [pool]=type
+    [buffer]=type [vmm]=type [slab]=type
+    [wire]=wire [channel]=top [share]=top [module]=module
+)
+uses[py.handle]=""
+uses[py.mem]="py.handle"
+uses[py.type]="py.handle py.mem"
+uses[py.wire]="py.handle"
+uses[py.top]="py.handle py.wire"
+uses[py.module]="py.handle py.mem py.type py.wire py.top"
 problems=0
 edges=$(mktemp)
 trap 'rm -f "$edges"' EXIT
@@ -108,6 +126,32 @@ fi
 check_edges include
 echo "include graph: $(wc -l < "$edges") edges between $(tr ' ' '\n' < "$edges" | sort -u | wc -l) modules in $(echo $order | wc -w) layers"
 
+py_module_of() { # python/src/buffer.c (or its buffer.c.o) -> py.type/buffer, or UNLAYERED
+    local f=${1##*/}
+    f=${f%.o}
+    f=${f%.*}
+    if [ -n "${pyfile[$f]+x}" ]; then echo "py.${pyfile[$f]}/$f"; else echo "UNLAYERED $1"; fi
+}
+
+for f in python/src/*.c python/src/*.h; do
+    from=$(py_module_of "$f")
+    case $from in UNLAYERED*) echo "$from"; continue ;; esac
+    includes_of "$f" | while read -r inc; do
+        [ -f "python/src/$inc" ] || continue # public headers (checked in 2)
+        to=$(py_module_of "python/src/$inc")
+        if [ "$to" != "$from" ]; then echo "$from $to"; fi
+    done
+done | sort -u > "$edges"
+if grep -q '^UNLAYERED' "$edges"; then
+    grep '^UNLAYERED' "$edges" | while read -r _ f; do
+        echo "python: $f is in no layer of the table in scripts/layers.sh"
+    done
+    problems=$((problems + $(grep -c '^UNLAYERED' "$edges")))
+    sed -i '/^UNLAYERED/d' "$edges"
+fi
+check_edges "python include"
+echo "python include graph: $(wc -l < "$edges") edges between $(tr ' ' '\n' < "$edges" | sort -u | wc -l) modules"
+
 # ---- 2. tools/ and examples/ on the public headers ----
 for f in tools/*.[ch] examples/*.[ch] python/src/*.[ch]; do
     dir=$(dirname "$f")
@@ -156,6 +200,23 @@ if [ -n "$build" ]; then
     echo "call graph: $(wc -l < "$edges") edges between modules, from $(ls "$objdir"/*/*.c.o | wc -l) objects"
     if nm -u "$objdir"/wire/*.c.o | grep -q 'cuc__drv_table\|cuc__driver_get'; then
         say "src/wire/: an object uses the driver table"
+    fi
+    pydir="$build/python/CMakeFiles/cucore_python.dir/src"
+    pyobjs=()
+    for o in "$pydir"/*.c.o; do # those of today's sources (a removed file's may linger)
+        f=${o##*/}
+        if [ -f "python/src/${f%.o}" ]; then pyobjs+=("$o"); fi
+    done
+    if [ ${#pyobjs[@]} -gt 0 ]; then
+        for o in "${pyobjs[@]}"; do
+            nm --defined-only -g "$o" | awk -v m="$(py_module_of "$o")" 'NF == 3 { print $3, m }'
+        done | sort > "$defs"
+        for o in "${pyobjs[@]}"; do
+            m=$(py_module_of "$o")
+            nm -u "$o" | awk '{ print $NF }' | sort | join - "$defs" | awk -v m="$m" '$2 != m { print m, $2 }'
+        done | sort -u > "$edges"
+        check_edges "python call"
+        echo "python call graph: $(wc -l < "$edges") edges between modules, from ${#pyobjs[@]} objects"
     fi
 fi
 

@@ -17,7 +17,7 @@ from ._errors import (Error, NotVisibleError, PoolNotImportedError, NeedsChannel
                       ForeignHostError, ExporterGoneError)
 from ._core import (Device, Stream, Event, Kernel, LaunchConfig, Pool, Buffer, VMM,
                     Channel, Listener, Slab, devices, current_device, launch, listen,
-                    driver, share_point, host_id, version, wrap)
+                    driver, share_point, version, wrap)
 from . import _core
 
 __version__ = version
@@ -27,8 +27,8 @@ __version__ = version
 # to check it: "cucore" (a package) costs that check half of what
 # "cucore._core" does (bench/bench_python.py, device_pickle).
 _load = _core._load
-_load_shared = _core._load_shared
-_load.__module__ = _load_shared.__module__ = "cucore"
+_attach = _core._attach
+_load.__module__ = _attach.__module__ = "cucore"
 
 
 class BufferBatch(list):
@@ -46,10 +46,11 @@ __all__ = [
     "ExporterGoneError", "Device", "Stream", "Event", "Kernel", "LaunchConfig", "Pool",
     "Buffer", "BufferBatch", "Slab", "VMM", "Channel", "Listener", "devices",
     "current_device", "launch", "listen", "driver",
-    "share_point", "host_id", "wrap",
+    "share_point", "wrap",
 ]
 
-# The share point is gone at exit (its socket file removed); the threads
-# serving importers end with the process. A pickle of an object with memory
-# after this (a daemon thread) raises instead of starting another.
+# The share point stops at exit (its socket file removed), waiting
+# $CUCORE_SHARE_EXIT_WAIT_MS (default 0) for its leases. A pickle of an
+# object with memory after this (a daemon thread, a later atexit handler)
+# raises instead of starting another.
 atexit.register(_core._share_exit)

@@ -53,11 +53,13 @@ class TimeoutError(Error, builtins.TimeoutError):
 
 
 class ForeignHostError(Error):
-    """An object that names memory was unpickled on another host."""
+    """An object that names memory was unpickled on another machine (or
+    after the machine rebooted)."""
 
 
 class ExporterGoneError(PeerClosedError):
-    """The process that pickled an object with memory is gone."""
+    """The process that pickled an object with memory is gone (its share
+    point accepts no more)."""
 
 
 BY_CODE = {
@@ -67,4 +69,6 @@ BY_CODE = {
     "CUC_E_NOT_SERIALIZABLE": NotSerializableError,
     "CUC_E_PEER_CLOSED": PeerClosedError,
     "CUC_E_TIMEOUT": TimeoutError,
+    "CUC_E_FOREIGN_HOST": ForeignHostError,
+    "CUC_E_EXPORTER_GONE": ExporterGoneError,
 }

@@ -1,84 +1,17 @@
-/* cucore.Buffer: a pool allocation. Closing (or the last Python reference)
- * drops cucore's reference: an importer's release goes to the exporter
- * then, and an exporter's free waits for the leases. */
-#include <string.h>
-#include <unistd.h>
-
-#include "cucore_py.h"
-
-PyObject *buffer_wrap(cuc_buffer *b)
-{
-    PyObject *o = live_get_ptr(b);
-    PyBuffer *bo;
-
-    if (o || PyErr_Occurred()) {
-        cuc_buffer_unref_async(b, NULL); /* the object holds its own reference */
-        return o;
-    }
-    bo = PyObject_New(PyBuffer, &PyBuffer_Type);
-    if (!bo) {
-        cuc_buffer_unref_async(b, NULL);
-        return NULL;
-    }
-    bo->weak = NULL;
-    bo->b = b;
-    bo->pid = py_pid();
-    bo->exports = 0;
-    bo->busy = 0;
-    bo->rec = NULL;
-    bo->lease_at = 0;
-    bo->claimed = 0;
-    bo->up = NULL;
-    bo->stream = NULL;
-    if (live_put_ptr(b, (PyObject *)bo))
-        Py_CLEAR(bo);
-    return (PyObject *)bo;
-}
-
-PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *so)
-{
-    PyObject *o = buffer_wrap(b);
-
-    if (o && so != Py_None && !((PyBuffer *)o)->stream)
-        ((PyBuffer *)o)->stream = Py_NewRef(so);
-    return o;
-}
-
-int buffer_sync_default(cuc_buffer *b)
-{
-    cuc_stream *s;
-    int rc = cuc_stream_legacy(cuc_buffer_device(b), &s);
-
-    return rc ? rc : cuc_stream_synchronize(s);
-}
-
-int buffer_live(PyBuffer *b)
-{
-    if (py_check_pid(b->pid, "buffer"))
-        return -1;
-    if (!b->b) {
-        PyErr_SetString(PyExc_ValueError, "the buffer is closed");
-        return -1;
-    }
-    return b->claimed || b->up ? claim_check(b->claimed ? b->b : b->up) : 0;
-}
-
-/* The imports that arrived by pickle whose memory the object maps. */
-struct uses buffer_uses(const PyBuffer *o)
-{
-    struct uses u = {o->claimed ? o->b : NULL, o->up};
-
-    return u;
-}
+/* cucore.Buffer: a pool allocation, a view of one, or wrapped cuMemAlloc
+ * memory. Closing (or the last Python reference) drops cucore's reference:
+ * an importer's memory is unmapped then and its release sent, and an
+ * exporter's free waits for the leases. Every use of the memory waits
+ * for an attached buffer's lease (buffer_ready). */
+#include "mem.h"
 
 /* Takes the reference out of the object, which stays, closed. */
 static cuc_buffer *buffer_detach(PyBuffer *o)
 {
-    cuc_buffer *b = o->b;
+    cuc_buffer *b = o->base.h;
 
     live_del_ptr(b, (PyObject *)o);
-    o->b = NULL;
-    Py_CLEAR(o->rec);
+    o->base.h = NULL;
     Py_CLEAR(o->stream);
     return b;
 }
@@ -86,17 +19,14 @@ static cuc_buffer *buffer_detach(PyBuffer *o)
 /* Drops the reference (on stream s); the object stays, closed. */
 static int buffer_drop(PyBuffer *o, cuc_stream *s)
 {
-    struct uses u = buffer_uses(o);
     cuc_buffer *b;
     int rc;
 
-    if (!o->b)
+    if (!o->base.h)
         return 0;
     b = buffer_detach(o);
-    if ((u.own || u.up) && !s && claim_drop_later(b, u) == 0)
-        return 0; /* with the others closed meanwhile: claim.c */
     Py_BEGIN_ALLOW_THREADS
-    rc = claim_finish(b, u, s); /* counted off after the unmap: the exporter may free then */
+    rc = cuc_buffer_unref_async(b, s);
     Py_END_ALLOW_THREADS
     return rc;
 }
@@ -105,15 +35,14 @@ static void buffer_dealloc(PyObject *self)
 {
     PyBuffer *o = (PyBuffer *)self;
 
-    if (o->weak)
+    if (o->base.weak)
         PyObject_ClearWeakRefs(self);
-    if (o->pid == py_pid())
+    if (o->base.pid == py_pid())
         buffer_drop(o, NULL);
-    else if (o->b)
-        live_del_ptr(o->b, self); /* inherited through fork: forgotten, not dropped */
-    Py_CLEAR(o->rec);
+    else if (o->base.h)
+        live_del_ptr(o->base.h, self); /* inherited through fork: forgotten, not dropped */
     Py_CLEAR(o->stream);
-    PyObject_Free(self);
+    Py_TYPE(self)->tp_free(self);
 }
 
 /* Raises BufferError (-1) while o's memory is in use beyond the object
@@ -127,7 +56,7 @@ static int in_use(const PyBuffer *o, const char *what, const char *after)
                      "the buffer's memory (drop them first)%s", what, o->exports, after);
     else if (o->busy)
         PyErr_Format(PyExc_BufferError, "%s: a copy on another thread is using the buffer's "
-                     "memory%s", what, after);
+                     "memory, or waits for it%s", what, after);
     else
         return 0;
     return -1;
@@ -136,7 +65,7 @@ static int in_use(const PyBuffer *o, const char *what, const char *after)
 /* Raises why o cannot be closed by what: -1, or 0. */
 static int closable(const PyBuffer *o, const char *what, const char *after)
 {
-    return in_use(o, what, after) || py_check_pid(o->pid, "buffer") ? -1 : 0;
+    return in_use(o, what, after) || py_check_pid(o->base.pid, "buffer") ? -1 : 0;
 }
 
 static PyObject *buf_close(PyObject *self, PyObject *args, PyObject *kw)
@@ -169,32 +98,28 @@ static int closable_item(PyObject *o, Py_ssize_t i)
 static int drop_together(PyObject *t, cuc_stream *s)
 {
     Py_ssize_t i, n = PyTuple_GET_SIZE(t);
-    struct drop *d = PyMem_New(struct drop, n ? n : 1);
+    cuc_buffer **bufs = PyMem_New(cuc_buffer *, n ? n : 1);
     size_t k = 0;
     int rc;
 
-    if (!d)
-        return PyErr_NoMemory(), 1;
+    if (!bufs)
+        return PyErr_NoMemory(), -1;
     for (i = 0; i < n; i++) {
         PyBuffer *o = (PyBuffer *)PyTuple_GET_ITEM(t, i);
 
-        if (!o->b)
-            continue; /* closed, or listed twice */
-        d[k].u = buffer_uses(o);
-        d[k++].b = buffer_detach(o);
+        if (o->base.h) /* else closed, or listed twice */
+            bufs[k++] = buffer_detach(o);
     }
     Py_BEGIN_ALLOW_THREADS
-    rc = claim_drop_many(d, k, s);
-    claim_send_now(); /* their releases */
+    rc = cuc_buffer_unref_many_async(bufs, k, s);
     Py_END_ALLOW_THREADS
-    PyMem_Free(d);
-    return rc ? (py_raise(rc), 1) : 0;
+    PyMem_Free(bufs);
+    return rc ? py_fail(rc) : 0;
 }
 
 /* Buffer.close_many(buffers, stream=None): close() of each, done together
- * on this thread (C's cuc_buffer_unref_many_async): an importer's memory
- * is unmapped, each stream waited for once, before it returns, and the
- * releases are sent from here unless the release thread is sending. */
+ * (C's cuc_buffer_unref_many_async): an importer's memory is unmapped,
+ * each stream waited for once, and one release sent an exporter. */
 static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"buffers", "stream", NULL};
@@ -220,7 +145,7 @@ static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
 static PyObject *buf_enter(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
-    return buffer_live((PyBuffer *)self) ? NULL : Py_NewRef(self);
+    return handle_live(self, "buffer") ? NULL : Py_NewRef(self);
 }
 
 static PyObject *buf_exit(PyObject *self, PyObject *args)
@@ -234,17 +159,18 @@ static PyObject *buf_exit(PyObject *self, PyObject *args)
     return rc ? py_raise(rc) : Py_NewRef(Py_False);
 }
 
-#define B(o) (((PyBuffer *)(o))->b)
+#define B(o) ((cuc_buffer *)H(o))
+#define LIVE(o) (handle_live(o, "buffer") == 0)
 
 static int buffer_span(PyObject *self, struct span *out)
 {
     PyBuffer *o = (PyBuffer *)self;
 
-    if (buffer_live(o))
+    if (buffer_ready(o))
         return -1;
-    out->ptr = cuc_buffer_ptr(o->b);
-    out->size = cuc_buffer_size(o->b);
-    out->dev = cuc_buffer_device(o->b);
+    out->ptr = cuc_buffer_ptr(B(o));
+    out->size = cuc_buffer_size(B(o));
+    out->dev = cuc_buffer_device(B(o));
     out->busy = &o->busy;
     return 0;
 }
@@ -270,25 +196,10 @@ static PyObject *buf_leases(PyObject *self, PyObject *noargs)
     int rc;
 
     (void)noargs;
-    if (buffer_live((PyBuffer *)self))
+    if (!LIVE(self))
         return NULL;
-    rc = share_lease_count(B(self), NULL, &n);
+    rc = cuc_buffer_lease_count(B(self), &n);
     return rc ? py_raise(rc) : PyLong_FromSize_t(n);
-}
-
-/* A view made here: a user of the import its parent maps, if that
- * arrived by pickle (the claims upstream wait for the view too). */
-static PyObject *view_wrap(PyBuffer *parent, cuc_buffer *v)
-{
-    const cuc_buffer *up = parent->claimed ? parent->b : parent->up;
-    PyObject *o = buffer_wrap_on(v, parent->stream ? parent->stream : Py_None);
-    struct uses u = {NULL, up};
-
-    if (o && up && !((PyBuffer *)o)->up) {
-        ((PyBuffer *)o)->up = up;
-        claim_use(u);
-    }
-    return o;
 }
 
 /* view(offset, size): a part of the buffer as a Buffer of its own (no
@@ -298,49 +209,57 @@ static PyObject *view_wrap(PyBuffer *parent, cuc_buffer *v)
 static PyObject *buf_view(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"offset", "size", NULL};
+    PyObject *so;
     Py_ssize_t off, size;
     cuc_buffer *v;
     int rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "nn", names, &off, &size) ||
-        buffer_live((PyBuffer *)self))
+        buffer_ready((PyBuffer *)self))
         return NULL;
     if (off < 0 || size <= 0)
         return py_raise_fmt(CUC_E_INVALID, "view: offset %zd, size %zd", off, size);
     rc = cuc_buffer_view(B(self), (size_t)off, (size_t)size, &v);
-    return rc ? py_raise(rc) : view_wrap((PyBuffer *)self, v);
+    so = ((PyBuffer *)self)->stream;
+    return rc ? py_raise(rc) : buffer_wrap_on(v, so ? so : Py_None);
 }
 
+/* Sent on only once its own lease is confirmed: the receiver's lease on
+ * this process must not outlast memory this process may not use. */
 static PyObject *buf_reduce(PyObject *self, PyObject *noargs)
 {
+    cuc_msg *m = NULL;
+    int rc;
+
     (void)noargs;
-    if (buffer_live((PyBuffer *)self))
+    if (buffer_ready((PyBuffer *)self))
         return NULL;
-    return share_reduce_buffer((PyBuffer *)self);
+    rc = cuc_msg_create(&m);
+    return handle_reduce(rc ? rc : cuc_msg_add_buffer(m, B(self)), m, 1);
 }
 
 static PyObject *get_size(PyObject *self, void *c)
 {
     (void)c;
-    return buffer_live((PyBuffer *)self) ? NULL : PyLong_FromSize_t(cuc_buffer_size(B(self)));
+    return !LIVE(self) ? NULL : PyLong_FromSize_t(cuc_buffer_size(B(self)));
 }
 
 static PyObject *get_ptr(PyObject *self, void *c)
 {
     (void)c;
-    return buffer_live((PyBuffer *)self) ? NULL : PyLong_FromVoidPtr(cuc_buffer_ptr(B(self)));
+    return buffer_ready((PyBuffer *)self) ? NULL : PyLong_FromVoidPtr(cuc_buffer_ptr(B(self)));
 }
 
 static PyObject *get_device(PyObject *self, void *c)
 {
     (void)c;
-    return buffer_live((PyBuffer *)self) ? NULL : device_wrap(cuc_buffer_device(B(self)));
+    return !LIVE(self) ? NULL : device_wrap(cuc_buffer_device(B(self)));
 }
 
 static PyObject *get_pool(PyObject *self, void *c)
 {
     (void)c;
-    if (buffer_live((PyBuffer *)self))
+    if (!LIVE(self))
         return NULL;
     return pool_wrap(cuc_pool_ref(cuc_buffer_pool(B(self))));
 }
@@ -348,26 +267,26 @@ static PyObject *get_pool(PyObject *self, void *c)
 static PyObject *get_imported(PyObject *self, void *c)
 {
     (void)c;
-    return buffer_live((PyBuffer *)self) ? NULL
+    return !LIVE(self) ? NULL
                                          : PyBool_FromLong(cuc_buffer_is_imported(B(self)));
 }
 
 static PyObject *get_is_view(PyObject *self, void *c)
 {
     (void)c;
-    return buffer_live((PyBuffer *)self) ? NULL : PyBool_FromLong(cuc_buffer_is_view(B(self)));
+    return !LIVE(self) ? NULL : PyBool_FromLong(cuc_buffer_is_view(B(self)));
 }
 
 static PyObject *get_offset(PyObject *self, void *c)
 {
     (void)c;
-    return buffer_live((PyBuffer *)self) ? NULL : PyLong_FromSize_t(cuc_buffer_offset(B(self)));
+    return !LIVE(self) ? NULL : PyLong_FromSize_t(cuc_buffer_offset(B(self)));
 }
 
 static PyObject *get_is_wrapped(PyObject *self, void *c)
 {
     (void)c;
-    return buffer_live((PyBuffer *)self) ? NULL
+    return !LIVE(self) ? NULL
                                          : PyBool_FromLong(cuc_buffer_is_wrapped(B(self)));
 }
 
@@ -387,7 +306,7 @@ static PyGetSetDef buf_getset[] = {
     {"is_view", get_is_view, NULL, "a part of an allocation (view, Slab)", NULL},
     {"offset", get_offset, NULL, "where it starts in its allocation", NULL},
     {"is_wrapped", get_is_wrapped, NULL, "memory shared by legacy CUDA IPC (wrap)", NULL},
-    {"__cuda_array_interface__", interop_cai, NULL, "version 3, bytes (|u1)", NULL},
+    {"__cuda_array_interface__", mem_cai, NULL, "version 3, bytes (|u1)", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef buf_methods[] = {
@@ -404,26 +323,24 @@ static PyMethodDef buf_methods[] = {
     {"close_many", (PyCFunction)(void (*)(void))buf_close_many,
      METH_VARARGS | METH_KEYWORDS | METH_STATIC,
      "close_many(buffers, stream=None): close() each, together: one synchronize a stream "
-     "and the releases in one message an exporter; imported memory is unmapped before it "
-     "returns and the releases sent by it, unless the background thread is sending then "
-     "(close() leaves both to that thread); closed ones and repeats are skipped; if any "
-     "item cannot be closed (not a Buffer, views live) it raises and closes none"},
+     "and the releases in one message an exporter; closed ones and repeats are skipped; if "
+     "any item cannot be closed (not a Buffer, DLPack capsules live) it raises and closes "
+     "none"},
     {"__enter__", buf_enter, METH_NOARGS, NULL},
     {"__exit__", buf_exit, METH_VARARGS, NULL},
-    {"__dlpack__", (PyCFunction)(void (*)(void))interop_dlpack, METH_VARARGS | METH_KEYWORDS,
+    {"__dlpack__", (PyCFunction)(void (*)(void))mem_dlpack, METH_VARARGS | METH_KEYWORDS,
      NULL},
-    {"__dlpack_device__", interop_dlpack_device, METH_NOARGS, NULL},
+    {"__dlpack_device__", mem_dlpack_device, METH_NOARGS, NULL},
     {"__reduce__", buf_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyBuffer_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cucore.Buffer",
-    .tp_basicsize = sizeof(PyBuffer),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "a pool allocation (Pool.allocate); pickles through the share point",
-    .tp_dealloc = buffer_dealloc,
-    .tp_weaklistoffset = offsetof(PyBuffer, weak),
-    .tp_getset = buf_getset,
-    .tp_methods = buf_methods,
-};
+int buffer_init(PyObject *m)
+{
+    PyTypeObject *t = &PyBuffer_Type;
+
+    t->tp_doc = "a pool allocation (Pool.allocate); pickles through the share point";
+    t->tp_dealloc = buffer_dealloc;
+    t->tp_getset = buf_getset;
+    t->tp_methods = buf_methods;
+    return type_add(m, t);
+}

@@ -5,7 +5,24 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cucore_py.h"
+#include "wire.h"
+
+typedef struct {
+    PyObject_HEAD
+    cuc_channel *ch;
+    pid_t pid;
+    Py_ssize_t busy; /* calls running on it with the GIL let go */
+} PyChannel;
+
+typedef struct {
+    PyObject_HEAD
+    cuc_listener *l;
+    PyObject *path;
+    pid_t pid;
+    int busy; /* an accept running with the GIL let go */
+} PyListener;
+
+static PyTypeObject PyChannel_Type, PyListener_Type;
 
 static PyObject *channel_wrap(cuc_channel *ch)
 {
@@ -117,7 +134,7 @@ static PyObject *ch_from_fd(PyObject *cls, PyObject *arg)
     int fd, dup_fd, rc;
 
     (void)cls;
-    if (wire_fd_arg(arg, &fd))
+    if (fd_arg(arg, &fd))
         return NULL;
     dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (dup_fd < 0)
@@ -285,7 +302,7 @@ static PyMethodDef ch_methods[] = {
     {"__reduce__", ch_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyChannel_Type = {
+static PyTypeObject PyChannel_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "cucore.Channel",
     .tp_basicsize = sizeof(PyChannel),
@@ -296,7 +313,7 @@ PyTypeObject PyChannel_Type = {
     .tp_methods = ch_methods,
 };
 
-PyObject *py_listen(PyObject *self, PyObject *arg)
+static PyObject *py_listen(PyObject *self, PyObject *arg)
 {
     PyListener *o;
     cuc_listener *l;
@@ -392,7 +409,7 @@ static PyMethodDef l_methods[] = {
     {"__exit__", l_close, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyListener_Type = {
+static PyTypeObject PyListener_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "cucore.Listener",
     .tp_basicsize = sizeof(PyListener),
@@ -402,3 +419,13 @@ PyTypeObject PyListener_Type = {
     .tp_getset = l_getset,
     .tp_methods = l_methods,
 };
+
+static PyMethodDef module_methods[] = {
+    {"listen", py_listen, METH_O, "listen(path) -> Listener"},
+    {NULL, NULL, 0, NULL}};
+
+int channel_init(PyObject *m)
+{
+    return type_add(m, &PyChannel_Type) || type_add(m, &PyListener_Type) ||
+                   PyModule_AddFunctions(m, module_methods) ? -1 : 0;
+}

@@ -1,84 +1,9 @@
 /* cucore.Device: one object per GPU in this process (the singletons of
- * cuc_device), named by UUID on the wire. */
-#include "cucore_py.h"
+ * cuc_device, wrapped by handle.c), named by UUID on the wire. */
+#include "handle.h"
 
 #define MAX_DEVICES 1024
-static PyDevice *by_ordinal[MAX_DEVICES];
 static PyObject *reduced[MAX_DEVICES]; /* each device's pickle, made once */
-
-PyObject *device_wrap(cuc_device *dev)
-{
-    int i = cuc_device_ordinal(dev);
-    PyDevice *d;
-
-    if (i < 0 || i >= MAX_DEVICES)
-        return PyErr_Format(PyExc_RuntimeError, "device ordinal %d out of range", i);
-    if (!by_ordinal[i]) {
-        d = PyObject_New(PyDevice, &PyDevice_Type);
-        if (!d)
-            return NULL;
-        d->dev = dev;
-        by_ordinal[i] = d; /* kept for the process: devices are never freed */
-    }
-    Py_INCREF(by_ordinal[i]);
-    return (PyObject *)by_ordinal[i];
-}
-
-static int by_uuid_text(const char *text, cuc_device **dev)
-{
-    cuc_uuid u;
-    int rc = cuc_uuid_parse(text, &u);
-
-    if (rc == 0)
-        rc = cuc_device_get_by_uuid(&u, dev);
-    if (rc)
-        py_raise(rc);
-    return rc ? -1 : 0;
-}
-
-static int by_ordinal_num(PyObject *o, cuc_device **dev)
-{
-    long n = PyLong_AsLong(o);
-    int rc;
-
-    if (n == -1 && PyErr_Occurred())
-        return -1;
-    if (n < 0 || n > INT32_MAX) {
-        py_raise_fmt(CUC_E_INVALID, "device ordinal %ld is negative or too large", n);
-        return -1;
-    }
-    rc = cuc_device_get((int)n, dev);
-    if (rc)
-        py_raise(rc);
-    return rc ? -1 : 0;
-}
-
-int device_arg(PyObject *o, cuc_device **dev)
-{
-    PyObject *u;
-    int rc;
-
-    if (PyObject_TypeCheck(o, &PyDevice_Type)) {
-        *dev = ((PyDevice *)o)->dev;
-        return 0;
-    }
-    if (PyLong_Check(o))
-        return by_ordinal_num(o, dev);
-    if (PyUnicode_Check(o))
-        return by_uuid_text(PyUnicode_AsUTF8(o), dev);
-    u = PyObject_GetAttrString(o, "uuid"); /* a cuda.core Device, for one */
-    if (!u) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "a device is a cucore.Device, an ordinal, a UUID "
-                     "string or an object with .uuid, not %.100s", Py_TYPE(o)->tp_name);
-        return -1;
-    }
-    rc = PyUnicode_Check(u) ? by_uuid_text(PyUnicode_AsUTF8(u), dev) : -1;
-    if (rc && !PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "the object's .uuid is not a string");
-    Py_DECREF(u);
-    return rc;
-}
 
 static PyObject *device_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
@@ -86,6 +11,7 @@ static PyObject *device_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     PyObject *o = NULL;
     const char *uuid = NULL;
     cuc_device *dev;
+    int rc;
 
     (void)type;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oz", names, &o, &uuid))
@@ -93,12 +19,15 @@ static PyObject *device_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if ((o != NULL) == (uuid != NULL))
         return PyErr_Format(PyExc_TypeError, "Device() takes an ordinal (or a device-like "
                             "object) or uuid=, exactly one");
-    if (uuid ? by_uuid_text(uuid, &dev) : device_arg(o, &dev))
+    if (uuid && !(o = PyUnicode_FromString(uuid)))
         return NULL;
-    return device_wrap(dev);
+    rc = device_arg(o, &dev);
+    if (uuid)
+        Py_DECREF(o);
+    return rc ? NULL : device_wrap(dev);
 }
 
-PyObject *py_devices(PyObject *self, PyObject *noargs)
+static PyObject *py_devices(PyObject *self, PyObject *noargs)
 {
     PyObject *list, *d;
     cuc_device *dev;
@@ -124,7 +53,7 @@ PyObject *py_devices(PyObject *self, PyObject *noargs)
 
 /* None when no context is current on this thread, or one that is not a
  * device's primary context (the application's own). */
-PyObject *py_current_device(PyObject *self, PyObject *noargs)
+static PyObject *py_current_device(PyObject *self, PyObject *noargs)
 {
     cuc_device *dev;
     int rc = cuc_device_current(&dev);
@@ -136,7 +65,7 @@ PyObject *py_current_device(PyObject *self, PyObject *noargs)
     return rc ? py_raise(rc) : device_wrap(dev);
 }
 
-#define DEV(o) (((PyDevice *)(o))->dev)
+#define DEV(o) ((cuc_device *)H(o))
 
 static PyObject *get_uuid(PyObject *o, void *c)
 {
@@ -229,6 +158,14 @@ static PyObject *device_repr(PyObject *o)
                                 cuc_device_uuid_string(DEV(o)), cuc_device_name(DEV(o)));
 }
 
+static PyObject *reduce_now(PyObject *o)
+{
+    cuc_msg *m = NULL;
+    int rc = cuc_msg_create(&m);
+
+    return handle_reduce(rc ? rc : cuc_msg_add_device(m, DEV(o)), m, 0);
+}
+
 /* A device's record never changes in a process: its pickle is made once. */
 static PyObject *device_reduce(PyObject *o, PyObject *noargs)
 {
@@ -236,9 +173,9 @@ static PyObject *device_reduce(PyObject *o, PyObject *noargs)
 
     (void)noargs;
     if (i < 0 || i >= MAX_DEVICES)
-        return wire_reduce(o);
+        return reduce_now(o);
     if (!reduced[i])
-        reduced[i] = wire_reduce(o);
+        reduced[i] = reduce_now(o);
     Py_XINCREF(reduced[i]);
     return reduced[i];
 }
@@ -269,14 +206,20 @@ static PyMethodDef device_methods[] = {
     {"__reduce_ex__", device_reduce_ex, METH_O, NULL},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyDevice_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cucore.Device",
-    .tp_basicsize = sizeof(PyDevice),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Device(ordinal) or Device(uuid=...): a GPU, by UUID across processes",
-    .tp_new = device_new,
-    .tp_repr = device_repr,
-    .tp_getset = device_getset,
-    .tp_methods = device_methods,
-};
+static PyMethodDef module_methods[] = {
+    {"devices", py_devices, METH_NOARGS, "every device this process sees"},
+    {"current_device", py_current_device, METH_NOARGS,
+     "the device whose primary context is current on this thread, or None"},
+    {NULL, NULL, 0, NULL}};
+
+int device_init(PyObject *m)
+{
+    PyTypeObject *t = &PyDevice_Type;
+
+    t->tp_doc = "Device(ordinal) or Device(uuid=...): a GPU, by UUID across processes";
+    t->tp_new = device_new;
+    t->tp_repr = device_repr;
+    t->tp_getset = device_getset;
+    t->tp_methods = device_methods;
+    return type_add(m, t) || PyModule_AddFunctions(m, module_methods) ? -1 : 0;
+}

@@ -1,30 +1,6 @@
 /* cucore.Event: events, and IPC events that pickle as their driver handle
  * and device UUID. */
-#include <unistd.h>
-
-#include "cucore_py.h"
-
-PyObject *event_wrap(cuc_event *e)
-{
-    PyObject *o = live_get_ptr(e);
-    PyEvent *ev;
-
-    if (o || PyErr_Occurred()) {
-        cuc_event_unref(e); /* the Python object holds its own reference */
-        return o;
-    }
-    ev = PyObject_New(PyEvent, &PyEvent_Type);
-    if (!ev) {
-        cuc_event_unref(e);
-        return NULL;
-    }
-    ev->weak = NULL;
-    ev->e = e;
-    ev->pid = py_pid();
-    if (live_put_ptr(e, (PyObject *)ev))
-        Py_CLEAR(ev);
-    return (PyObject *)ev;
-}
+#include "handle.h"
 
 static PyObject *event_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
@@ -51,13 +27,13 @@ static void event_dealloc(PyObject *self)
 
     if (o->weak)
         PyObject_ClearWeakRefs(self);
-    live_del_ptr(o->e, self);
+    live_del_ptr(o->h, self);
     if (o->pid == py_pid())
-        cuc_event_unref(o->e);
-    PyObject_Free(self);
+        cuc_event_unref(o->h);
+    Py_TYPE(self)->tp_free(self);
 }
 
-#define E(o) (((PyEvent *)(o))->e)
+#define E(o) ((cuc_event *)H(o))
 
 static PyObject *ev_record(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -99,8 +75,14 @@ static PyObject *ev_query(PyObject *self, PyObject *noargs)
 
 static PyObject *ev_reduce(PyObject *self, PyObject *noargs)
 {
+    cuc_msg *m = NULL;
+    int rc;
+
     (void)noargs;
-    return wire_reduce(self);
+    if (py_check_pid(((PyHandle *)self)->pid, "event"))
+        return NULL;
+    rc = cuc_msg_create(&m);
+    return handle_reduce(rc ? rc : cuc_msg_add_event(m, E(self)), m, 0);
 }
 
 static PyObject *get_device(PyObject *self, void *c)
@@ -135,15 +117,14 @@ static PyMethodDef ev_methods[] = {
     {"__reduce__", ev_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyEvent_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cucore.Event",
-    .tp_basicsize = sizeof(PyEvent),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Event(device, ipc=True, timing=False, blocking_sync=False)",
-    .tp_new = event_new,
-    .tp_dealloc = event_dealloc,
-    .tp_weaklistoffset = offsetof(PyEvent, weak),
-    .tp_getset = ev_getset,
-    .tp_methods = ev_methods,
-};
+int event_init(PyObject *m)
+{
+    PyTypeObject *t = &PyEvent_Type;
+
+    t->tp_doc = "Event(device, ipc=True, timing=False, blocking_sync=False)";
+    t->tp_new = event_new;
+    t->tp_dealloc = event_dealloc;
+    t->tp_getset = ev_getset;
+    t->tp_methods = ev_methods;
+    return type_add(m, t);
+}

@@ -1,49 +1,9 @@
 /* cucore.Kernel: a symbol of a loaded image; pickles as image + kind +
- * name + hash, and one process loads each image once (cucore's cache). */
+ * name + hash, and one process loads each image once (cucore's cache;
+ * kernel_wrap in handle.c gives one object an image and symbol). */
 #include <string.h>
-#include <unistd.h>
 
-#include "cucore_py.h"
-
-static PyObject *key_of(cuc_kernel *k)
-{
-    const char *name = cuc_kernel_name(k);
-    size_t n = strlen(name);
-    PyObject *key = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(CUC_KERNEL_HASH_LEN + 1 + n));
-
-    if (!key)
-        return NULL;
-    memcpy(PyBytes_AS_STRING(key), cuc_kernel_hash(k), CUC_KERNEL_HASH_LEN);
-    PyBytes_AS_STRING(key)[CUC_KERNEL_HASH_LEN] = (char)cuc_kernel_kind(k);
-    memcpy(PyBytes_AS_STRING(key) + CUC_KERNEL_HASH_LEN + 1, name, n);
-    return key;
-}
-
-PyObject *kernel_wrap(cuc_kernel *k)
-{
-    PyObject *key = key_of(k), *o;
-    PyKernel *ko;
-
-    o = key ? live_get(key) : NULL;
-    if (o || !key || PyErr_Occurred()) {
-        cuc_kernel_destroy(k); /* the same image and symbol: one object */
-        Py_XDECREF(key);
-        return o;
-    }
-    ko = PyObject_New(PyKernel, &PyKernel_Type);
-    if (!ko) {
-        cuc_kernel_destroy(k);
-        Py_DECREF(key);
-        return NULL;
-    }
-    ko->weak = NULL;
-    ko->k = k;
-    ko->key = key;
-    ko->pid = py_pid();
-    if (live_put(key, (PyObject *)ko))
-        Py_CLEAR(ko);
-    return (PyObject *)ko;
-}
+#include "handle.h"
 
 static int kind_arg(const char *s, enum cuc_image_kind *kind)
 {
@@ -86,16 +46,16 @@ static void kernel_dealloc(PyObject *self)
 {
     PyKernel *o = (PyKernel *)self;
 
-    if (o->weak)
+    if (o->base.weak)
         PyObject_ClearWeakRefs(self);
-    live_del(o->key);
-    Py_DECREF(o->key);
-    if (o->pid == py_pid())
-        cuc_kernel_destroy(o->k);
-    PyObject_Free(self);
+    live_del(o->key, self);
+    Py_XDECREF(o->key);
+    if (o->base.pid == py_pid())
+        cuc_kernel_destroy(o->base.h);
+    Py_TYPE(self)->tp_free(self);
 }
 
-#define K(o) (((PyKernel *)(o))->k)
+#define K(o) ((cuc_kernel *)H(o))
 
 /* The name as str; one that is not UTF-8 (a cubin's symbol, from a peer)
  * is cucore.Error (CUC_E_BADMSG) naming its bytes. */
@@ -154,7 +114,7 @@ static PyObject *get_params(PyObject *self, void *c)
     int rc;
 
     (void)c;
-    if (py_check_pid(((PyKernel *)self)->pid, "kernel"))
+    if (py_check_pid(((PyHandle *)self)->pid, "kernel"))
         return NULL;
     rc = cuc_kernel_params(K(self), NULL, 0, &n);
     if (rc)
@@ -178,8 +138,11 @@ static PyObject *get_params(PyObject *self, void *c)
 
 static PyObject *k_reduce(PyObject *self, PyObject *noargs)
 {
+    cuc_msg *m = NULL;
+    int rc = cuc_msg_create(&m);
+
     (void)noargs;
-    return wire_reduce(self);
+    return handle_reduce(rc ? rc : cuc_msg_add_kernel(m, K(self)), m, 0);
 }
 
 static PyObject *k_stats(PyObject *cls, PyObject *noargs)
@@ -207,15 +170,14 @@ static PyMethodDef k_methods[] = {
      "(images loaded, loads that reused one) since the process started"},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyKernel_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cucore.Kernel",
-    .tp_basicsize = sizeof(PyKernel),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Kernel(image, name, kind=\"ptx\"|\"cubin\"|\"fatbin\")",
-    .tp_new = kernel_new,
-    .tp_dealloc = kernel_dealloc,
-    .tp_weaklistoffset = offsetof(PyKernel, weak),
-    .tp_getset = k_getset,
-    .tp_methods = k_methods,
-};
+int kernel_init(PyObject *m)
+{
+    PyTypeObject *t = &PyKernel_Type;
+
+    t->tp_doc = "Kernel(image, name, kind=\"ptx\"|\"cubin\"|\"fatbin\")";
+    t->tp_new = kernel_new;
+    t->tp_dealloc = kernel_dealloc;
+    t->tp_getset = k_getset;
+    t->tp_methods = k_methods;
+    return type_add(m, t);
+}

@@ -1,7 +1,7 @@
 /* cucore.LaunchConfig (a plain value: no stream) and cucore.launch(). */
 #include <string.h>
 
-#include "cucore_py.h"
+#include "handle.h"
 
 /* An int in 0..UINT32_MAX (a bigger or negative one is refused, not
  * wrapped). */
@@ -50,15 +50,6 @@ static int dims_arg(PyObject *o, const char *what, uint32_t d[3])
         return PyErr_Format(PyExc_ValueError, "%s: %R is not 1-3 dimensions", what, o), -1;
     }
     return 0;
-}
-
-PyObject *launch_config_wrap(const cuc_launch_config *cfg)
-{
-    PyLaunchConfig *o = PyObject_New(PyLaunchConfig, &PyLaunchConfig_Type);
-
-    if (o)
-        o->cfg = *cfg;
-    return (PyObject *)o;
 }
 
 static PyObject *lc_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -141,8 +132,11 @@ static PyObject *lc_repr(PyObject *o)
 
 static PyObject *lc_reduce(PyObject *self, PyObject *noargs)
 {
+    cuc_msg *m = NULL;
+    int rc = cuc_msg_create(&m);
+
     (void)noargs;
-    return wire_reduce(self);
+    return handle_reduce(rc ? rc : cuc_msg_add_launch_config(m, CFG(self)), m, 0);
 }
 
 static PyGetSetDef lc_getset[] = {
@@ -157,18 +151,6 @@ static PyMethodDef lc_methods[] = {
     {"__reduce__", lc_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyLaunchConfig_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cucore.LaunchConfig",
-    .tp_basicsize = sizeof(PyLaunchConfig),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "LaunchConfig(grid, block, shared_mem=0, cluster=None, cooperative=False)",
-    .tp_new = lc_new,
-    .tp_repr = lc_repr,
-    .tp_richcompare = lc_richcompare,
-    .tp_getset = lc_getset,
-    .tp_methods = lc_methods,
-};
 
 /* Kernel arguments, each stored as the kernel's parameter of that index
  * takes it (cuc_kernel_params): an int in that many bytes (range
@@ -257,13 +239,13 @@ static int arg_put(struct args *a, int i, PyObject *o, size_t psize, const char 
     a->slot[i] = 0;
     a->sizes[i] = 8;
     if (PyObject_TypeCheck(o, &PyBuffer_Type)) {
-        if (buffer_live((PyBuffer *)o))
+        if (buffer_ready((PyBuffer *)o))
             return -1;
-        a->slot[i] = (uint64_t)(uintptr_t)cuc_buffer_ptr(((PyBuffer *)o)->b);
+        a->slot[i] = (uint64_t)(uintptr_t)cuc_buffer_ptr(H(o));
     } else if (PyObject_TypeCheck(o, &PyVmm_Type)) {
-        if (vmm_live((PyVmm *)o))
+        if (handle_live(o, "VMM resource"))
             return -1;
-        a->slot[i] = (uint64_t)(uintptr_t)cuc_vmm_ptr(((PyVmm *)o)->v);
+        a->slot[i] = (uint64_t)(uintptr_t)cuc_vmm_ptr(H(o));
     } else if (PyFloat_Check(o)) {
         return float_put(a, i, o, psize, kname);
     } else if (PyLong_Check(o)) {
@@ -287,7 +269,7 @@ static void args_release(struct args *a)
         PyBuffer_Release(&a->views[--a->nviews]);
 }
 
-PyObject *py_launch(PyObject *self, PyObject *args)
+static PyObject *py_launch(PyObject *self, PyObject *args)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(args), i;
     cuc_kernel_param params[MAX_ARGS];
@@ -308,9 +290,9 @@ PyObject *py_launch(PyObject *self, PyObject *args)
     if (!PyObject_TypeCheck(co, &PyLaunchConfig_Type) || !PyObject_TypeCheck(ko, &PyKernel_Type))
         return PyErr_Format(PyExc_TypeError, "launch(stream, config, kernel, *args) takes a "
                             "cucore.LaunchConfig and a cucore.Kernel");
-    if (stream_arg(so, &s) || py_check_pid(((PyKernel *)ko)->pid, "kernel"))
+    if (stream_arg(so, &s) || py_check_pid(((PyHandle *)ko)->pid, "kernel"))
         return NULL;
-    k = ((PyKernel *)ko)->k;
+    k = H(ko);
     rc = cuc_kernel_params(k, params, MAX_ARGS, &np);
     if (rc)
         return py_raise(rc);
@@ -327,4 +309,21 @@ PyObject *py_launch(PyObject *self, PyObject *args)
     if (rc == 1)
         return NULL;
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+static PyMethodDef module_methods[] = {
+    {"launch", py_launch, METH_VARARGS, "launch(stream, config, kernel, *args)"},
+    {NULL, NULL, 0, NULL}};
+
+int launch_init(PyObject *m)
+{
+    PyTypeObject *t = &PyLaunchConfig_Type;
+
+    t->tp_doc = "LaunchConfig(grid, block, shared_mem=0, cluster=None, cooperative=False)";
+    t->tp_new = lc_new;
+    t->tp_repr = lc_repr;
+    t->tp_richcompare = lc_richcompare;
+    t->tp_getset = lc_getset;
+    t->tp_methods = lc_methods;
+    return type_add(m, t) || PyModule_AddFunctions(m, module_methods) ? -1 : 0;
 }

@@ -1,31 +1,8 @@
 /* cucore.Pool: stream-ordered memory pools; an IPC pool pickles through
  * the share point (its fd cannot ride in pickle bytes). */
 #include <string.h>
-#include <unistd.h>
 
-#include "cucore_py.h"
-
-PyObject *pool_wrap(cuc_pool *p)
-{
-    PyObject *o = live_get_ptr(p);
-    PyPool *po;
-
-    if (o || PyErr_Occurred()) {
-        cuc_pool_unref(p);
-        return o;
-    }
-    po = PyObject_New(PyPool, &PyPool_Type);
-    if (!po) {
-        cuc_pool_unref(p);
-        return NULL;
-    }
-    po->weak = NULL;
-    po->p = p;
-    po->pid = py_pid();
-    if (live_put_ptr(p, (PyObject *)po))
-        Py_CLEAR(po);
-    return (PyObject *)po;
-}
+#include "handle.h"
 
 static int kind_arg(const char *s, int *kind)
 {
@@ -69,14 +46,14 @@ static void pool_dealloc(PyObject *self)
 
     if (o->weak)
         PyObject_ClearWeakRefs(self);
-    live_del_ptr(o->p, self);
+    live_del_ptr(o->h, self);
     if (o->pid == py_pid())
-        cuc_pool_unref(o->p);
-    PyObject_Free(self);
+        cuc_pool_unref(o->h);
+    Py_TYPE(self)->tp_free(self);
 }
 
-#define P(o) (((PyPool *)(o))->p)
-#define POOL_LIVE(o) (py_check_pid(((PyPool *)(o))->pid, "pool") == 0)
+#define P(o) ((cuc_pool *)H(o))
+#define POOL_LIVE(o) (py_check_pid(((PyHandle *)(o))->pid, "pool") == 0)
 
 static PyObject *pool_allocate(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -88,7 +65,7 @@ static PyObject *pool_allocate(PyObject *self, PyObject *args, PyObject *kw)
     int rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "n|O", names, &n, &so) ||
-        py_check_pid(((PyPool *)self)->pid, "pool") || stream_arg(so, &s))
+        py_check_pid(((PyHandle *)self)->pid, "pool") || stream_arg(so, &s))
         return NULL;
     if (n <= 0)
         return py_raise_fmt(CUC_E_INVALID, "allocate(%zd): the size must be at least 1", n);
@@ -111,45 +88,8 @@ static PyObject *pool_leases(PyObject *self, PyObject *noargs)
     (void)noargs;
     if (!POOL_LIVE(self))
         return NULL;
-    rc = share_lease_count(NULL, P(self), &n);
+    rc = cuc_pool_lease_count(P(self), &n);
     return rc ? py_raise(rc) : PyLong_FromSize_t(n);
-}
-
-/* How long a wait for the share point's leases looks in a loop before it
- * sleeps: a lease end comes from a share point thread, and on the H200's
- * VM a thread it woke ran tens of microseconds late (the trade the
- * driver's CU_CTX_SCHED_YIELD makes). docs/PERFORMANCE.md has the A/B. */
-#define LEASE_SPIN_MS 10
-
-/* Waits for the pool's leases of channels (cucore's) and of the share
- * point (hold.c) together, in slices of either wait; the GIL released. */
-static int wait_leases(cuc_pool *p, size_t left, int ms, size_t *now_left)
-{
-    int64_t start = hold_now_ms(), end = ms < 0 ? -1 : start + ms, rest;
-    size_t c, h;
-    int rc;
-
-    for (;;) {
-        c = 0;
-        rc = cuc_pool_lease_count(p, &c);
-        h = hold_count(NULL, p);
-        if (rc)
-            return rc;
-        if (c + h <= left) /* also reports a deferred free that failed, once */
-            return cuc_pool_lease_wait(p, NULL, c, 0);
-        rest = end < 0 ? 20 : end - hold_now_ms();
-        if (rest <= 0) {
-            *now_left = c + h;
-            return CUC_E_TIMEOUT;
-        }
-        rest = rest < 20 ? rest : 20;
-        if (c > 0 && h <= left)
-            rc = cuc_pool_lease_wait(p, NULL, left - h, (int)rest);
-        else
-            hold_wait(p, left > c ? left - c : 0, (int)rest, start + LEASE_SPIN_MS);
-        if (rc && rc != CUC_E_TIMEOUT)
-            return rc;
-    }
 }
 
 static PyObject *pool_lease_wait(PyObject *self, PyObject *args, PyObject *kw)
@@ -157,7 +97,6 @@ static PyObject *pool_lease_wait(PyObject *self, PyObject *args, PyObject *kw)
     static char *names[] = {"max_left", "timeout", NULL};
     PyObject *to = Py_None;
     Py_ssize_t left = 0;
-    size_t n = 0;
     int rc, ms;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|nO", names, &left, &to) ||
@@ -166,19 +105,21 @@ static PyObject *pool_lease_wait(PyObject *self, PyObject *args, PyObject *kw)
     if (left < 0)
         return py_raise_fmt(CUC_E_INVALID, "lease_wait: max_left %zd is negative", left);
     Py_BEGIN_ALLOW_THREADS
-    rc = wait_leases(P(self), (size_t)left, ms, &n);
+    rc = cuc_pool_lease_wait(P(self), NULL, (size_t)left, ms);
     Py_END_ALLOW_THREADS
-    if (rc == CUC_E_TIMEOUT)
-        return py_raise_fmt(rc, "lease_wait: %zu leases of pool still held after %.3f s "
-                            "(importers that have not released their buffers)", n,
-                            ms / 1000.0);
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 
 static PyObject *pool_reduce(PyObject *self, PyObject *noargs)
 {
+    cuc_msg *m = NULL;
+    int rc;
+
     (void)noargs;
-    return share_reduce_pool((PyPool *)self);
+    if (!POOL_LIVE(self))
+        return NULL;
+    rc = cuc_msg_create(&m);
+    return handle_reduce(rc ? rc : cuc_msg_add_pool(m, P(self)), m, 1);
 }
 
 static PyObject *get_device(PyObject *self, void *c)
@@ -240,15 +181,14 @@ static PyMethodDef pool_methods[] = {
     {"__reduce__", pool_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyPool_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cucore.Pool",
-    .tp_basicsize = sizeof(PyPool),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Pool(device, ipc=True, kind=\"device\"|\"pinned\", max_size=0)",
-    .tp_new = pool_new,
-    .tp_dealloc = pool_dealloc,
-    .tp_weaklistoffset = offsetof(PyPool, weak),
-    .tp_getset = pool_getset,
-    .tp_methods = pool_methods,
-};
+int pool_init(PyObject *m)
+{
+    PyTypeObject *t = &PyPool_Type;
+
+    t->tp_doc = "Pool(device, ipc=True, kind=\"device\"|\"pinned\", max_size=0)";
+    t->tp_new = pool_new;
+    t->tp_dealloc = pool_dealloc;
+    t->tp_getset = pool_getset;
+    t->tp_methods = pool_methods;
+    return type_add(m, t);
+}

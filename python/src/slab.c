@@ -2,15 +2,15 @@
  * IPC pool (cucore/slab.h), so that a receiver imports each slab once and
  * every buffer in it with no driver call; and cucore.wrap(): memory from
  * cuMemAlloc / cudaMalloc as a Buffer shared by legacy CUDA IPC. */
-#include <unistd.h>
-
-#include "cucore_py.h"
+#include "handle.h"
 
 typedef struct {
     PyObject_HEAD
     cuc_slab *s;
     pid_t pid;
 } PySlab;
+
+static PyTypeObject PySlab_Type;
 
 static PyObject *slab_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
@@ -23,11 +23,11 @@ static PyObject *slab_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|n", names, &PyPool_Type, &po, &size))
         return NULL;
-    if (py_check_pid(((PyPool *)po)->pid, "pool"))
+    if (py_check_pid(((PyHandle *)po)->pid, "pool"))
         return NULL;
     if (size <= 0)
         return py_raise_fmt(CUC_E_INVALID, "Slab: slab_size %zd (give a positive size)", size);
-    rc = cuc_slab_create(((PyPool *)po)->p, (size_t)size, &s);
+    rc = cuc_slab_create(H(po), (size_t)size, &s);
     if (rc)
         return py_raise(rc);
     o = (PySlab *)type->tp_alloc(type, 0);
@@ -95,7 +95,7 @@ static PyMethodDef slab_methods[] = {
     {"stats", slab_stats, METH_NOARGS, "{'slabs': held, 'bytes_in_use': carved or pending}"},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PySlab_Type = {
+static PyTypeObject PySlab_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "cucore.Slab",
     .tp_basicsize = sizeof(PySlab),
@@ -109,7 +109,7 @@ PyTypeObject PySlab_Type = {
 
 /* wrap(device, ptr, size): memory the caller allocated with cuMemAlloc /
  * cudaMalloc (and keeps allocated while the Buffer and its leases live). */
-PyObject *py_wrap(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *py_wrap(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"device", "ptr", "size", NULL};
     PyObject *devo, *ptro;
@@ -130,4 +130,15 @@ PyObject *py_wrap(PyObject *self, PyObject *args, PyObject *kw)
         return py_raise_fmt(CUC_E_INVALID, "wrap: size %zd", size);
     rc = cuc_buffer_wrap(dev, ptr, (size_t)size, &b);
     return rc ? py_raise(rc) : buffer_wrap(b);
+}
+
+static PyMethodDef module_methods[] = {
+    {"wrap", (PyCFunction)(void (*)(void))py_wrap, METH_VARARGS | METH_KEYWORDS,
+     "wrap(device, ptr, size): cuMemAlloc'd memory as a Buffer (legacy CUDA IPC); the "
+     "caller keeps it allocated while the Buffer and its leases live"},
+    {NULL, NULL, 0, NULL}};
+
+int slab_init(PyObject *m)
+{
+    return type_add(m, &PySlab_Type) || PyModule_AddFunctions(m, module_methods) ? -1 : 0;
 }

@@ -1,50 +1,7 @@
 /* cucore.Stream: the default streams (singletons that cross processes as
- * kind + device UUID) and created streams (this process only). */
-#include <unistd.h>
-
-#include "cucore_py.h"
-
-static PyStream *stream_new_obj(cuc_stream *s, int owned)
-{
-    PyStream *o = PyObject_New(PyStream, &PyStream_Type);
-
-    if (!o)
-        return NULL;
-    o->weak = NULL;
-    o->s = s;
-    o->owned = owned;
-    o->pid = py_pid();
-    return o;
-}
-
-PyObject *stream_wrap_default(cuc_stream *s)
-{
-    PyObject *o = live_get_ptr(s);
-
-    if (o || PyErr_Occurred())
-        return o;
-    o = (PyObject *)stream_new_obj(s, 0);
-    if (o && live_put_ptr(s, o))
-        Py_CLEAR(o);
-    return o;
-}
-
-int stream_arg(PyObject *o, cuc_stream **s)
-{
-    if (o == Py_None) {
-        *s = NULL;
-        return 0;
-    }
-    if (!PyObject_TypeCheck(o, &PyStream_Type)) {
-        PyErr_Format(PyExc_TypeError, "expected a cucore.Stream or None, not %.100s",
-                     Py_TYPE(o)->tp_name);
-        return -1;
-    }
-    if (py_check_pid(((PyStream *)o)->pid, "stream"))
-        return -1;
-    *s = ((PyStream *)o)->s;
-    return 0;
-}
+ * kind + device UUID, wrapped by handle.c) and created streams (this
+ * process only). */
+#include "handle.h"
 
 static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
@@ -62,9 +19,14 @@ static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     rc = cuc_stream_create(dev, nb ? CUC_STREAM_NON_BLOCKING : 0, prio, &s);
     if (rc)
         return py_raise(rc);
-    o = stream_new_obj(s, 1);
-    if (!o)
+    o = (PyStream *)PyStream_Type.tp_alloc(&PyStream_Type, 0);
+    if (!o) {
         cuc_stream_destroy(s);
+        return NULL;
+    }
+    o->base.h = s;
+    o->base.pid = py_pid();
+    o->owned = 1;
     return (PyObject *)o;
 }
 
@@ -72,13 +34,13 @@ static void stream_dealloc(PyObject *self)
 {
     PyStream *o = (PyStream *)self;
 
-    if (o->weak)
+    if (o->base.weak)
         PyObject_ClearWeakRefs(self);
-    if (o->owned && o->pid == py_pid())
-        cuc_stream_destroy(o->s);
+    if (o->owned && o->base.pid == py_pid())
+        cuc_stream_destroy(o->base.h);
     else if (!o->owned)
-        live_del_ptr(o->s, self);
-    PyObject_Free(self);
+        live_del_ptr(o->base.h, self);
+    Py_TYPE(self)->tp_free(self);
 }
 
 typedef int (*default_fn)(cuc_device *, cuc_stream **);
@@ -113,14 +75,14 @@ static PyObject *st_default(PyObject *cls, PyObject *arg)
     return get_default(arg, cuc_stream_default);
 }
 
-#define S(o) (((PyStream *)(o))->s)
+#define S(o) ((cuc_stream *)H(o))
 
 static PyObject *st_sync(PyObject *self, PyObject *noargs)
 {
     int rc;
 
     (void)noargs;
-    if (py_check_pid(((PyStream *)self)->pid, "stream"))
+    if (py_check_pid(((PyHandle *)self)->pid, "stream"))
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     rc = cuc_stream_synchronize(S(self));
@@ -133,7 +95,7 @@ static PyObject *st_query(PyObject *self, PyObject *noargs)
     int rc, done = 0;
 
     (void)noargs;
-    if (py_check_pid(((PyStream *)self)->pid, "stream"))
+    if (py_check_pid(((PyHandle *)self)->pid, "stream"))
         return NULL;
     rc = cuc_stream_query(S(self), &done);
     return rc ? py_raise(rc) : PyBool_FromLong(done);
@@ -145,10 +107,10 @@ static PyObject *st_wait(PyObject *self, PyObject *ev)
 
     if (!PyObject_TypeCheck(ev, &PyEvent_Type))
         return PyErr_Format(PyExc_TypeError, "Stream.wait takes a cucore.Event");
-    if (py_check_pid(((PyStream *)self)->pid, "stream") ||
-        py_check_pid(((PyEvent *)ev)->pid, "event"))
+    if (py_check_pid(((PyHandle *)self)->pid, "stream") ||
+        py_check_pid(((PyHandle *)ev)->pid, "event"))
         return NULL;
-    rc = cuc_stream_wait_event(S(self), ((PyEvent *)ev)->e);
+    rc = cuc_stream_wait_event(S(self), H(ev));
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 
@@ -160,6 +122,9 @@ static PyObject *st_cuda_stream(PyObject *self, PyObject *noargs)
 
 static PyObject *st_reduce(PyObject *self, PyObject *noargs)
 {
+    cuc_msg *m = NULL;
+    int rc;
+
     (void)noargs;
     if (cuc_stream_kind(S(self)) == CUC_STREAM_CREATED)
         return py_raise_fmt(CUC_E_NOT_SERIALIZABLE, "a created stream (on device %s) is a "
@@ -168,7 +133,8 @@ static PyObject *st_reduce(PyObject *self, PyObject *noargs)
                             "(Stream.wait) from a stream of its own; or send "
                             "Stream.legacy(dev) / Stream.per_thread(dev)",
                             cuc_device_uuid_string(cuc_stream_device(S(self))));
-    return wire_reduce(self);
+    rc = cuc_msg_create(&m);
+    return handle_reduce(rc ? rc : cuc_msg_add_stream(m, S(self)), m, 0);
 }
 
 static PyObject *get_device(PyObject *self, void *c)
@@ -222,17 +188,16 @@ static PyMethodDef st_methods[] = {
     {"__reduce__", st_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyStream_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cucore.Stream",
-    .tp_basicsize = sizeof(PyStream),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Stream(device, non_blocking=False, priority=0): a created stream "
-              "(this process only); Stream.legacy(dev) / Stream.per_thread(dev) pickle",
-    .tp_new = stream_new,
-    .tp_dealloc = stream_dealloc,
-    .tp_repr = stream_repr,
-    .tp_weaklistoffset = offsetof(PyStream, weak),
-    .tp_getset = st_getset,
-    .tp_methods = st_methods,
-};
+int stream_init(PyObject *m)
+{
+    PyTypeObject *t = &PyStream_Type;
+
+    t->tp_doc = "Stream(device, non_blocking=False, priority=0): a created stream "
+                "(this process only); Stream.legacy(dev) / Stream.per_thread(dev) pickle";
+    t->tp_new = stream_new;
+    t->tp_dealloc = stream_dealloc;
+    t->tp_repr = stream_repr;
+    t->tp_getset = st_getset;
+    t->tp_methods = st_methods;
+    return type_add(m, t);
+}

@@ -1,43 +1,9 @@
 /* cucore.VMM: physical chunks at one contiguous range, with peers; pickles
  * through the share point. */
-#include <unistd.h>
+#include "mem.h"
 
-#include "cucore_py.h"
-
-PyObject *vmm_wrap(cuc_vmm *v)
-{
-    PyObject *o = live_get_ptr(v);
-    PyVmm *vo;
-
-    if (o || PyErr_Occurred()) {
-        cuc_vmm_unref(v);
-        return o;
-    }
-    vo = PyObject_New(PyVmm, &PyVmm_Type);
-    if (!vo) {
-        cuc_vmm_unref(v);
-        return NULL;
-    }
-    vo->weak = NULL;
-    vo->v = v;
-    vo->token = 0;
-    vo->pid = py_pid();
-    vo->busy = 0;
-    if (live_put_ptr(v, (PyObject *)vo))
-        Py_CLEAR(vo);
-    return (PyObject *)vo;
-}
-
-int vmm_live(PyVmm *v)
-{
-    if (py_check_pid(v->pid, "VMM resource"))
-        return -1;
-    if (!v->v) {
-        PyErr_SetString(PyExc_ValueError, "the VMM resource is closed");
-        return -1;
-    }
-    return 0;
-}
+#define V(o) ((cuc_vmm *)H(o))
+#define LIVE(o) (handle_live(o, "VMM resource") == 0)
 
 /* Up to CUC_VMM_MAX_PEERS devices of a sequence. */
 static int peers_arg(PyObject *o, cuc_device **peers, size_t *n)
@@ -96,14 +62,12 @@ static PyObject *vmm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 static void vmm_drop(PyVmm *o)
 {
-    cuc_vmm *v = o->v;
+    cuc_vmm *v = o->base.h;
 
     if (!v)
         return;
-    if (o->token)
-        share_vmm_forget(o->token);
     live_del_ptr(v, (PyObject *)o);
-    o->v = NULL;
+    o->base.h = NULL;
     Py_BEGIN_ALLOW_THREADS
     cuc_vmm_unref(v);
     Py_END_ALLOW_THREADS
@@ -113,21 +77,19 @@ static void vmm_dealloc(PyObject *self)
 {
     PyVmm *o = (PyVmm *)self;
 
-    if (o->weak)
+    if (o->base.weak)
         PyObject_ClearWeakRefs(self);
-    if (o->pid == py_pid())
+    if (o->base.pid == py_pid())
         vmm_drop(o);
-    else if (o->v)
-        live_del_ptr(o->v, self); /* inherited through fork: forgotten, not dropped */
-    PyObject_Free(self);
+    else if (o->base.h)
+        live_del_ptr(o->base.h, self); /* inherited through fork: forgotten, not dropped */
+    Py_TYPE(self)->tp_free(self);
 }
-
-#define V(o) (((PyVmm *)(o))->v)
 
 static PyObject *vmm_close(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
-    if (py_check_pid(((PyVmm *)self)->pid, "VMM resource"))
+    if (py_check_pid(((PyHandle *)self)->pid, "VMM resource"))
         return NULL;
     if (((PyVmm *)self)->busy)
         return PyErr_Format(PyExc_BufferError, "close(): a copy on another thread is using "
@@ -140,11 +102,11 @@ static int vmm_span(PyObject *self, struct span *out)
 {
     PyVmm *o = (PyVmm *)self;
 
-    if (vmm_live(o))
+    if (!LIVE(self))
         return -1;
-    out->ptr = cuc_vmm_ptr(o->v);
-    out->size = cuc_vmm_size(o->v);
-    out->dev = cuc_vmm_device(o->v);
+    out->ptr = cuc_vmm_ptr(V(o));
+    out->size = cuc_vmm_size(V(o));
+    out->dev = cuc_vmm_device(V(o));
     out->busy = &o->busy;
     return 0;
 }
@@ -165,7 +127,7 @@ static PyObject *vmm_access(PyObject *self, PyObject *d)
     unsigned flags;
     int rc;
 
-    if (vmm_live((PyVmm *)self) || device_arg(d, &dev))
+    if (!LIVE(self) || device_arg(d, &dev))
         return NULL;
     rc = cuc_vmm_access(V(self), dev, &flags);
     if (rc)
@@ -181,7 +143,7 @@ static PyObject *vmm_leases(PyObject *self, PyObject *noargs)
     int rc;
 
     (void)noargs;
-    if (vmm_live((PyVmm *)self))
+    if (!LIVE(self))
         return NULL;
     rc = cuc_vmm_lease_count(V(self), &n);
     return rc ? py_raise(rc) : PyLong_FromSize_t(n);
@@ -189,28 +151,32 @@ static PyObject *vmm_leases(PyObject *self, PyObject *noargs)
 
 static PyObject *vmm_reduce(PyObject *self, PyObject *noargs)
 {
+    cuc_msg *m = NULL;
+    int rc;
+
     (void)noargs;
-    if (vmm_live((PyVmm *)self))
+    if (!LIVE(self))
         return NULL;
-    return share_reduce_vmm((PyVmm *)self);
+    rc = cuc_msg_create(&m);
+    return handle_reduce(rc ? rc : cuc_msg_add_vmm(m, V(self)), m, 1);
 }
 
 static PyObject *get_ptr(PyObject *self, void *c)
 {
     (void)c;
-    return vmm_live((PyVmm *)self) ? NULL : PyLong_FromVoidPtr(cuc_vmm_ptr(V(self)));
+    return !LIVE(self) ? NULL : PyLong_FromVoidPtr(cuc_vmm_ptr(V(self)));
 }
 
 static PyObject *get_size(PyObject *self, void *c)
 {
     (void)c;
-    return vmm_live((PyVmm *)self) ? NULL : PyLong_FromSize_t(cuc_vmm_size(V(self)));
+    return !LIVE(self) ? NULL : PyLong_FromSize_t(cuc_vmm_size(V(self)));
 }
 
 static PyObject *get_device(PyObject *self, void *c)
 {
     (void)c;
-    return vmm_live((PyVmm *)self) ? NULL : device_wrap(cuc_vmm_device(V(self)));
+    return !LIVE(self) ? NULL : device_wrap(cuc_vmm_device(V(self)));
 }
 
 static PyObject *get_peers(PyObject *self, void *c)
@@ -219,7 +185,7 @@ static PyObject *get_peers(PyObject *self, void *c)
     PyObject *t, *d;
 
     (void)c;
-    if (vmm_live((PyVmm *)self))
+    if (!LIVE(self))
         return NULL;
     n = cuc_vmm_peer_count(V(self));
     t = PyTuple_New((Py_ssize_t)n);
@@ -237,7 +203,7 @@ static PyObject *get_peers(PyObject *self, void *c)
 static PyObject *get_imported(PyObject *self, void *c)
 {
     (void)c;
-    return vmm_live((PyVmm *)self) ? NULL : PyBool_FromLong(cuc_vmm_is_imported(V(self)));
+    return !LIVE(self) ? NULL : PyBool_FromLong(cuc_vmm_is_imported(V(self)));
 }
 
 static PyObject *get_closed(PyObject *self, void *c)
@@ -266,15 +232,14 @@ static PyMethodDef vmm_methods[] = {
     {"__reduce__", vmm_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject PyVmm_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cucore.VMM",
-    .tp_basicsize = sizeof(PyVmm),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "VMM(owner, size, peers=(), chunks=1): size rounded up to the granularity",
-    .tp_new = vmm_new,
-    .tp_dealloc = vmm_dealloc,
-    .tp_weaklistoffset = offsetof(PyVmm, weak),
-    .tp_getset = vmm_getset,
-    .tp_methods = vmm_methods,
-};
+int vmm_init(PyObject *m)
+{
+    PyTypeObject *t = &PyVmm_Type;
+
+    t->tp_doc = "VMM(owner, size, peers=(), chunks=1): size rounded up to the granularity";
+    t->tp_new = vmm_new;
+    t->tp_dealloc = vmm_dealloc;
+    t->tp_getset = vmm_getset;
+    t->tp_methods = vmm_methods;
+    return type_add(m, t);
+}

@@ -1,63 +1,157 @@
-/* Python objects in cucore messages: what Channel.send/recv and pickle
- * use. A pickle of an fd-free object is (cucore._core._load, (bytes,)),
- * the bytes a cucore message, so a C program reads it as is. */
-#include <limits.h>
-#include <stdlib.h>
+/* Python objects in cucore messages (wire.h): a table of the types a
+ * message carries, each with its add, and a table of the record types a
+ * message resolves to objects, each with its get. A pickle of an fd-free
+ * object is (cucore._load, (bytes,)), the bytes a cucore message, so a C
+ * program reads it as is. */
 #include <unistd.h>
 
-#include "cucore_py.h"
+#include "wire.h"
 
-int wire_fd_arg(PyObject *o, int *fd)
+#define PID_OK(o, what) (py_check_pid(((PyHandle *)(o))->pid, what) == 0)
+
+static int add_device(cuc_msg *m, PyObject *o)
 {
-    long v;
-
-    if (!PyLong_Check(o) || PyBool_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "an fd is an int, not %.100s", Py_TYPE(o)->tp_name);
-        return -1;
-    }
-    v = PyLong_AsLong(o);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
-    if (v < 0 || v > INT_MAX) {
-        PyErr_Format(PyExc_ValueError, "%R is not an fd number (0..%d)", o, INT_MAX);
-        return -1;
-    }
-    *fd = (int)v;
-    return 0;
+    return cuc_msg_add_device(m, H(o));
 }
+
+static int add_stream(cuc_msg *m, PyObject *o)
+{
+    return PID_OK(o, "stream") ? cuc_msg_add_stream(m, H(o)) : 1;
+}
+
+static int add_event(cuc_msg *m, PyObject *o)
+{
+    return PID_OK(o, "event") ? cuc_msg_add_event(m, H(o)) : 1;
+}
+
+static int add_config(cuc_msg *m, PyObject *o)
+{
+    return cuc_msg_add_launch_config(m, &((PyLaunchConfig *)o)->cfg);
+}
+
+static int add_kernel(cuc_msg *m, PyObject *o)
+{
+    return cuc_msg_add_kernel(m, H(o));
+}
+
+static int add_pool(cuc_msg *m, PyObject *o)
+{
+    return PID_OK(o, "pool") ? cuc_msg_add_pool(m, H(o)) : 1;
+}
+
+/* Sent on only once its own lease is confirmed (as its pickle). */
+static int add_buffer(cuc_msg *m, PyObject *o)
+{
+    return buffer_ready((PyBuffer *)o) ? 1 : cuc_msg_add_buffer(m, H(o));
+}
+
+static int add_vmm(cuc_msg *m, PyObject *o)
+{
+    return handle_live(o, "VMM resource") ? 1 : cuc_msg_add_vmm(m, H(o));
+}
+
+static int add_fd(cuc_msg *m, PyObject *o)
+{
+    int fd;
+
+    return fd_arg(o, &fd) ? 1 : cuc_msg_add_fd(m, fd, 0);
+}
+
+static const struct {
+    PyTypeObject *type;
+    int (*add)(cuc_msg *m, PyObject *o); /* 0, a CUC_E_*, or 1: raised */
+} adds[] = {
+    {&PyDevice_Type, add_device}, {&PyStream_Type, add_stream}, {&PyEvent_Type, add_event},
+    {&PyLaunchConfig_Type, add_config}, {&PyKernel_Type, add_kernel},
+    {&PyPool_Type, add_pool}, {&PyBuffer_Type, add_buffer}, {&PyVmm_Type, add_vmm},
+    {&PyLong_Type, add_fd}, /* a plain fd */
+};
 
 int wire_add(cuc_msg *m, PyObject *o)
 {
-    int rc, fd;
-
-    if (PyObject_TypeCheck(o, &PyDevice_Type))
-        rc = cuc_msg_add_device(m, ((PyDevice *)o)->dev);
-    else if (PyObject_TypeCheck(o, &PyStream_Type))
-        rc = py_check_pid(((PyStream *)o)->pid, "stream") ? 1
-                                                          : cuc_msg_add_stream(m, ((PyStream *)o)->s);
-    else if (PyObject_TypeCheck(o, &PyEvent_Type))
-        rc = py_check_pid(((PyEvent *)o)->pid, "event") ? 1 : cuc_msg_add_event(m, ((PyEvent *)o)->e);
-    else if (PyObject_TypeCheck(o, &PyLaunchConfig_Type))
-        rc = cuc_msg_add_launch_config(m, &((PyLaunchConfig *)o)->cfg);
-    else if (PyObject_TypeCheck(o, &PyKernel_Type))
-        rc = cuc_msg_add_kernel(m, ((PyKernel *)o)->k);
-    else if (PyObject_TypeCheck(o, &PyPool_Type))
-        rc = py_check_pid(((PyPool *)o)->pid, "pool") ? 1 : cuc_msg_add_pool(m, ((PyPool *)o)->p);
-    else if (PyObject_TypeCheck(o, &PyBuffer_Type))
-        rc = buffer_live((PyBuffer *)o) ? 1 : cuc_msg_add_buffer(m, ((PyBuffer *)o)->b);
-    else if (PyObject_TypeCheck(o, &PyVmm_Type))
-        rc = vmm_live((PyVmm *)o) ? 1 : cuc_msg_add_vmm(m, ((PyVmm *)o)->v);
-    else if (PyLong_Check(o))
-        rc = wire_fd_arg(o, &fd) ? 1 : cuc_msg_add_fd(m, fd, 0); /* a plain fd */
-    else
-        return PyErr_Format(PyExc_TypeError, "%.100s is not a cucore object (nor an fd)",
-                            Py_TYPE(o)->tp_name), -1;
-    if (rc == 1 || PyErr_Occurred())
-        return -1;
-    return rc ? (py_raise(rc), -1) : 0;
+    for (size_t i = 0; i < sizeof(adds) / sizeof(adds[0]); i++)
+        if (PyObject_TypeCheck(o, adds[i].type)) {
+            int rc = adds[i].add(m, o);
+            return rc == 1 || PyErr_Occurred() ? -1 : rc ? py_fail(rc) : 0;
+        }
+    PyErr_Format(PyExc_TypeError, "%.100s is not a cucore object (nor an fd)",
+                 Py_TYPE(o)->tp_name);
+    return -1;
 }
 
-static PyObject *resolve_fd(cuc_msg *m, size_t i)
+static PyObject *get_device(cuc_msg *m, size_t i)
+{
+    cuc_device *d;
+    int rc = cuc_msg_get_device(m, i, &d);
+
+    return rc ? py_raise(rc) : device_wrap(d);
+}
+
+static PyObject *get_stream(cuc_msg *m, size_t i)
+{
+    cuc_stream *s;
+    int rc = cuc_msg_get_stream(m, i, &s);
+
+    return rc ? py_raise(rc) : stream_wrap_default(s);
+}
+
+static PyObject *get_event(cuc_msg *m, size_t i)
+{
+    cuc_event *e;
+    int rc = cuc_msg_get_event(m, i, &e);
+
+    return rc ? py_raise(rc) : event_wrap(e);
+}
+
+static PyObject *get_config(cuc_msg *m, size_t i)
+{
+    cuc_launch_config cfg;
+    int rc = cuc_msg_get_launch_config(m, i, &cfg);
+
+    return rc ? py_raise(rc) : launch_config_wrap(&cfg);
+}
+
+/* A kernel, or a kernel ref (the peer said it holds the image). */
+static PyObject *get_kernel(cuc_msg *m, size_t i)
+{
+    cuc_kernel *k;
+    int rc;
+
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_msg_get_kernel(m, i, &k);
+    Py_END_ALLOW_THREADS
+    return rc ? py_raise(rc) : kernel_wrap(k);
+}
+
+static PyObject *get_pool(cuc_msg *m, size_t i)
+{
+    cuc_pool *p;
+    int rc = cuc_msg_get_pool(m, i, &p);
+
+    return rc ? py_raise(rc) : pool_wrap(p);
+}
+
+/* A buffer, a view (or a slab's buffer), or wrapped cuMemAlloc memory. */
+static PyObject *get_buffer(cuc_msg *m, size_t i)
+{
+    cuc_buffer *b;
+    int rc = cuc_msg_get_buffer(m, i, &b);
+
+    return rc ? py_raise(rc) : buffer_wrap(b);
+}
+
+static PyObject *get_vmm(cuc_msg *m, size_t i)
+{
+    cuc_vmm *v;
+    int rc;
+
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_msg_get_vmm(m, i, &v);
+    Py_END_ALLOW_THREADS
+    return rc ? py_raise(rc) : vmm_wrap(v);
+}
+
+static PyObject *get_fd(cuc_msg *m, size_t i)
 {
     int fd, rc = cuc_msg_take_fd(m, i, &fd, NULL);
     PyObject *o;
@@ -70,51 +164,22 @@ static PyObject *resolve_fd(cuc_msg *m, size_t i)
     return o;
 }
 
+static PyObject *(*const gets[])(cuc_msg *m, size_t i) = {
+    [CUC_RECORD_DEVICE] = get_device, [CUC_RECORD_STREAM] = get_stream,
+    [CUC_RECORD_EVENT] = get_event, [CUC_RECORD_LAUNCH_CONFIG] = get_config,
+    [CUC_RECORD_KERNEL] = get_kernel, [CUC_RECORD_KERNEL_REF] = get_kernel,
+    [CUC_RECORD_POOL] = get_pool, [CUC_RECORD_BUFFER] = get_buffer,
+    [CUC_RECORD_BUFFER_VIEW] = get_buffer, [CUC_RECORD_IPC_BUFFER] = get_buffer,
+    [CUC_RECORD_VMM] = get_vmm, [CUC_RECORD_FD] = get_fd,
+};
+
 /* Record i as a Python object. */
 static PyObject *resolve_one(cuc_msg *m, size_t i, int type)
 {
-    cuc_launch_config cfg;
-    void *obj = NULL;
-    int rc;
-
-    switch (type) {
-    case CUC_RECORD_DEVICE:
-        rc = cuc_msg_get_device(m, i, (cuc_device **)&obj);
-        return rc ? py_raise(rc) : device_wrap(obj);
-    case CUC_RECORD_STREAM:
-        rc = cuc_msg_get_stream(m, i, (cuc_stream **)&obj);
-        return rc ? py_raise(rc) : stream_wrap_default(obj);
-    case CUC_RECORD_EVENT:
-        rc = cuc_msg_get_event(m, i, (cuc_event **)&obj);
-        return rc ? py_raise(rc) : event_wrap(obj);
-    case CUC_RECORD_LAUNCH_CONFIG:
-        rc = cuc_msg_get_launch_config(m, i, &cfg);
-        return rc ? py_raise(rc) : launch_config_wrap(&cfg);
-    case CUC_RECORD_KERNEL:
-    case CUC_RECORD_KERNEL_REF: /* the peer said it holds the image */
-        Py_BEGIN_ALLOW_THREADS
-        rc = cuc_msg_get_kernel(m, i, (cuc_kernel **)&obj);
-        Py_END_ALLOW_THREADS
-        return rc ? py_raise(rc) : kernel_wrap(obj);
-    case CUC_RECORD_POOL:
-        rc = cuc_msg_get_pool(m, i, (cuc_pool **)&obj);
-        return rc ? py_raise(rc) : pool_wrap(obj);
-    case CUC_RECORD_BUFFER:
-    case CUC_RECORD_BUFFER_VIEW: /* a view or a slab's buffer */
-    case CUC_RECORD_IPC_BUFFER:  /* wrapped cuMemAlloc memory */
-        rc = cuc_msg_get_buffer(m, i, (cuc_buffer **)&obj);
-        return rc ? py_raise(rc) : buffer_wrap(obj);
-    case CUC_RECORD_VMM:
-        Py_BEGIN_ALLOW_THREADS
-        rc = cuc_msg_get_vmm(m, i, (cuc_vmm **)&obj);
-        Py_END_ALLOW_THREADS
-        return rc ? py_raise(rc) : vmm_wrap(obj);
-    case CUC_RECORD_FD:
-        return resolve_fd(m, i);
-    default:
-        return py_raise_fmt(CUC_E_VERSION, "record %zu is a %s record, which Python does "
-                            "not resolve", i, cuc_record_type_name(type));
-    }
+    if (type > 0 && (size_t)type < sizeof(gets) / sizeof(gets[0]) && gets[type])
+        return gets[type](m, i);
+    return py_raise_fmt(CUC_E_VERSION, "record %zu is a %s record, which Python does not "
+                        "resolve", i, cuc_record_type_name(type));
 }
 
 /* Closes the fds already taken into t (the records of type FD that are
@@ -159,42 +224,6 @@ fail_tuple:
     return NULL;
 }
 
-static PyObject *load_fn; /* cucore._core._load, for __reduce__ */
-
-int wire_init(PyObject *module)
-{
-    load_fn = PyObject_GetAttrString(module, "_load");
-    return load_fn ? 0 : -1;
-}
-
-PyObject *wire_reduce(PyObject *obj)
-{
-    PyObject *bytes, *r;
-    cuc_msg *m;
-    size_t len;
-    void *buf;
-    int rc;
-
-    rc = cuc_msg_create(&m);
-    if (rc)
-        return py_raise(rc);
-    if (wire_add(m, obj)) {
-        cuc_msg_destroy(m);
-        return NULL;
-    }
-    rc = cuc_msg_to_bytes(m, &buf, &len);
-    cuc_msg_destroy(m);
-    if (rc)
-        return py_raise(rc);
-    bytes = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
-    free(buf);
-    if (!bytes)
-        return NULL;
-    r = Py_BuildValue("(O(O))", load_fn, bytes);
-    Py_DECREF(bytes);
-    return r;
-}
-
 /* Bytes already loaded that name a process-lifetime singleton (a device,
  * a default stream): the same bytes always give the same object. */
 #define SINGLETON_CACHE_MAX 4096
@@ -220,7 +249,7 @@ static void remember(PyObject *bytes, PyObject *o)
 }
 
 /* _load(bytes): the object of a one-record message (pickle's loader). */
-PyObject *py_load(PyObject *self, PyObject *arg)
+static PyObject *py_load(PyObject *self, PyObject *arg)
 {
     PyObject *t, *o;
     Py_buffer v;
@@ -252,4 +281,13 @@ PyObject *py_load(PyObject *self, PyObject *arg)
     Py_DECREF(t);
     remember(arg, o);
     return o;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_load", py_load, METH_O, NULL},
+    {NULL, NULL, 0, NULL}};
+
+int wire_init(PyObject *m)
+{
+    return PyModule_AddFunctions(m, module_methods);
 }

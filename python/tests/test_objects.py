@@ -508,14 +508,27 @@ def test_listen_connect(tmp_path):
         s.close()
 
 
-def test_share_point_and_host():
-    sp = cucore.share_point()
+def test_share_point():
+    """No socket until the first pickle of a pool, buffer or VMM resource;
+    then a socket of mode 0600 in a directory only this uid may use."""
     import os
     import stat
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", "import cucore, pickle; "
+                        "print(cucore.share_point()); "
+                        "pickle.dumps(cucore.Pool(0)); print(cucore.share_point())"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    before, after = p.stdout.split()
+    assert before == "None" and after.endswith(".sock") and not os.path.exists(after)
+    pickle.dumps(cucore.Pool(0))
+    sp = cucore.share_point()
     st = os.stat(sp)
     assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
-    assert str(os.getpid()) in sp
-    assert "/" in cucore.host_id()
+    st = os.stat(os.path.dirname(sp))
+    assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
 
 
 def test_timeout_and_count_arguments():

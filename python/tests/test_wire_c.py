@@ -19,7 +19,7 @@ N = len(cucore.devices())
 
 def record_bytes(obj):
     fn, args = obj.__reduce__()
-    return args[0] if fn is cucore._core._load else args[-1]
+    return args[0]  # _load's message, or _attach's detached message
 
 
 def inspect(data):
@@ -44,9 +44,12 @@ def test_c_reads_python_pickles():
     assert "96" in json.dumps(rec)
     (rec,) = inspect(record_bytes(cucore.Kernel(PTX, "twice")))
     assert rec["type"] == "kernel" and "twice" in json.dumps(rec)
-    # a buffer's pickle carries its record: C reads it (resolving it needs the pool)
+    # a buffer's pickle is a detached message: C reads its share record and the
+    # buffer's (attaching is cuc_share_attach's)
     buf = cucore.Pool(1 % N).allocate(300)
-    (rec,) = inspect(record_bytes(buf))
+    share, rec = inspect(record_bytes(buf))
+    assert share["type"] == "share" and share["path"] == cucore.share_point()
+    assert len(share["token"]) == 32 and not share["resolved"]
     assert rec["type"] == "buffer" and rec["fds"] == 0 and rec["payload_bytes"] > 0
     assert rec["size"] == 300 and rec["lease_id"] != 0 and not rec["resolved"]
 

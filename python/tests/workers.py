@@ -90,6 +90,107 @@ def sim_count_settled(name, quiet=0.3, timeout=10):
     return last
 
 
+def libcucore():
+    """libcucore as loaded in this process (ctypes), or None when it is
+    compiled into the extension (the pip package)."""
+    import ctypes
+    import cucore  # noqa: F401 (loads it)
+
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if "/libcucore.so" in path:
+                lib = ctypes.CDLL(path)
+                p = ctypes.c_void_p
+                for name, args in [
+                        ("cuc_channel_connect", [ctypes.c_char_p, ctypes.c_int,
+                                                 ctypes.POINTER(p)]),
+                        ("cuc_channel_send", [p, p]),
+                        ("cuc_channel_recv", [p, ctypes.c_int, ctypes.POINTER(p)]),
+                        ("cuc_channel_release", [p, ctypes.POINTER(ctypes.c_uint64),
+                                                 ctypes.c_size_t]),
+                        ("cuc_channel_destroy", [p]), ("cuc_msg_destroy", [p]),
+                        ("cuc_msg_from_bytes", [ctypes.c_char_p, ctypes.c_size_t,
+                                                ctypes.POINTER(p)]),
+                        ("cuc_msg_to_bytes", [p, ctypes.POINTER(p),
+                                              ctypes.POINTER(ctypes.c_size_t)]),
+                        ("cuc_errname", [ctypes.c_int])]:
+                    getattr(lib, name).argtypes = args
+                lib.cuc_errname.restype = ctypes.c_char_p
+                return lib
+    return None
+
+
+CLAIM, CONFIRM = 18, 19
+
+
+def claims_message(tokens, flags):
+    """A message of claim records (docs/wire-format.md), as bytes."""
+    import struct
+
+    recs = b"".join(struct.pack("<HHIII", CLAIM, 1, 24, 0, 0) + t + struct.pack("<II", flags, 0)
+                    for t in tokens)
+    return struct.pack("<IHHIIII", 0x4d435543, 1, 0, len(tokens), 0, 24 + len(recs), 0) + recs
+
+
+def confirms_of(data):
+    """(token, status) of each confirm record of a message's bytes."""
+    import struct
+
+    out, at = [], 24
+    for _ in range(struct.unpack_from("<I", data, 8)[0]):
+        rtype, _, n = struct.unpack_from("<HHI", data, at)
+        if rtype == CONFIRM:
+            out.append((data[at + 16:at + 32], struct.unpack_from("<i", data, at + 32)[0]))
+        at += 16 + (n + 7) // 8 * 8
+    return out
+
+
+def guess(path, give_back, lease_ids, n):
+    """An unrelated process at the share point at PATH: n claims of random
+    tokens, n fetches of random tokens, give-backs of the tokens GIVE_BACK,
+    releases of LEASE_IDS (and their neighbours): the statuses of the
+    answers (errnames), or None without libcucore."""
+    import ctypes
+
+    lib = libcucore()
+    if lib is None:
+        return None
+    ch, m = ctypes.c_void_p(), ctypes.c_void_p()
+
+    def send(data):
+        msg = ctypes.c_void_p()
+        assert lib.cuc_msg_from_bytes(data, len(data), ctypes.byref(msg)) == 0
+        assert lib.cuc_channel_send(ch, msg) == 0
+        lib.cuc_msg_destroy(msg)
+
+    def answers(k):
+        got = []
+        while len(got) < k:
+            assert lib.cuc_channel_recv(ch, 10000, ctypes.byref(m)) == 0
+            buf, size = ctypes.c_void_p(), ctypes.c_size_t()
+            assert lib.cuc_msg_to_bytes(m, ctypes.byref(buf), ctypes.byref(size)) == 0
+            got += confirms_of(ctypes.string_at(buf, size.value))
+            ctypes.CDLL(None).free(buf)
+            lib.cuc_msg_destroy(m)
+        return got
+
+    assert lib.cuc_channel_connect(path.encode(), 10000, ctypes.byref(ch)) == 0
+    assert lib.cuc_channel_recv(ch, 10000, ctypes.byref(m)) == 0  # the hello
+    lib.cuc_msg_destroy(m)
+    statuses = []
+    for flags in (0, 1):  # plain claims, fetches
+        send(claims_message([os.urandom(16) for _ in range(n)], flags))
+        statuses += [lib.cuc_errname(s).decode() for _, s in answers(n)]
+    send(claims_message([bytes.fromhex(t) for t in give_back], 2))
+    ids = [i + d for i in lease_ids for d in range(-2, 3)]
+    assert lib.cuc_channel_release(ch, (ctypes.c_uint64 * len(ids))(*ids), len(ids)) == 0
+    send(claims_message([os.urandom(16)], 0))  # answered after all of the above was read
+    statuses += [lib.cuc_errname(s).decode() for _, s in answers(1)]
+    lib.cuc_channel_destroy(ch)
+    return statuses
+
+
 def handle(op, objs):
     import cucore
     if op == "describe":
@@ -149,12 +250,10 @@ def handle(op, objs):
                     o.close(stream=stream if how == "stream" else None)
                 except cucore.Error as e:
                     codes.append(e.code)
-            cucore._core._share_flush()  # the background thread's drops run with SPEC too
         finally:
             assert lib.cucore_sim_fail(b"", None, 0) == 0
         closed = [o.closed for o in HELD]
         HELD.clear()
-        cucore._core._share_flush()  # every release sent was served
         return closed, codes
     if op == "inherited":  # objects this process inherited through fork
         out = []
@@ -209,21 +308,29 @@ def handle(op, objs):
         except OSError:
             pass
         return True
-    if op == "feed_fds":  # after the share point failed a receive for want of fds
+    if op == "feed_fds":
         import resource
-        import time
-        deadline = time.time() + (objs[0] if objs else 30)
-        while cucore._core._share_stats()["transient_fails"] == 0 and time.time() < deadline:
-            time.sleep(0.01)
         for fd in KEPT.pop("starved"):
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE,
                            (KEPT.pop("nofile"), resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-        return cucore._core._share_stats()["transient_fails"]
-    if op == "share_stats":  # our holds and leases, and the pools' lease counts
+        return True
+    if op == "load_starved":  # (data,): loaded with no fd free here: the error, or what it is
+        handle("starve_fds", ())
+        try:
+            return describe(pickle.loads(objs[0]))
+        except cucore.Error as e:
+            return error_of(e)
+        finally:
+            handle("feed_fds", ())
+    if op == "share_stats":  # our holds, unclaimed ones, and the pools' lease counts
         pools = [o for o in HELD if isinstance(o, cucore.Pool)]
         stats = cucore._core._share_stats()
-        return ({k: stats[k] for k in ("holds", "leases")}, [p.lease_count() for p in pools])
+        return ({k: stats[k] for k in ("holds", "unclaimed")}, [p.lease_count() for p in pools])
+    if op == "share_point":
+        return cucore.share_point()
+    if op == "guess":
+        return guess(*objs)
     if op == "lease_wait":  # every pool of ours: all its leases ended within objs[0] s
         try:
             for o in HELD:
@@ -240,20 +347,12 @@ def handle(op, objs):
         return len(views)
     if op == "fds":
         return len(os.listdir("/proc/self/fd"))
-    if op == "flush_describe":  # claims served (stale notices read), then read them
-        HELD.extend(objs)
-        cucore._core._share_flush()
-        return [describe(o) for o in objs]
-    if op == "until_stale":  # (stale, *fresh): fresh ones dropped one a round until it raises
-        import time
-        for o in objs[1:]:
-            o.close()  # a release: the claim thread's round reads notices after it
-            time.sleep(0.01)
-            try:
-                describe(objs[0])
-            except cucore.Error as e:
-                return error_of(e)
-        return describe(objs[0])
+    if op == "load":  # (data, ...): pickles loaded and kept: the error, or how many
+        try:
+            HELD.extend(pickle.loads(d) for d in objs)
+        except cucore.Error as e:
+            return error_of(e)
+        return len(HELD)
     if op == "listen":  # (path,): a listener for "accept_recv"
         KEPT["listener"] = cucore.listen(objs[0])
         return True
@@ -280,22 +379,19 @@ def handle(op, objs):
         bufs = [o for o in HELD if isinstance(o, cucore.Buffer)]
         ch.send(*[x for b in bufs for x in (b.pool, b)])
         KEPT["channel"] = ch
+        KEPT["pools"] = [b.pool for b in bufs]
         return [b.lease_count() for b in bufs]
-    if op == "close_channel":  # its leases linger; their releases are read then
+    if op == "close_channel":  # its leases linger: a lease wait reads their releases
         KEPT.pop("channel").close()
+        for pool in KEPT.pop("pools"):
+            pool.lease_wait(0, timeout=10)
         return True
     if op == "pump_channel":  # the channel kept open: its releases read by pumping it
         import time
         deadline = time.time() + 10
-        while cucore._core._share_parked() and time.time() < deadline:
+        while KEPT["channel"].lease_count() and time.time() < deadline:
             KEPT["channel"].pump(timeout=0.05)
-        return cucore._core._share_parked()
-    if op == "parked":  # until objs[0] imports are parked, within 10 s
-        import time
-        deadline = time.time() + 10
-        while cucore._core._share_parked() != objs[0] and time.time() < deadline:
-            time.sleep(0.01)
-        return cucore._core._share_parked()
+        return KEPT["channel"].lease_count()
     raise ValueError(op)
 
 

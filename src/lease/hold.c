@@ -326,15 +326,16 @@ int cuc__hold_add(struct cuc__holds *h, const cuc_msg *m, size_t max, void *data
             x->unclaimed = 0;
             forget_if_done_locked(h, x);
         }
+        if (!rc) { /* set before a claim, on the thread, can read them */
+            x->data = data;
+            x->data_free = data_free;
+        }
         pthread_mutex_unlock(&h->lock);
     }
-    if (rc) {
-        x->data_free = NULL; /* data stays the caller's */
+    if (rc) { /* data stays the caller's */
         hold_free(x);
         return rc;
     }
-    x->data = data;
-    x->data_free = data_free;
     memcpy(token, x->token, CUC__TOKEN_LEN);
     return 0;
 }
@@ -468,9 +469,8 @@ void cuc__holds_peer_gone(void *arg, uint64_t block, int why)
 
     pthread_mutex_lock(&h->lock);
     x = find_block(h, block);
+    (void)why;
     if (x && x->grants) {
-        if (why == CUC__LEASE_REFUSED)
-            restore_locked(h, x);
         x->grants--;
         done = forget_if_done_locked(h, x);
     }

@@ -67,8 +67,8 @@ void cuc__hold_give_back(struct cuc__holds *h, const uint8_t token[CUC__TOKEN_LE
                          struct cuc__leases *peer);
 
 /* A peer table's gone callback (lease.h), arg the holds: a grant of a
- * hold ended there. A refusal (the peer dropped the fetch reply unread)
- * gives the hold back as cuc__hold_give_back does. */
+ * hold ended there (however: a peer that dropped a fetch's reply unread
+ * gives the claim back, cuc__hold_give_back, which keeps the hold). */
 void cuc__holds_peer_gone(void *holds, uint64_t block, int why);
 
 /* Ends the unclaimed holds whose time is up; returns the deadline of the

@@ -525,19 +525,6 @@ int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sen
     return rc;
 }
 
-int cuc__leases_send_stamped(struct cuc__leases *l, const cuc_msg *m, uint64_t block)
-{
-    struct stamp st = {l, NULL};
-    int rc;
-
-    pthread_mutex_lock(&l->lock);
-    st.g = block ? find_locked(l, block) : NULL;
-    if (st.g)
-        st.g->refs++; /* this send's */
-    pthread_mutex_unlock(&l->lock);
-    rc = cuc__link_send_seq(l->link, m, st.g ? stamp_seq : NULL, &st);
-    grant_done(l, st.g);
-    return rc;
 }
 
 /* The peer refused the message whose first frame was seq: its leases end

@@ -124,11 +124,6 @@ void cuc__leases_end_block(struct cuc__leases *l, uint64_t block, int why);
  * with CUC__LEASE_SEND_FAILED. */
 int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sent);
 
-/* Sends m (whose records name leases granted already) on the link,
- * stamping the grant of block with its first frame's sequence number,
- * so that a refusal of m ends that grant (CUC__LEASE_REFUSED). */
-int cuc__leases_send_stamped(struct cuc__leases *l, const cuc_msg *m, uint64_t block);
-
 /* A message the channel received: 1 if it was a release or a refusal
  * (consumed: the leases it names ended, m destroyed; a refused record
  * that names a sent message whose leases are held, by its first frame's

@@ -72,7 +72,7 @@ static void wait_done_locked(struct cuc__share *p, struct cuc__share_wait *w, in
                          w->exp->path, (long)w->exp->pid, how);
     else
         cuc__gate_settle(w->gate, 0, NULL);
-    if (!w->fetch) { /* nobody waits for it but through its gate */
+    if (!w->fetch || w->abandoned) { /* nobody waits for it but through its gate */
         w->exp->waits--;
         cuc__gate_unref(w->gate);
         free(w);
@@ -115,19 +115,24 @@ static int wait_add(struct cuc__share *p, struct cuc__share_exp *e, const uint8_
     return 0;
 }
 
-/* The caller is done with w, a fetch's wait (answered or not). */
-static void wait_free(struct cuc__share *p, struct cuc__share_wait *w)
+/* The caller is done with w, a fetch's wait (answered or not): 1 when its
+ * reply came, a late one too (none can come once w is out of the table). */
+static int wait_free(struct cuc__share *p, struct cuc__share_wait *w)
 {
+    int replied;
+
     pthread_mutex_lock(&p->lock);
     if (!w->done) {
         cuc__htab_remove(&p->waits, &w->node);
         p->npending--;
     }
     w->exp->waits--;
+    replied = w->reply != NULL;
     pthread_mutex_unlock(&p->lock);
     cuc_msg_destroy(w->reply);
     cuc__gate_unref(w->gate);
     free(w);
+    return replied;
 }
 
 /* Sends one claim of token on ch. */
@@ -167,15 +172,19 @@ static void take_reply(struct cuc__share *p, struct cuc__share_exp *e, cuc_msg *
 {
     uint8_t token[CUC_SHARE_ID_LEN];
     struct cuc__share_wait *w = NULL;
-    int status;
+    int status, taken = 0;
 
     pthread_mutex_lock(&p->lock);
     if (cuc__confirm_rec_read(m, 0, token, &status) == 0 && status == 0)
         w = wait_find_locked(p, e, token);
-    if (w && w->fetch)
+    if (w && w->fetch && !w->abandoned) {
         wait_done_locked(p, w, 0, m);
+        taken = 1; /* w and m are the waiter's now: it may free them once unlocked */
+    } else if (w && w->abandoned) {
+        wait_done_locked(p, w, CUC_E_TIMEOUT, NULL); /* freed: nobody took it over */
+    }
     pthread_mutex_unlock(&p->lock);
-    if (w && w->fetch)
+    if (taken)
         return;
     /* nobody waits (its attach timed out): the claim is given back */
     cuc_msg_destroy(m);
@@ -295,7 +304,10 @@ static int connect_greeted(struct cuc__share *p, const struct cuc_share_record *
     int rc;
 
     for (;;) {
-        rc = cuc_channel_connect(r->path, CUC__SHARE_CONNECT_MS, &ch);
+        rc = cuc_channel_connect(r->path, 0, &ch);
+        if (rc == CUC_E_BUSY) /* a full backlog: alive, a burst of importers; nobody
+                               * accepting (no socket, or refused) is gone at once */
+            rc = cuc_channel_connect(r->path, cuc__remaining(deadline), &ch);
         if (rc == CUC_E_NOT_FOUND ||
             (rc == CUC_E_TIMEOUT && !strstr(cuc_errmsg(), "backlog")))
             return cuc__seterr(CUC_E_EXPORTER_GONE, "the process that detached these "
@@ -661,18 +673,70 @@ static int wait_reply(struct cuc__share *p, struct cuc__share_wait *w)
     return w->reply ? 0 : cuc__gate_pass(w->gate, "attaching");
 }
 
+struct token_on {
+    const uint8_t *token;
+    const struct cuc__share_exp *e;
+};
+
+static int same_abandoned(const struct cuc__hnode *n, const void *key)
+{
+    const struct token_on *k = key;
+    const struct cuc__share_wait *w = of_node(n);
+
+    return w->abandoned && !w->done && w->exp == k->e &&
+           memcmp(w->token, k->token, CUC_SHARE_ID_LEN) == 0;
+}
+
+/* An earlier attach's fetch of token on e that timed out, its answer still
+ * to come; taken over (take 1) or not. A claim of the token's own would be
+ * answered too, and the give-back of the earlier answer would end the
+ * grant it uses. */
+static struct cuc__share_wait *abandoned(struct cuc__share *p, struct cuc__share_exp *e,
+                                         const uint8_t *token, int take)
+{
+    struct token_on k = {token, e};
+    struct cuc__hnode *n;
+
+    pthread_mutex_lock(&p->lock);
+    n = cuc__htab_find(&p->waits, cuc__hash_bytes(token, CUC_SHARE_ID_LEN), same_abandoned,
+                       &k);
+    if (n && take)
+        of_node(n)->abandoned = 0;
+    pthread_mutex_unlock(&p->lock);
+    return n ? of_node(n) : NULL;
+}
+
+/* A fetch that timed out unanswered is left for its answer (take_reply
+ * gives it back) or for the next attach of the token: 1, or 0 when it was
+ * answered meanwhile. */
+static int abandon(struct cuc__share *p, struct cuc__share_wait *w)
+{
+    int left;
+
+    pthread_mutex_lock(&p->lock);
+    left = !w->done;
+    w->abandoned = left;
+    pthread_mutex_unlock(&p->lock);
+    return left;
+}
+
 /* The fetch path: the claim answered with the held records' fds. */
 static int attach_fetch(struct cuc__share *p, struct cuc__share_exp *e, const cuc_msg *b,
                         const uint8_t *token, cuc_msg **out)
 {
-    struct cuc__share_wait *w;
-    int rc = wait_add(p, e, token, 1, &w);
+    struct cuc__share_wait *w = abandoned(p, e, token, 1);
+    int rc = 0;
 
-    if (rc)
-        return rc;
-    rc = send_claim(e->ch, token, CUC__CLAIM_FETCH);
+    if (!w) {
+        rc = wait_add(p, e, token, 1, &w);
+        if (rc)
+            return rc;
+        rc = send_claim(e->ch, token, CUC__CLAIM_FETCH);
+    }
     if (!rc)
         rc = wait_reply(p, w);
+    if (rc == CUC_E_TIMEOUT && abandon(p, w))
+        return rc;
     if (!rc)
         rc = import_pools(p, e, w->reply, count_held(b));
     if (!rc)
@@ -680,10 +744,11 @@ static int attach_fetch(struct cuc__share *p, struct cuc__share_exp *e, const cu
     if (!rc) {
         cuc__leases_stamp(e->ch->leases, *out);
         cuc__msg_set_gate(*out, &w->gate->ref, attached_done);
-    } else if (w->reply) { /* answered, but not taken here: given back */
-        (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
     }
-    wait_free(p, w);
+    /* answered (in time or late) but not taken here, or dropped for want of
+     * fds: given back (e lives: attach_remote holds a wait on it) */
+    if ((wait_free(p, w) && rc) || rc == CUC_E_LIMIT)
+        (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
     return rc;
 }
 
@@ -780,8 +845,9 @@ static int attach_remote(struct cuc__share *p, const cuc_msg *b, const void *byt
 
     if (rc)
         return rc;
-    rc = needs_fetch(b) ? attach_fetch(p, e, b, r->token, out)
-                        : attach_plain(p, e, b, bytes, len, r->token, out);
+    rc = needs_fetch(b) || abandoned(p, e, r->token, 0)
+             ? attach_fetch(p, e, b, r->token, out)
+             : attach_plain(p, e, b, bytes, len, r->token, out);
     exp_put(p, e);
     return rc;
 }

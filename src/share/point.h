@@ -40,7 +40,8 @@
 #define CUC__SHARE_SEND_MS 10000
 /* A peer is let go for a newcomer only once it has been quiet this long. */
 #define CUC__SHARE_EVICT_QUIET_MS 1000
-/* A connect to a share point whose backlog is full is tried again until this. */
+/* A connect to a share point whose backlog is full is tried again until
+ * this; one that nobody accepts on fails at once (the exporter is gone). */
 #define CUC__SHARE_CONNECT_MS 10000
 
 /* A connection the share point serves. */
@@ -72,6 +73,8 @@ struct cuc__share_wait {
     int fetch;              /* waits for the held records too */
     cuc_msg *reply;         /* a fetch's answer */
     int done;
+    int abandoned; /* a fetch whose attach timed out: its answer is given back when it
+                    * comes, unless the next attach of the token takes the wait over */
 };
 
 struct cuc__share {

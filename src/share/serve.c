@@ -439,17 +439,20 @@ static int fetch_reply(const struct hold_data *d, const uint8_t *token, cuc_msg 
     return 0;
 }
 
-/* One fetch: the reply (a refusal of it by the peer, short of fds, ends
- * the grant as a give-back), or the failure in the batch of confirms. */
+/* One fetch: the reply, or the failure in the batch of confirms. A peer
+ * short of fds drops the reply (and says so with a refused record, as on
+ * any channel) and then gives the claim back (attach.c): the grant is not
+ * ended by the refusal, whose ends would run before the hold could be
+ * restored, and free what the hold's other receivers may still claim. */
 static void serve_fetch(struct cuc__share_peer *pr, const uint8_t *token, void *data,
-                        uint64_t block, int rc, cuc_msg *confirms)
+                        int rc, cuc_msg *confirms)
 {
     cuc_msg *r = NULL;
 
     if (!rc)
         rc = fetch_reply(data, token, &r);
     if (!rc)
-        rc = cuc__leases_send_stamped(pr->ch->leases, r, block);
+        rc = cuc__link_send(pr->ch->link, r);
     cuc_msg_destroy(r);
     if (rc)
         (void)cuc__confirm_rec_put(confirms, token, rc);
@@ -474,7 +477,7 @@ static void serve_claim(struct cuc__share *p, struct cuc__share_peer *pr, const 
     }
     rc = cuc__hold_claim(p->holds, token, pr->ch->leases, &data, &block);
     if (flags & CUC__CLAIM_FETCH)
-        serve_fetch(pr, token, data, block, rc, confirms);
+        serve_fetch(pr, token, data, rc, confirms);
     else
         (void)cuc__confirm_rec_put(confirms, token, rc);
 }

@@ -1,11 +1,135 @@
-/* A Buffer seen by CuPy, PyTorch and numba without a copy: CUDA Array
+/* A Buffer's or a VMM resource's memory (mem.h).
+ *
+ * Copies parse their arguments before the memory is looked at: parsing can
+ * run Python code (an __index__, a buffer exporter) that closes the
+ * object, and a pointer read before it would be another allocation's by
+ * then. While a copy runs with the GIL let go, the object counts it
+ * (span.busy), and its close() refuses: another thread cannot unmap the
+ * memory under it.
+ *
+ * A Buffer is seen without a copy as a 1-D array of bytes: CUDA Array
  * Interface v3 and DLPack (the unversioned "dltensor" capsule, which every
- * DLPack consumer takes), both as a 1-D array of bytes. */
+ * DLPack consumer takes); both wait for an attached buffer's lease first
+ * (buffer_ready). */
 #include <stdlib.h>
 
 #include <dlpack.h>
 
-#include "cucore_py.h"
+#include "mem.h"
+
+/* The stream, or for None the legacy default stream of the memory's own
+ * device (cucore's NULL stream would be the current device's). */
+static int stream_or_default(PyObject *so, cuc_device *dev, cuc_stream **s)
+{
+    int rc;
+
+    if (so != Py_None)
+        return stream_arg(so, s);
+    rc = cuc_stream_legacy(dev, s);
+    return rc ? (py_raise(rc), -1) : 0;
+}
+
+/* The memory of obj (open_span: its liveness checked) and the stream;
+ * -1 raised. */
+static int span_and_stream(PyObject *obj, span_fn open_span, PyObject *so, struct span *sp,
+                           cuc_stream **s)
+{
+    if (open_span(obj, sp))
+        return -1;
+    return stream_or_default(so, sp->dev, s);
+}
+
+/* copy_from(data, offset=0, stream=None): bytes-like into the memory. */
+PyObject *mem_copy_from(PyObject *obj, span_fn open_span, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"data", "offset", "stream", NULL};
+    PyObject *so = Py_None;
+    Py_ssize_t off = 0;
+    struct span sp;
+    cuc_stream *s;
+    Py_buffer v;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|nO", names, &v, &off, &so))
+        return NULL;
+    if (span_and_stream(obj, open_span, so, &sp, &s))
+        goto fail_data;
+    if (off < 0 || (size_t)off > sp.size || (size_t)v.len > sp.size - (size_t)off) {
+        py_raise_fmt(CUC_E_INVALID, "copy_from: %zd bytes at offset %zd do not fit in %zu "
+                     "bytes", v.len, off, sp.size);
+        goto fail_data;
+    }
+    (*sp.busy)++;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_memcpy((char *)sp.ptr + off, v.buf, (size_t)v.len, s);
+    Py_END_ALLOW_THREADS
+    (*sp.busy)--;
+    PyBuffer_Release(&v);
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+
+fail_data:
+    PyBuffer_Release(&v);
+    return NULL;
+}
+
+/* to_bytes(size=None, offset=0, stream=None) */
+PyObject *mem_to_bytes(PyObject *obj, span_fn open_span, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"size", "offset", "stream", NULL};
+    PyObject *so = Py_None, *sz = Py_None, *out;
+    Py_ssize_t off = 0, n = -1;
+    struct span sp;
+    cuc_stream *s;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OnO", names, &sz, &off, &so))
+        return NULL;
+    if (sz != Py_None && (n = PyNumber_AsSsize_t(sz, PyExc_OverflowError)) == -1 &&
+        PyErr_Occurred())
+        return NULL;
+    if (span_and_stream(obj, open_span, so, &sp, &s))
+        return NULL;
+    if (off < 0 || (size_t)off > sp.size)
+        return py_raise_fmt(CUC_E_INVALID, "to_bytes: offset %zd outside %zu bytes", off,
+                            sp.size);
+    if (sz == Py_None)
+        n = (Py_ssize_t)(sp.size - (size_t)off);
+    if (n < 0 || (size_t)n > sp.size - (size_t)off)
+        return py_raise_fmt(CUC_E_INVALID, "to_bytes: %zd bytes at offset %zd do not fit in "
+                            "%zu", n, off, sp.size);
+    out = PyBytes_FromStringAndSize(NULL, n);
+    if (!out)
+        return NULL;
+    (*sp.busy)++;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_memcpy(PyBytes_AS_STRING(out), (const char *)sp.ptr + off, (size_t)n, s);
+    Py_END_ALLOW_THREADS
+    (*sp.busy)--;
+    if (rc) {
+        Py_DECREF(out);
+        return py_raise(rc);
+    }
+    return out;
+}
+
+/* fill(byte): every byte of the memory, on its device's legacy stream. */
+PyObject *mem_fill(PyObject *obj, span_fn open_span, PyObject *args)
+{
+    unsigned char v;
+    struct span sp;
+    cuc_stream *s;
+    int rc;
+
+    if (!PyArg_ParseTuple(args, "b", &v) ||
+        span_and_stream(obj, open_span, Py_None, &sp, &s))
+        return NULL;
+    (*sp.busy)++;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cuc_memset(sp.ptr, v, sp.size, s);
+    Py_END_ALLOW_THREADS
+    (*sp.busy)--;
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
 
 /* The protocols' names of the default streams (CUDA Array Interface v3
  * and DLPack alike); any other stream is its CUstream as an int. */
@@ -27,9 +151,9 @@ static int producer_stream(PyBuffer *o, cuc_stream **s, long long *proto)
     int rc, kind;
 
     if (o->stream) {
-        *s = ((PyStream *)o->stream)->s;
+        *s = H(o->stream);
     } else {
-        rc = cuc_stream_legacy(cuc_buffer_device(o->b), s);
+        rc = cuc_stream_legacy(cuc_buffer_device(o->base.h), s);
         if (rc)
             return py_raise(rc), -1;
     }
@@ -40,19 +164,19 @@ static int producer_stream(PyBuffer *o, cuc_stream **s, long long *proto)
     return 0;
 }
 
-PyObject *interop_cai(PyObject *self, void *closure)
+PyObject *mem_cai(PyObject *self, void *closure)
 {
     PyBuffer *o = (PyBuffer *)self;
     long long stream;
     cuc_stream *s;
 
     (void)closure;
-    if (buffer_live(o) || producer_stream(o, &s, &stream))
+    if (buffer_ready(o) || producer_stream(o, &s, &stream))
         return NULL;
     return Py_BuildValue("{s:(n),s:s,s:(KO),s:i,s:O,s:L}", "shape",
-                         (Py_ssize_t)cuc_buffer_size(o->b), "typestr", "|u1", "data",
-                         (unsigned long long)(uintptr_t)cuc_buffer_ptr(o->b), Py_False, "version",
-                         3, "strides", Py_None, "stream", stream);
+                         (Py_ssize_t)cuc_buffer_size(o->base.h), "typestr", "|u1", "data",
+                         (unsigned long long)(uintptr_t)cuc_buffer_ptr(o->base.h), Py_False,
+                         "version", 3, "strides", Py_None, "stream", stream);
 }
 
 struct managed {
@@ -164,7 +288,7 @@ static int check_dl_device(int type, int id, cuc_buffer *b)
     return -1;
 }
 
-PyObject *interop_dlpack(PyObject *self, PyObject *args, PyObject *kw)
+PyObject *mem_dlpack(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"stream", "max_version", "dl_device", "copy", NULL};
     PyObject *stream = Py_None, *maxv = Py_None, *dldev = Py_None, *copy = Py_None, *cap;
@@ -175,7 +299,7 @@ PyObject *interop_dlpack(PyObject *self, PyObject *args, PyObject *kw)
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO", names, &stream, &maxv, &dldev, &copy) ||
         consumer_stream(stream, &consumer) || dl_device_arg(dldev, &type, &id) ||
-        buffer_live(o) || check_dl_device(type, id, o->b))
+        buffer_ready(o) || check_dl_device(type, id, o->base.h))
         return NULL;
     if (copy == Py_True)
         return PyErr_Format(PyExc_BufferError, "__dlpack__(copy=True): a Buffer is shared, "
@@ -185,9 +309,9 @@ PyObject *interop_dlpack(PyObject *self, PyObject *args, PyObject *kw)
     m = calloc(1, sizeof(*m));
     if (!m)
         return PyErr_NoMemory();
-    m->shape[0] = (int64_t)cuc_buffer_size(o->b);
-    m->t.dl_tensor.data = cuc_buffer_ptr(o->b);
-    m->t.dl_tensor.device = device_of(o->b);
+    m->shape[0] = (int64_t)cuc_buffer_size(o->base.h);
+    m->t.dl_tensor.data = cuc_buffer_ptr(o->base.h);
+    m->t.dl_tensor.device = device_of(o->base.h);
     m->t.dl_tensor.ndim = 1;
     m->t.dl_tensor.dtype.code = kDLUInt;
     m->t.dl_tensor.dtype.bits = 8;
@@ -206,14 +330,14 @@ PyObject *interop_dlpack(PyObject *self, PyObject *args, PyObject *kw)
     return cap;
 }
 
-PyObject *interop_dlpack_device(PyObject *self, PyObject *noargs)
+PyObject *mem_dlpack_device(PyObject *self, PyObject *noargs)
 {
     PyBuffer *o = (PyBuffer *)self;
     DLDevice d;
 
     (void)noargs;
-    if (buffer_live(o))
+    if (handle_live(self, "buffer"))
         return NULL;
-    d = device_of(o->b);
+    d = device_of(o->base.h);
     return Py_BuildValue("(ii)", (int)d.device_type, d.device_id);
 }
