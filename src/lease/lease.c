@@ -525,8 +525,6 @@ int cuc__leases_send(struct cuc__leases *l, const cuc_msg *m, const cuc_msg *sen
     return rc;
 }
 
-}
-
 /* The peer refused the message whose first frame was seq: its leases end
  * (nothing of it was kept) and it is counted, once: it leaves the index
  * now. A seq that names no held grant ends and counts nothing. */
