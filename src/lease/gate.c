@@ -1,5 +1,6 @@
 /* Gates: pending until a share point answers a claim. */
 #include "lease/gate.h"
+#include "lease/lease.h"
 #include "base/error.h"
 #include "os/clock.h"
 #include "wire/wire.h"
@@ -16,12 +17,14 @@ static void gate_free(struct cuc__ref *r)
 {
     struct cuc__gate *g = CUC_CONTAINER_OF(r, struct cuc__gate, ref);
 
+    if (g->via)
+        cuc__leases_unref(g->via);
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->cond);
     free(g);
 }
 
-int cuc__gate_create(int timeout_ms, struct cuc__gate **out)
+int cuc__gate_create(int timeout_ms, struct cuc__leases *via, struct cuc__gate **out)
 {
     struct cuc__gate *g = calloc(1, sizeof(*g));
 
@@ -32,6 +35,10 @@ int cuc__gate_create(int timeout_ms, struct cuc__gate **out)
     cuc__cond_init(&g->cond);
     g->status = CUC__GATE_PENDING;
     g->timeout_ms = timeout_ms;
+    if (via) {
+        cuc__leases_ref(via);
+        g->via = via;
+    }
     *out = g;
     return 0;
 }
@@ -65,6 +72,10 @@ int cuc__gate_pass(struct cuc__gate *g, const char *what)
     /* opened long ago: the usual case costs one atomic load */
     if (__atomic_load_n(&g->status, __ATOMIC_ACQUIRE) == 0)
         return 0;
+    /* its claim may still be queued with others: out with them now */
+    if (g->via && cuc__leases_flush(g->via) != 0)
+        return cuc__seterr(CUC_E_EXPORTER_GONE, "%s: its claim could not be sent: %s", what,
+                           cuc_errmsg());
     /* the answer is normally a round trip away: look again, yielding, before
      * sleeping (a sleeper on a VM wakes tens of microseconds late) */
     for (int i = 0; i < SPIN_LOOKS && cuc__gate_pending(g); i++)

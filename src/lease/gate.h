@@ -23,13 +23,17 @@ struct cuc__gate {
     int status;     /* CUC__GATE_PENDING, 0 (open) or the refusal's CUC_E_* */
     int timeout_ms; /* how long a use waits for the answer */
     uint8_t token[16]; /* the claim's (the share point's: what it gives back) */
+    struct cuc__leases *via; /* where the claim is queued: flushed before a wait */
     char why[512];  /* the refusal's message */
 };
 
 #define CUC__GATE_PENDING 1
 
-/* A pending gate (one reference), whose uses wait up to timeout_ms. */
-int cuc__gate_create(int timeout_ms, struct cuc__gate **out);
+/* A pending gate (one reference), whose uses wait up to timeout_ms; its
+ * claim queued in via (a reference is taken; NULL: sent already), which a
+ * wait flushes first. */
+struct cuc__leases;
+int cuc__gate_create(int timeout_ms, struct cuc__leases *via, struct cuc__gate **out);
 void cuc__gate_ref(struct cuc__gate *g);
 void cuc__gate_unref(struct cuc__gate *g);
 

@@ -140,7 +140,9 @@ static void leases_free(struct cuc__ref *r)
     cuc__htab_each(&l->by_block, free_grant, NULL);
     cuc__htab_free(&l->by_block);
     cuc__htab_free(&l->by_seq);
+    cuc_msg_destroy(l->claims);
     cuc__link_unref(l->link);
+    pthread_mutex_destroy(&l->qlock);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->cond);
     free(l);
@@ -157,6 +159,7 @@ int cuc__leases_create(struct cuc__link *link, struct cuc__leases **out)
         cuc__link_ref(link);
     l->link = link;
     pthread_mutex_init(&l->lock, NULL);
+    pthread_mutex_init(&l->qlock, NULL);
     cuc__cond_init(&l->cond);
     *out = l;
     return 0;
@@ -738,6 +741,51 @@ struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__le
     return g;
 }
 
+/* Sends the queued claims (qlock held). */
+static int flush_locked(struct cuc__leases *l)
+{
+    cuc_msg *m = l->claims;
+    int rc;
+
+    if (!m)
+        return 0;
+    __atomic_store_n(&l->claims, NULL, __ATOMIC_RELEASE);
+    rc = cuc__link_is_closed(l->link) ? 0 : cuc__link_send(l->link, m);
+    cuc_msg_destroy(m);
+    return rc && cuc__link_is_closed(l->link) ? 0 : rc;
+}
+
+int cuc__leases_flush(struct cuc__leases *l)
+{
+    int rc;
+
+    if (!__atomic_load_n(&l->claims, __ATOMIC_ACQUIRE))
+        return 0; /* the usual case: nothing queued */
+    pthread_mutex_lock(&l->qlock);
+    rc = flush_locked(l);
+    pthread_mutex_unlock(&l->qlock);
+    return rc;
+}
+
+int cuc__leases_queue_claim(struct cuc__leases *l, const uint8_t token[16], uint32_t flags)
+{
+    int rc = 0, first = 0;
+
+    pthread_mutex_lock(&l->qlock);
+    if (!l->claims) {
+        first = 1;
+        cuc_msg *m = NULL;
+        rc = cuc_msg_create(&m);
+        __atomic_store_n(&l->claims, m, __ATOMIC_RELEASE);
+    }
+    if (!rc)
+        rc = cuc__claim_rec_put(l->claims, token, flags);
+    if (!rc && cuc_msg_record_count(l->claims) == CUC__CLAIM_MAX_RECORDS)
+        rc = flush_locked(l);
+    pthread_mutex_unlock(&l->qlock);
+    return rc ? rc : first;
+}
+
 int cuc__leases_release(struct cuc__leases *l, const uint64_t *ids, size_t n)
 {
     size_t done = 0;
@@ -747,17 +795,20 @@ int cuc__leases_release(struct cuc__leases *l, const uint64_t *ids, size_t n)
      * here would break its channel's sequence (DESIGN.md, "Fork"). */
     if (l->link->owner != cuc__pid())
         return 0;
+    pthread_mutex_lock(&l->qlock); /* a claim queued goes before its release */
+    rc = flush_locked(l);
     while (!rc && done < n) {
         cuc_msg *m;
         if (cuc__link_is_closed(l->link))
-            return 0; /* closed here: the peer has ended these leases */
+            break; /* closed here: the peer has ended these leases */
         rc = cuc__release_msg_build(ids, n, &done, &m);
         if (rc)
             break;
         rc = cuc__link_send(l->link, m);
         cuc_msg_destroy(m);
         if (rc && cuc__link_is_closed(l->link))
-            return 0;
+            rc = 0, done = n;
     }
+    pthread_mutex_unlock(&l->qlock);
     return rc;
 }

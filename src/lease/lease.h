@@ -65,6 +65,10 @@ struct cuc__leases {
      * when it moved: cuc__leases_move), after the ends ran, no lock held */
     void (*gone)(void *arg, uint64_t block, int why);
     void *gone_arg;
+    /* an importer's claims not yet sent (cuc__leases_queue_claim), under
+     * qlock, which also orders them before any release on the link */
+    pthread_mutex_t qlock;
+    cuc_msg *claims;
 };
 
 /* Most objects a table keeps for its peer (images it said it holds). */
@@ -161,6 +165,17 @@ struct cuc__lease_gauge {
 struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__lease_gauge *g);
 
 /* ---- importer side ---- */
+
+/* Queues a claim of token with flags (wire/records.h: CUC__CLAIM_*) to go
+ * out on the link, with the others queued, at the next flush: before any
+ * release on this table, when a gate of it is waited on (lease/gate.h),
+ * when the queue is full, or by cuc__leases_flush (the share point's
+ * thread, which the caller wakes when this returns 1: the queue was
+ * empty). A share point's claims of many attaches so travel as one
+ * message. 0 or 1, or a failure. */
+int cuc__leases_queue_claim(struct cuc__leases *l, const uint8_t token[16], uint32_t flags);
+/* Sends the queued claims (0 when none). */
+int cuc__leases_flush(struct cuc__leases *l);
 
 /* Tells the peer that this process no longer uses ids[0..n): release
  * messages on the link (which stays open while the table lives, also after

@@ -89,7 +89,8 @@ static int wait_add(struct cuc__share *p, struct cuc__share_exp *e, const uint8_
 
     if (!w)
         return cuc__seterr(CUC_E_NOMEM, "out of memory for a claim");
-    rc = cuc__gate_create(p->timeout_ms, &w->gate);
+    /* a plain claim waits in the connection's queue for its first use */
+    rc = cuc__gate_create(p->timeout_ms, fetch ? NULL : e->ch->leases, &w->gate);
     if (rc) {
         free(w);
         return rc;
@@ -136,17 +137,48 @@ static int wait_free(struct cuc__share *p, struct cuc__share_wait *w)
 }
 
 /* Sends one claim of token on ch. */
+/* Sends a claim of token on ch now, after those queued there. */
 static int send_claim(cuc_channel *ch, const uint8_t *token, uint32_t flags)
 {
-    cuc_msg *m;
-    int rc = cuc_msg_create(&m);
+    int rc = cuc__leases_queue_claim(ch->leases, token, flags);
 
-    if (!rc)
-        rc = cuc__claim_rec_put(m, token, flags);
-    if (!rc)
-        rc = cuc__link_send(ch->link, m);
-    cuc_msg_destroy(m);
-    return rc;
+    return rc < 0 ? rc : cuc__leases_flush(ch->leases);
+}
+
+void cuc__share_flush_claims(struct cuc__share *p)
+{
+    struct cuc__leases *q[64];
+    size_t n = 0;
+
+    pthread_mutex_lock(&p->lock);
+    for (struct cuc__share_exp *e = p->exps; e && n < CUC_ARRAY_LEN(q); e = e->next)
+        if (!e->closed && __atomic_load_n(&e->ch->leases->claims, __ATOMIC_ACQUIRE)) {
+            cuc__leases_ref(e->ch->leases);
+            q[n++] = e->ch->leases;
+        }
+    pthread_mutex_unlock(&p->lock);
+    for (size_t i = 0; i < n; i++) {
+        (void)cuc__leases_flush(q[i]); /* a failure is the connection's end: read there */
+        cuc__leases_unref(q[i]);
+    }
+}
+
+/* The pending wait of gate g (p->lock held), or NULL. */
+static struct cuc__share_wait *wait_of_gate_locked(struct cuc__share *p,
+                                                   struct cuc__share_exp *e,
+                                                   const uint8_t *token,
+                                                   const struct cuc__gate *g)
+{
+    uint64_t h = cuc__hash_bytes(token, CUC_SHARE_ID_LEN);
+
+    for (struct cuc__hnode *n = cuc__htab_find(&p->waits, h, same_pending, token); n;
+         n = cuc__htab_find(&p->waits, h, same_pending, token)) {
+        struct cuc__share_wait *w = of_node(n);
+        if (w->gate == g && w->exp == e)
+            return w;
+        break; /* another attach of the same bytes: not ours to settle */
+    }
+    return NULL;
 }
 
 /* ---- reading an exporter's answers (the thread) ---- */
@@ -504,7 +536,6 @@ static void attached_done(struct cuc__ref *gref, const cuc_msg *m)
     struct cuc__leases *l = cuc__leases_of_msg(m);
     size_t n = cuc_msg_record_count(m), nleased = 0, nleft = 0;
     uint64_t small[64], *left = small;
-    cuc_msg *give;
 
     if (!l || __atomic_load_n(&g->status, __ATOMIC_ACQUIRE) < 0)
         return; /* refused: nothing is held */
@@ -516,10 +547,10 @@ static void attached_done(struct cuc__ref *gref, const cuc_msg *m)
         if (id && !cuc__msg_taken(m, i))
             left[nleft++] = id;
     }
-    if (nleft && nleft == nleased && cuc_msg_create(&give) == 0) {
-        if (cuc__claim_rec_put(give, g->token, CUC__CLAIM_GIVE_BACK) == 0)
-            (void)cuc__link_send(l->link, give);
-        cuc_msg_destroy(give);
+    if (nleft && nleft == nleased) {
+        /* after the claim, if it is still queued */
+        if (cuc__leases_queue_claim(l, g->token, CUC__CLAIM_GIVE_BACK) >= 0)
+            (void)cuc__leases_flush(l);
     } else if (nleft) {
         (void)cuc__leases_release(l, left, nleft);
     }
@@ -765,12 +796,15 @@ static int attach_plain(struct cuc__share *p, struct cuc__share_exp *e, const cu
     if (rc)
         return rc;
     g = w->gate;
-    cuc__gate_ref(g); /* ours; w may be answered and freed once the claim is out */
-    rc = send_claim(e->ch, token, 0);
-    if (rc) {
+    cuc__gate_ref(g); /* ours: w is freed once answered, and another thread's
+                       * flush may send the claim at any moment from now */
+    rc = cuc__leases_queue_claim(e->ch->leases, token, 0);
+    if (rc == 1) /* the first queued: the thread sends the batch when it wakes */
+        cuc__share_wake(p);
+    if (rc < 0) {
         pthread_mutex_lock(&p->lock);
-        if (!w->done)
-            wait_done_locked(p, w, CUC_E_EXPORTER_GONE, NULL);
+        if ((w = wait_of_gate_locked(p, e, token, g)) != NULL)
+            wait_done_locked(p, w, rc, NULL);
         pthread_mutex_unlock(&p->lock);
         cuc__gate_unref(g);
         return rc;
@@ -778,6 +812,7 @@ static int attach_plain(struct cuc__share *p, struct cuc__share_exp *e, const cu
     /* no held record: the records as they are, in one copy */
     rc = count_held(b) ? rebuild(b, held_pool_here, (void *)b, &o)
                        : cuc__msg_from_bytes_after(bytes, len, &o);
+    (void)cuc__leases_flush(e->ch->leases); /* on its way while the memory is mapped */
     if (rc) { /* claimed, nothing used: given back */
         (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
         cuc__gate_unref(g);
