@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""cucore's Python objects beside cuda.core's, same process, same n
-(issue 14's targets). Prints one machine-readable line per figure:
+"""cucore's Python objects beside cuda.core's, same process, same n.
+Prints one machine-readable line per figure:
 
     BENCH name=NAME impl=cucore|cuda.core|pickle n=N value=X unit=UNIT
 
@@ -65,7 +65,7 @@ import cucore
 
 SIZES = [1, 4, 16, 64, 256, 1024, 4096]
 BUF = 4096  # bytes a pool buffer: bench_pool's BUF_BYTES (the driver's export costs more
-            # for larger blocks: 13.4-15.2 us a pointer at 256 B, 15.1-17.7 at 4096 on the H200)
+            # for larger blocks: sim/FACTS.md F32)
 
 
 # The results.jsonl column of each impl (bench/make_performance.py's
@@ -246,7 +246,7 @@ def bench_pipe_cucore():
              pipe_rounds(conn, make, n, rounds_for(n), leases_end, free_in_clock=True) / 1000,
              "us_per_buffer")
     # Buffers the receiver's mapping already covers: carved from a slab it
-    # imported (cucore.Slab), and views of a buffer it holds (issue 15).
+    # imported (cucore.Slab), and views of a buffer it holds.
     slab = cucore.Slab(pool, 2 * BUF * max(SIZES))
     whole = pool.allocate(BUF * max(SIZES))
     conn.send(("keep", [slab.allocate(BUF), whole]))  # the slab's and the parent's import

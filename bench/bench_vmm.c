@@ -1,6 +1,7 @@
 /* A virtual-memory allocation shared with another process, beside the raw
  * driver calls doing the same work, in the same run: per resource, for 2
- * chunks and for 8 chunks of the owner's granularity (2 MiB on an H200).
+ * chunks and for 8 chunks of the owner's granularity (2 MiB: sim/FACTS.md
+ * F39).
  * The importer is another process (a fork + exec of this bench,
  * CUDA_VISIBLE_DEVICES the exporter's GPUs by UUID in reverse order:
  * bench_ipc.h). The resource is created once, untimed; the owner alone has

@@ -10,9 +10,9 @@ printed lines, R = 1 .. ROUNDS) and writes
                 end), Python through cuda.core (to the answer) and C
                 (bench_pool's first send: the raw driver calls and cucore's);
                 each point the median over the rounds of one start
-  --table FILE  the same medians as a Markdown table, with the two ratios
-                issue 14 asks for: cucore / cuda.core (Python, to the
-                answer) and Python to the lease end / C cucore
+  --table FILE  the same medians as a Markdown table, with two ratios:
+                cucore / cuda.core (Python, to the answer) and Python to
+                the lease end / C cucore
 
   python3 bench/plot_python.py /tmp/b --svg /tmp/b/python.svg \\
           --table /tmp/b/python.md --title "H100, 21bc56c"

@@ -1,4 +1,4 @@
-/* Soak of the channel under load (issue 13, "Load"): CLIENTS client
+/* Soak of the channel under load: CLIENTS client
  * processes (fork + exec of this program) connect THREADS channels each to
  * one listening path. Every client thread sends its share of MESSAGES
  * messages, each an IPC pool (its fd travels) and 1..3 buffers freshly

@@ -1,11 +1,9 @@
 /* cuMemAlloc, cuMemAllocManaged, cuMemAllocHost and legacy CUDA IPC
  * (cuIpcGetMemHandle / cuIpcOpenMemHandle / cuIpcCloseMemHandle).
  *
- * As on the H200 (probe_ipc.real.txt), allocations are carved out of
- * 2 MiB chunks, one list of chunks per kind and context: a 1 MiB block and
- * a 1000-byte one made after it share a chunk (MAPPING_BASE_ADDR and
- * MAPPING_SIZE name the chunk; the first byte past the 1 MiB block is the
- * small one's), a larger allocation gets a chunk of its own. Blocks are
+ * Allocations are carved out of 2 MiB chunks, one list of chunks per kind
+ * and context, a larger allocation getting a chunk of its own, as the
+ * driver carves them (FACTS.md F33). Blocks are
  * 512-byte aligned, first fit over the chunks oldest first (the
  * alignment and the order are guesses). A chunk is an
  * anonymous mapping until a block in it is first exported with
@@ -13,7 +11,7 @@
  * /dev/shm/cucore-sim-ipc-<pid>-<uid> (mode 0600) of the chunk's size plus
  * a trailing page {magic, version, physical GPU, uid, chunk size, owner
  * UUID}, mapped over the same addresses, and its fd closed: exporting
- * costs no fd, as on the H200 ("ipcget.memalloc.fds +0"). The name goes
+ * costs no fd (FACTS.md F35). The name goes
  * when the chunk's last block is freed, its context is released or the
  * process exits; a process killed before that leaves it, and the next
  * export of a chunk (in any process) removes the names of processes that
@@ -21,13 +19,10 @@
  *
  * A handle is bytes only, as the driver's: {magic, version, physical GPU,
  * exporter pid, 0, chunk uid, offset, size, owner UUID}. It names a place,
- * not an allocation: as on the H200, a block freed and allocated again at
- * the same address gets the same handle, and a mapping an importer kept
- * shows the new block's bytes ("ipc.realloc-handle-vs-old same",
- * "xipc.read-after-exporter-free ... a7"). The importer opens the name
- * (same user, as CUDA IPC needs), checks the uid and the extent against
- * the chunk's page, maps the block's pages and closes the fd: an opened
- * handle costs no fd ("xipc.open-fds +0"). A chunk that is gone (all its
+ * not an allocation, as the driver's does (FACTS.md F35, F36). The
+ * importer opens the name (same user, as CUDA IPC needs), checks the uid
+ * and the extent against the chunk's page, maps the block's pages and
+ * closes the fd: an opened handle costs no fd (F36). A chunk that is gone (all its
  * blocks freed, its exporter gone) opens nothing. */
 #include "sim_internal.h"
 
@@ -328,7 +323,7 @@ static CUresult dalloc_new(enum dkind kind, size_t size, struct CUctx_st *ctx,
     d->base = c->base + off;
     d->size = size;
     d->chunk = c;
-    d->dev = ctx->dev; /* DEVICE_ORDINAL of host memory too, as the H200 */
+    d->dev = ctx->dev; /* DEVICE_ORDINAL of host memory too (FACTS.md F37) */
     d->ctx = ctx;
     d->id = sim_next_buffer_id();
     d->next = sim_dallocs;
@@ -408,14 +403,14 @@ static CUresult free_common(uintptr_t p, int host)
         else if (!(d = dalloc_at(p, D_MEMALLOC)))
             d = dalloc_at(p, D_MANAGED);
         /* an interior pointer, a pool, VMM, IPC-opened or unknown pointer,
-         * or one freed already (not seen on the H200) */
+         * or one freed already (not measured: README.md) */
         if (!d)
             rc = CUDA_ERROR_INVALID_VALUE;
         else
             dalloc_unlink_free(d);
     }
     sim_unlock();
-    return rc; /* freeing NULL succeeds (not seen; as cuMemFreeAsync(0)) */
+    return rc; /* freeing NULL succeeds, as cuMemFreeAsync(0) (FACTS.md F19) */
 }
 
 SIM_API CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
@@ -529,11 +524,8 @@ SIM_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle,
     rc = sim_ctx_current(&ctx);
     if (rc)
         goto out;
-    /* As on the H200: cuMemAlloc memory only (pool, imported pool, VMM,
-     * managed, host, IPC-opened, freed, malloc'ed pointers and 0 are
-     * CUDA_ERROR_INVALID_VALUE); a pointer inside a block names the block,
-     * the same bytes as its base ("ipcget.memalloc.interior-vs-base
-     * same", and "ipcget.memalloc.end" is the next block's). */
+    /* cuMemAlloc memory only; a pointer inside a block names the block
+     * (FACTS.md F35) */
     d = dalloc_of((uintptr_t)dptr);
     if (!d || d->kind != D_MEMALLOC) {
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -560,7 +552,8 @@ out:
 
 /* Maps the block a handle names. CUDA_ERROR_INVALID_VALUE when its chunk
  * is not there (the exporter freed every block in it, or is gone): the
- * H200's answer for zeroes and garbage, not seen for those. Not locked:
+ * driver's answer for zeroes and garbage (FACTS.md F36), not measured for
+ * these. Not locked:
  * it only reads the exporter's file. */
 static CUresult map_handle(const struct sim_ipc_handle *h, struct sim_dalloc *d)
 {
@@ -613,24 +606,23 @@ static struct sim_dalloc *find_opened(const struct sim_ipc_handle *h)
  * ordinal. Locked. */
 static CUresult check_handle(const struct sim_ipc_handle *h, int *dev)
 {
-    /* zeroes or garbage: CUDA_ERROR_INVALID_VALUE, as on the H200
-     * ("xipc.open-zero-handle", "xipc.open-garbage-handle") */
+    /* zeroes or garbage (FACTS.md F36) */
     if (h->magic != SIM_IPC_MAGIC || h->version != SIM_IPC_VERSION ||
         h->pid <= 0 || h->zero != 0 || h->size == 0 || h->uid == 0 ||
         h->size > SIM_ALLOC_MAX || h->offset > SIM_ALLOC_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    /* in the process that made it ("ipcopen.same-process") */
+    /* in the process that made it (F36) */
     if (h->pid == (int32_t)getpid())
         return CUDA_ERROR_INVALID_CONTEXT;
     *dev = sim_uuid_to_local(&h->uuid);
     if (*dev < 0)
-        return CUDA_ERROR_INVALID_DEVICE; /* not seen: one GPU there */
+        return CUDA_ERROR_INVALID_DEVICE; /* not measured (README.md) */
     return CUDA_SUCCESS;
 }
 
 /* A handle opened already by this context: one more reference, the same
- * pointer (doc; on the H200 "xipc.open-again ... ptr=p+0", and the
- * interior pointer's handle, the same bytes, the same). By another
+ * pointer (FACTS.md F36; an interior pointer's handle, the same bytes,
+ * too). By another
  * context of this process: CUDA_ERROR_INVALID_CONTEXT (guess, from the
  * documented one context per device per other process). Locked. */
 static CUresult reopen(struct sim_dalloc *d, struct CUctx_st *ctx,
@@ -656,8 +648,7 @@ SIM_API CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr,
     SIM_FAULT(cuIpcOpenMemHandle);
     if (rc)
         return rc;
-    /* exactly CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, as documented: the H200
-     * refused 0 and 2 ("xipc.reopen-flags0", "xipc.open-flags2") */
+    /* exactly CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (FACTS.md F36) */
     if (!pdptr || Flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(&h, handle.reserved, sizeof(h));

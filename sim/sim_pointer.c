@@ -1,14 +1,12 @@
 /* What a pointer is: cuMemGetAddressRange, cuPointerGetAttribute and
  * cuPointerGetAttributes over every kind of memory the sim makes
  * (cuMemAlloc, managed, host, IPC-opened, pool, VMM). Each module says
- * what it knows of an address (sim_*_info); this file answers, as the
- * H200 did (probe_ipc.real.txt: "range.*", "attr.*", "attrs.*", and the
- * child's "xpool.range.*", "xipc.range.*"). Widths as it wrote them:
- * MEMORY_TYPE, DEVICE_ORDINAL, IS_MANAGED, IS_LEGACY_CUDA_IPC_CAPABLE,
- * MAPPED, IS_GPU_DIRECT_RDMA_CAPABLE and ACCESS_FLAGS 4 bytes (booleans
- * too: not cuda-python's one-byte bool), ALLOWED_HANDLE_TYPES, ids, sizes,
- * addresses and handles 8. SYNC_MEMOPS and IS_HW_DECOMPRESS_CAPABLE were
- * not asked: 4 bytes, 0, like the other booleans. */
+ * what it knows of an address (sim_*_info); this file answers as the
+ * driver does (FACTS.md F34, F37, F38), in its widths: MEMORY_TYPE,
+ * DEVICE_ORDINAL, IS_MANAGED, IS_LEGACY_CUDA_IPC_CAPABLE, MAPPED,
+ * IS_GPU_DIRECT_RDMA_CAPABLE and ACCESS_FLAGS 4 bytes, the rest 8.
+ * SYNC_MEMOPS and IS_HW_DECOMPRESS_CAPABLE were not asked: 4 bytes, 0,
+ * like the other booleans. */
 #include "sim_internal.h"
 
 #include <string.h>
@@ -47,7 +45,7 @@ SIM_API CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *pbase,
      * exporter and on an importer), a VMM mapping. An address in none (0,
      * freed, malloc'ed, the first byte past a block, an unmapped part of a
      * reservation, and a pinned host pool's pointer on its exporter) is
-     * CUDA_ERROR_NOT_FOUND, and the outputs are zeroed, as on the H200. */
+     * CUDA_ERROR_NOT_FOUND, and the outputs are zeroed (FACTS.md F34). */
     if (rc == CUDA_SUCCESS &&
         (!lookup((uintptr_t)dptr, ctx->dev, &info) || info.no_range)) {
         rc = CUDA_ERROR_NOT_FOUND;
@@ -156,8 +154,8 @@ static enum attr_rc attr_known(CUpointer_attribute a, const struct sim_ptr_info 
     }
 }
 
-/* What cuPointerGetAttributes gives for a pointer that is not CUDA's, as
- * the H200 ("attrs.malloc"): zeroes, except HOST_POINTER (the pointer),
+/* What cuPointerGetAttributes gives for a pointer that is not CUDA's
+ * (FACTS.md F37): zeroes, except HOST_POINTER (the pointer),
  * DEVICE_ORDINAL (-2), and the range, left alone. */
 static enum attr_rc attr_unknown(CUpointer_attribute a, uintptr_t p, void *data)
 {

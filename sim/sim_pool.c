@@ -1,11 +1,11 @@
 /* Memory pools. Each pool is one memfd (MFD_CLOEXEC) of a fixed, sparse
  * capacity, mapped MAP_SHARED in full: page 0 holds a header {magic, pool
  * uid, owner GPU (physical index and UUID, or host), capacity}, the data
- * area follows. Creation only reserves the addresses (the H200's driver
- * opens no fd then); the memfd replaces that reservation at the first
- * allocation or export. The allocator (first fit, 256-byte aligned) keeps
- * its metadata in the process, never in the memfd. Exporting hands out a
- * new fd on the memfd, without FD_CLOEXEC as the driver's; importing maps
+ * area follows. Creation only reserves the addresses (the driver opens no
+ * fd then: FACTS.md F28); the memfd replaces that reservation at the first
+ * allocation or export. The allocator (first fit, 256-byte aligned, F19)
+ * keeps its metadata in the process, never in the memfd. Exporting hands
+ * out a new fd on the memfd, without FD_CLOEXEC (F23); importing maps
  * the same memfd, so the bytes an exporter writes are the bytes an
  * importer reads. */
 #include "sim_internal.h"
@@ -23,7 +23,7 @@
 #define SIM_POOL_HDR_VERSION 1
 #define SIM_PTR_EXPORT_MAGIC 0x5054524558504f52ull /* export data */
 #define SIM_POOL_ALIGN 256
-/* The H200 reserved 32 MiB for a pool's first small allocation. */
+/* reserved at a pool's first small allocation (FACTS.md F19) */
 #define SIM_POOL_CHUNK ((size_t)32 << 20)
 
 struct sim_pool_hdr {
@@ -38,10 +38,8 @@ struct sim_pool_hdr {
     CUuuid uuid;           /* owner GPU */
 };
 
-/* The H200's driver writes the first 48 of the 64 bytes and leaves the
- * rest as the caller had them (probe: "exportptr-bytes ... a5a5..."); two
- * exports of one pointer give the same 48 (probe:
- * "exportptr-twice-same-first48 1"). */
+/* The first 48 of the 64 bytes, the same for every export of a pointer;
+ * the rest is left as the caller had it (FACTS.md F25). */
 struct sim_ptr_export {
     uint64_t magic;
     uint64_t uid;
@@ -180,9 +178,7 @@ static void update_reserved(struct CUmemPoolHandle_st *p, int after_free)
         if (floor > keep)
             keep = floor;
         /* Counted as given back, but the bytes stay: an importer still
-         * mapping a freed block reads what was there, as on the H200
-         * (probe_lifetimes: "finding1.n20.intact 20" after the exporter
-         * freed). */
+         * mapping a freed block reads what was there (FACTS.md F30). */
         if (keep < old)
             p->reserved = keep;
     }
@@ -318,18 +314,16 @@ enum sim_range sim_pool_range(uintptr_t a, size_t n, int dev, int dev_side)
     if (!alloc_at(p, a, &al) ||
         n > al.start + al.len - (size_t)(a - (uintptr_t)p->base))
         return SIM_RANGE_BAD;
-    /* An imported pinned host pool's pointer as the device side of a copy:
-     * refused on the H200 ("xpool.hostpool.bytes CUDA_ERROR_INVALID_VALUE",
-     * cuMemcpyDtoHAsync; HtoD by analogy, not seen) */
+    /* An imported pinned host pool's pointer as the device side of a copy
+     * (FACTS.md F31 for DtoH; HtoD by analogy, not measured) */
     if (dev_side && p->imported && p->dev < 0)
         return SIM_RANGE_BAD;
     /* Used from a device without access: CUDA_ERROR_INVALID_VALUE for the
-     * copy (a choice: not observed, one GPU was all the probe had). */
+     * copy (a choice: F21 does not say which error). */
     return device_may_use(p, dev) ? SIM_RANGE_OK : SIM_RANGE_BAD;
 }
 
-/* As the H200 answers for pool pointers (probe_ipc.real.txt, "attr.pool",
- * "attr.hostpool", "xpool.range" and the "-imported" lines). */
+/* What the driver says of pool pointers (FACTS.md F34, F37). */
 int sim_pool_info(uintptr_t a, int dev, struct sim_ptr_info *out)
 {
     struct CUmemPoolHandle_st *p = pool_of(a);
@@ -388,16 +382,10 @@ static struct CUmemPoolHandle_st *pool_new(void)
 
 /* Memory where a pool's addresses were reserved: a pool that can export
  * a POSIX fd gets a memfd, another only its reservation made writable.
- * Its fds as the driver's (sim/README.md, "fds"): on the H200 creating an
- * IPC pool opened no fd and exporting it opened two, the caller's and one
- * the driver keeps until the pool is destroyed (probe: "fds-ipc-pool-0 ...
- * created +0 exported +2 destroyed+closed +0"); a pool without a handle
- * type opened none at all, also once it allocated (with two H200s:
- * "fds-pool-none ... alloc +0"). An IPC pool that allocates before its
- * export opened none at the allocation either ("fds-ipc-pool-alloc-first
- * ... alloc +0 exported +2"); the sim's memfd holds the pool's bytes from
- * the first, so there it is +1 at the allocation (+2 once exported, as
- * the driver). Locked. */
+ * Its fds as the driver's (FACTS.md F28), but for an IPC pool that
+ * allocates before its export: the sim's memfd holds the pool's bytes from
+ * the first allocation, so there it is +1 at the allocation (+2 once
+ * exported, as the driver). Locked. */
 static CUresult pool_materialize(struct CUmemPoolHandle_st *p)
 {
     struct sim_pool_hdr hdr;
@@ -454,7 +442,7 @@ SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
     if (poolProps->win32SecurityAttributes ||
         !is_zero(poolProps->reserved, sizeof(poolProps->reserved)))
         return CUDA_ERROR_INVALID_VALUE;
-    /* fabric pools are created (as on the H200), their export refused */
+    /* fabric pools are created, their export refused (FACTS.md F22) */
     if ((unsigned)poolProps->handleTypes &
         ~(unsigned)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR |
                     CU_MEM_HANDLE_TYPE_FABRIC))
@@ -464,7 +452,7 @@ SIM_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
     switch (poolProps->location.type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
         if (!sim_dev_valid(poolProps->location.id))
-            return CUDA_ERROR_INVALID_VALUE; /* as the driver answers */
+            return CUDA_ERROR_INVALID_VALUE; /* FACTS.md F19 */
         dev = poolProps->location.id;
         phys = sim.vis[dev];
         break;
@@ -546,11 +534,11 @@ SIM_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     return rc;
 }
 
-/* As the H200 answers (probe_ipc "access.*" and "xaccess.*", the same in
- * an importer): a host location on a device pool, or a location of no
- * known type, is CUDA_ERROR_NOT_SUPPORTED there; on a pinned host pool a
- * host location is taken (and changes nothing here: the host's access
- * to its own memory) and an unknown type is CUDA_ERROR_INVALID_VALUE. */
+/* Access as the driver answers it (FACTS.md F20): a host location on a
+ * device pool, or a location of no known type, is CUDA_ERROR_NOT_SUPPORTED;
+ * on a pinned host pool a host location is taken (and changes nothing
+ * here: the host's access to its own memory) and an unknown type is
+ * CUDA_ERROR_INVALID_VALUE. */
 static int host_location(CUmemLocationType t)
 {
     return t == CU_MEM_LOCATION_TYPE_HOST || t == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
@@ -571,8 +559,8 @@ static CUresult check_access_desc(const struct CUmemPoolHandle_st *p,
     }
     if (!sim_dev_valid(d->location.id))
         return CUDA_ERROR_INVALID_DEVICE;
-    /* as the driver: read-only is not supported for pools, and the owner
-     * cannot drop its access */
+    /* read-only is not supported for pools, and the owner cannot drop its
+     * access (FACTS.md F20) */
     if (d->flags == CU_MEM_ACCESS_FLAGS_PROT_READ)
         return CUDA_ERROR_NOT_SUPPORTED;
     if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
@@ -635,7 +623,7 @@ SIM_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags,
         rc = CUDA_ERROR_INVALID_VALUE;
     } else if (location->type == CU_MEM_LOCATION_TYPE_DEVICE) {
         if (!sim_dev_valid(location->id))
-            rc = CUDA_ERROR_INVALID_VALUE; /* as the H200 ("get-dev5") */
+            rc = CUDA_ERROR_INVALID_VALUE; /* FACTS.md F20 */
         else
             *flags = (CUmemAccess_flags)p->access[location->id];
     } else if (location->type == CU_MEM_LOCATION_TYPE_HOST ||
@@ -713,9 +701,7 @@ SIM_API CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool,
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
     p = find_pool(pool);
-    /* An imported pool has no attributes: the H200's driver refused
-     * USED_MEM_CURRENT and RELEASE_THRESHOLD there and left the output
-     * alone (probe: "x-imported-used CUDA_ERROR_INVALID_VALUE 12345"). */
+    /* An imported pool has no attributes (FACTS.md F27). */
     if (!p || p->imported) {
         rc = CUDA_ERROR_INVALID_VALUE;
         goto out;
@@ -770,10 +756,9 @@ SIM_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(
     if (!p || p->imported || !(p->handle_types & (unsigned)handleType)) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else if (handleType == CU_MEM_HANDLE_TYPE_FABRIC) {
-        rc = CUDA_ERROR_NOT_PERMITTED; /* no IMEX channel, as observed */
+        rc = CUDA_ERROR_NOT_PERMITTED; /* no IMEX channel (FACTS.md F22) */
     } else if ((rc = pool_materialize(p)) == CUDA_SUCCESS) {
-        /* The caller owns it. Not close-on-exec, as the driver's (probe:
-         * "poolexport-cloexec 0"). */
+        /* The caller owns it. Not close-on-exec (FACTS.md F23). */
         int fd = fcntl(p->fd, F_DUPFD, 0);
         if (fd < 0) {
             rc = CUDA_ERROR_OPERATING_SYSTEM;
@@ -803,8 +788,7 @@ SIM_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
         handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 0)
         return CUDA_ERROR_INVALID_VALUE;
     /* The fd stays the caller's: it is read, then dup'ed. */
-    /* An fd that is not a pool's: CUDA_ERROR_UNKNOWN, as the driver says
-     * for a stray memfd. */
+    /* An fd that is not a pool's: CUDA_ERROR_UNKNOWN (FACTS.md F23). */
     if (fstat(fd, &st) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (!S_ISREG(st.st_mode) || st.st_size < (off_t)SIM_PAGE ||
@@ -877,7 +861,7 @@ SIM_API CUresult CUDAAPI cuMemPoolExportPointer(
     b = p && !p->imported && !p->destroyed
             ? block_at(p, (size_t)((uintptr_t)ptr - (uintptr_t)p->base))
             : NULL;
-    /* Observed quirk: refused until the pool itself has been exported. */
+    /* refused until the pool itself has been exported (FACTS.md F24) */
     if (!b || !p->exported) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
@@ -886,7 +870,7 @@ SIM_API CUresult CUDAAPI cuMemPoolExportPointer(
         d.uid = p->uid;
         d.offset = b->off;
         d.size = b->req;
-        memcpy(shareData_out, &d, sizeof(d)); /* 48 bytes, as the driver */
+        memcpy(shareData_out, &d, sizeof(d)); /* 48 bytes (FACTS.md F25) */
     }
     sim_unlock();
     return rc;
@@ -1002,7 +986,7 @@ SIM_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
         return rc;
     sim_lock();
     rc = sim_stream_check(hStream, &ctx);
-    if (rc || dptr == 0) /* freeing NULL succeeds (probe: "pool-free-null") */
+    if (rc || dptr == 0) /* freeing NULL succeeds (FACTS.md F19) */
         goto out;
     p = pool_of((uintptr_t)dptr);
     if (!p) {

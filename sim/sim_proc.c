@@ -1,7 +1,7 @@
 /* cuGetProcAddress: the entry table, looked up by base name and requested
  * version as the real driver does (the highest version of the symbol not
  * above the request; the _ptsz form when asked for per-thread default
- * streams), plus the exports under the plain (v1) names.
+ * streams: FACTS.md F5), plus the exports under the plain (v1) names.
  *
  * Test knob: CUCORE_SIM_HIDE=cuMemCreate,cuInit makes those names
  * CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND (with a NULL pointer). */
@@ -26,8 +26,7 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion,
 /* ---- exports under the plain names ---------------------------------------
  * libcuda exports the first ABI of each entry point under its plain name
  * and cuGetProcAddress returns that symbol for requests below the next
- * version (seen on the H200: cuStreamDestroy asked at 3000 is dlsym's
- * "cuStreamDestroy"). Where the later version kept the ABI, the plain
+ * version (FACTS.md F5). Where the later version kept the ABI, the plain
  * export here is the same function; the 32-bit forms are sim_legacy.c. */
 
 #define SIM_ALIAS(ret, plain, params, args, target)                           \

@@ -1,7 +1,6 @@
 /* The per-thread default stream (_ptsz) forms. cuGetProcAddress returns
  * them for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, as libcuda does
- * (on the H200, driver 580.159, cuStreamQuery asked so is the symbol
- * cuStreamQuery_ptsz, not cuStreamQuery). In them stream 0 is the calling
+ * (FACTS.md F5). In them stream 0 is the calling
  * thread's default stream; work here is synchronous, so that is all that
  * sets them apart from the plain forms. */
 #include "sim_internal.h"

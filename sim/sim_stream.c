@@ -67,9 +67,8 @@ void sim_streams_ctx_gone(struct CUctx_st *ctx)
     }
 }
 
-/* The H200 (driver 580.159) answers least 0, greatest -5. A NULL output
- * is not written (cuda.h); with no current context the answer was not
- * measured: INVALID_CONTEXT here, as the other context-bound calls. */
+/* Least 0, greatest -5; CUDA_ERROR_INVALID_CONTEXT with no current
+ * context (FACTS.md F9). A NULL output is not written (cuda.h). */
 SIM_API CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority,
                                                      int *greatestPriority)
 {
@@ -115,7 +114,7 @@ SIM_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream,
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    /* Out-of-range priorities are clamped, as the driver does. */
+    /* Out-of-range priorities are clamped (FACTS.md F9). */
     if (priority < SIM_PRIO_GREATEST)
         priority = SIM_PRIO_GREATEST;
     if (priority > SIM_PRIO_LEAST)

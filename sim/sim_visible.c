@@ -1,22 +1,9 @@
-/* CUDA_VISIBLE_DEVICES, as seen on an H200 with driver 580.159 (CUDA 13.0)
- * through sim/testdata/probe.c:
- * - unset: every GPU, in physical order;
- * - comma-separated entries; the first entry sets the list's kind:
- *   - an index, read like strtol: leading blanks and '+' allowed, trailing
- *     junk ignored ("0a", "0x0", "0 " are 0; so is a UUID without "GPU-"
- *     whose hex begins with 0: "0aefc091-..." on the H200 of 2026-12-04);
- *     no digits, or negative, or out of range is invalid;
- *   - "GPU-" or "MIG-" (case-sensitive, nothing before it) and then hex
- *     digits (either case) in which dashes are ignored: a prefix of the
- *     GPU's 32 UUID digits (digits past 32 are ignored); any other
- *     character, no digit at all, or not exactly one GPU matching makes it
- *     invalid;
- *   an entry of the other kind than the first is invalid too
- *   ("0,GPU-<uuid of 0>" is just GPU 0);
- * - the first invalid entry ends the list ("0,1" on one GPU -> [0]);
- * - an empty result is CUDA_ERROR_NO_DEVICE, a GPU named twice within the
- *   list is CUDA_ERROR_INVALID_DEVICE ("0,0", "GPU-ab,GPU-<ab...>").
- * Ambiguous prefixes (one GPU here) were not observed; they are refused. */
+/* CUDA_VISIBLE_DEVICES, read as the driver reads it (FACTS.md F1): the
+ * first entry sets the list's kind (an index read like strtol, or a
+ * "GPU-"/"MIG-" prefix of a UUID's hex digits, dashes ignored), the first
+ * invalid entry ends the list, an empty list is CUDA_ERROR_NO_DEVICE and
+ * a GPU named twice CUDA_ERROR_INVALID_DEVICE. Ambiguous prefixes were not
+ * measured; they are refused. */
 #include "sim_internal.h"
 
 #include <ctype.h>

@@ -6,13 +6,12 @@
  * until cuMemSetAccess), cuMemUnmap puts the anonymous PROT_NONE mapping
  * back. A released allocation lives on while it is mapped.
  *
- * The H200's driver maps past the end of a reservation (probe:
- * "vmm-map-past-reservation-end CUDA_SUCCESS"), which is not explained:
- * here such a mapping counts at its whole size for the driver's answers,
- * but only its part inside the reservation is host memory (the addresses
- * past it are not the sim's); a later cuMemMap over that spill, from
- * another reservation, is CUDA_ERROR_INVALID_VALUE, inferred from the
- * probe's next cuMemMap (see sim/README.md). */
+ * The driver maps past the end of a reservation (FACTS.md F40), which is
+ * not explained: here such a mapping counts at its whole size for the
+ * driver's answers, but only its part inside the reservation is host
+ * memory (the addresses past it are not the sim's); a later cuMemMap over
+ * that spill, from another reservation, is CUDA_ERROR_INVALID_VALUE
+ * (inferred: README.md). */
 #include "sim_internal.h"
 
 #include <fcntl.h>
@@ -83,7 +82,7 @@ static struct sim_alloc *find_alloc(CUmemGenericAllocationHandle h)
 
 /* The allocation of h while its memory lives: a handle whose references
  * were all released still names a mapped allocation to the properties
- * query (probe_adopt: "count.props-after-all CUDA_SUCCESS" on the H200). */
+ * query (FACTS.md F42). */
 static struct sim_alloc *find_alloc_mapped(CUmemGenericAllocationHandle h)
 {
     for (struct sim_alloc *a = sim_allocs; a; a = a->next)
@@ -190,9 +189,9 @@ int sim_vmm_info(uintptr_t p, int dev, struct sim_ptr_info *out)
             continue;
         memset(out, 0, sizeof(*out));
         out->kind = SIM_PTR_VMM;
-        out->base = m->addr; /* the mapping, as on the H200 */
+        out->base = m->addr; /* the mapping (FACTS.md F34) */
         out->size = m->size;
-        out->range_base = r->base; /* the reservation (doc, and H200) */
+        out->range_base = r->base; /* the reservation (doc, and F37) */
         out->range_size = r->size;
         out->map_base = m->addr;
         out->map_size = m->size;
@@ -313,7 +312,7 @@ SIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
         return rc;
     types = (unsigned)prop->requestedHandleTypes;
     if (types & CU_MEM_HANDLE_TYPE_FABRIC)
-        return CUDA_ERROR_NOT_PERMITTED; /* no IMEX channel, as observed */
+        return CUDA_ERROR_NOT_PERMITTED; /* no IMEX channel (FACTS.md F22) */
     if (types & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return CUDA_ERROR_NOT_SUPPORTED;
     if (size == 0 || size % SIM_GRANULARITY != 0 || size > ((size_t)1 << 44))
@@ -385,8 +384,8 @@ SIM_API CUresult CUDAAPI cuMemExportToShareableHandle(
         !(a->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
         rc = CUDA_ERROR_INVALID_VALUE;
     } else {
-        /* The caller owns it; close-on-exec, unlike the driver's pool
-         * export (probe: "vmm-export-cloexec 1", "poolexport-cloexec 0"). */
+        /* The caller owns it; close-on-exec, unlike a pool's export
+         * (FACTS.md F41, F23). */
         int fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0)
             rc = CUDA_ERROR_OPERATING_SYSTEM;
@@ -444,8 +443,7 @@ SIM_API CUresult CUDAAPI cuMemImportFromShareableHandle(
         CUmemLocation loc = {dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE
                                       : CU_MEM_LOCATION_TYPE_HOST_NUMA,
                              dev >= 0 ? dev : 0};
-        /* an imported allocation requests no handle type (probe_adopt:
-         * "props.imported ... handle_types=0" on the H200) */
+        /* an imported allocation requests no handle type (FACTS.md F43) */
         a = alloc_link(mine, (size_t)hdr.size, dev, &loc, 0);
     }
     if (a)
@@ -547,8 +545,7 @@ SIM_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
             break;
         }
     /* Unknown, still mapped, or reaching into another reservation's
-     * mapping that runs past its end (probe: "vmm-spill-reserve-free
-     * CUDA_ERROR_INVALID_VALUE" for a reservation made there). */
+     * mapping that runs past its end (FACTS.md F39, F40). */
     if (!r || r->maps ||
         meets_other_mapping(r, (uintptr_t)ptr, (uintptr_t)ptr + size)) {
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -783,11 +780,10 @@ static struct sim_mapping *mapping_at(uintptr_t p)
     return NULL;
 }
 
-/* From the documentation, not probed yet (sim/README.md): the handle
- * that mapped addr (any address of the mapping), the same value, with one
- * more reference for cuMemRelease to drop; an address no mapping holds
- * is CUDA_ERROR_INVALID_VALUE (the documentation says only that it
- * fails). A handle released after its map is valid again once retained. */
+/* The handle that mapped addr (any address of the mapping), the same
+ * value, with one more reference for cuMemRelease to drop; an address no
+ * mapping holds is CUDA_ERROR_INVALID_VALUE; a handle released after its
+ * map is valid again once retained (FACTS.md F42). */
 SIM_API CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
                                                      void *addr)
 {
@@ -811,10 +807,9 @@ SIM_API CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandl
     return rc;
 }
 
-/* From the documentation, not probed yet: the properties the allocation
- * was made with (an imported one: a pinned allocation of its owner's
- * location with POSIX fd handles); a handle not held is
- * CUDA_ERROR_INVALID_VALUE. */
+/* The properties the allocation was made with (an imported one: no handle
+ * type, its owner's location); a handle not held is
+ * CUDA_ERROR_INVALID_VALUE (FACTS.md F43). */
 SIM_API CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
                                                                 CUmemGenericAllocationHandle handle)
 {

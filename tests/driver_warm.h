@@ -1,9 +1,6 @@
-/* Opens what the real driver opens once and then keeps: measured on an
- * H200 (driver 580), the first IPC event a process creates on a device
- * opens one fd that stays open after the event is destroyed
- * (sim/testdata/probe.c --lazy-fds: "fds-ipc-event-N ... destroyed +1"
- * for every N; with two H200s a test that made IPC events on both, warmed
- * on the first only, counted one fd more). Tests that count fds call this
+/* Opens what the real driver opens once and then keeps: the first IPC
+ * event a process creates on a device opens one fd that stays open after
+ * the event is destroyed (sim/FACTS.md F11). Tests that count fds call this
  * before FD_BASELINE(), so that the count measures cucore's fds, not the
  * driver's one-time ones: an IPC event on every device. */
 #ifndef CUC_TEST_DRIVER_WARM_H

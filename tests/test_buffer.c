@@ -278,7 +278,7 @@ static void test_lease_closes(void)
     got2 = send_recv(a, c, b2);
     CHECK_OK(cuc_buffer_unref_async(b2, NULL));
     CHECK(pt_used(p) == 1024);
-    /* the close ends no lease: the peer may still import (issue 13.1) */
+    /* the close ends no lease: the peer may still import */
     cuc_channel_destroy(a);
     CHECK(pool_leases(p) == 1 && pt_used(p) == 1024);
     cuc_msg_destroy(got2);

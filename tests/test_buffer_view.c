@@ -10,7 +10,7 @@
  *  - simulator: a pool imported under another id, as another process
  *    would: 64 views of one allocation cost one cuMemPoolImportPointer,
  *    the same view twice is one object, the bytes are the exporter's;
- *  - finding 13.7: a buffer record claiming 6400 bytes of a 64-byte
+ *  - a buffer record claiming 6400 bytes of a 64-byte
  *    allocation (and a view record claiming a larger allocation) is
  *    CUC_E_BADMSG giving both sizes, the import undone (no fd, mapping or
  *    import left);
@@ -302,7 +302,7 @@ static void test_sim_views(void)
     cuc_pool_unref(p);
 }
 
-/* ---- finding 13.7: a record may not claim more than was mapped ---- */
+/* ---- a record may not claim more than was mapped ---- */
 
 static void test_sim_oversize(void)
 {

@@ -1,4 +1,4 @@
-/* Issue 13.3: a receiver at its fd limit.
+/* A receiver at its fd limit.
  *  - An exec'd receiver under RLIMIT_NOFILE: a message of 300 fds whose
  *    first frame (253) fits and whose second does not; 40 fds to a limit
  *    of 32; one fd with no fd free; then one fd with exactly one free.

@@ -358,9 +358,9 @@ static void test_half_then_kill(void)
     pid_t pid;
 
     ch = start("half_then_hang", &pid);
-    /* the child starts the driver before it sends (cuInit took longer than
-     * the 300 ms below on a machine with two H200s): the short timeout is
-     * for the frames that never come, not for that */
+    /* the child starts the driver before it sends (cuInit can take longer
+     * than the 300 ms below on a GPU machine): the short timeout is for
+     * the frames that never come, not for that */
     wait_readable(ch);
     expect_recv(ch, 300, CUC_E_TIMEOUT, "1 of the 3 frames", "half_then_hang");
     mid = test_fd_count();

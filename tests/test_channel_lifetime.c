@@ -1,16 +1,16 @@
-/* Issue 13, channel side: lifetimes that cannot lie.
- *  13.1 send, unref, close: the exporter destroys its channel with N
- *       buffers still in flight; the exec'd importer imports them all
- *       afterwards and reads the exporter's bytes; its frees end the
- *       leases on the lingering link and the exporter's frees run
- *       (1 and 20 buffers).
- *  13.2 fork: an importer forks a plain child that unrefs the inherited
- *       buffer (no driver call, nothing sent) and whose channel calls fail
- *       with CUC_E_FORKED naming both pids; the parent still reads the
- *       bytes, the exporter's channel still works, and the parent's
- *       release ends the lease.
- *  13.10 a 0-byte datagram from a live peer: a protocol error, not a close.
- *  destroy after the peer's death: the exporter destroys its channel once
+/* Channel lifetimes that cannot lie.
+ *  - send, unref, close: the exporter destroys its channel with N
+ *    buffers still in flight; the exec'd importer imports them all
+ *    afterwards and reads the exporter's bytes; its frees end the
+ *    leases on the lingering link and the exporter's frees run
+ *    (1 and 20 buffers).
+ *  - fork: an importer forks a plain child that unrefs the inherited
+ *    buffer (no driver call, nothing sent) and whose channel calls fail
+ *    with CUC_E_FORKED naming both pids; the parent still reads the
+ *    bytes, the exporter's channel still works, and the parent's
+ *    release ends the lease.
+ *  - a 0-byte datagram from a live peer: a protocol error, not a close.
+ *  - destroy after the peer's death: the exporter destroys its channel once
  *  the importer (which imported nothing) has exited; the destroy ends the
  *  leases then and there: the deferred frees have run and the socket is
  *  closed when it returns, with no lease wait, pump or receive after it,
@@ -51,7 +51,7 @@ static void wait_file(const char *path)
     CHECK(stat(path, &st) == 0);
 }
 
-/* ---- 13.1: the importer imports after the exporter's close ---- */
+/* ---- the importer imports after the exporter's close ---- */
 
 static int child_late_importer(int argc, char **argv)
 {
@@ -166,7 +166,7 @@ static void test_destroy_after_death(void)
     cuc_pool_unref(p);
 }
 
-/* ---- 13.10: a 0-byte datagram from a live peer is a protocol error ---- */
+/* ---- a 0-byte datagram from a live peer is a protocol error ---- */
 
 static void test_empty_datagram(void)
 {
@@ -192,7 +192,7 @@ static void test_empty_datagram(void)
     cuc_channel_destroy(ch);
 }
 
-/* ---- 13.2: fork of an importer ---- */
+/* ---- fork of an importer ---- */
 
 static int child_exporter(int argc, char **argv)
 {

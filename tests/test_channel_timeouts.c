@@ -1,10 +1,10 @@
-/* Issue 13.4: every call with a timeout honours it whatever other threads
+/* Every call with a timeout honours it whatever other threads
  * do. While thread A waits in cuc_channel_recv(ch, 2000) (then -1), seven
  * threads call recv(ch, 0), recv(ch, 100), pump(ch, 100) and
  * cuc_channel_lease_wait(ch, 0, 100) (a lease is held) on the same
  * channel; each must return CUC_E_TIMEOUT within its timeout plus 500 ms
- * (a correctness bound for a loaded machine and sanitizers: before the fix
- * they waited for A, about 2000 ms, or forever). */
+ * (a correctness bound for a loaded machine and sanitizers; a call that
+ * waited for A would take about 2000 ms, or forever). */
 #include <pthread.h>
 #include <time.h>
 

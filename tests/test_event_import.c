@@ -1,4 +1,4 @@
-/* Importing IPC events (issue 13, findings 5 and 6).
+/* Importing IPC events.
  *
  * One object per handle per process: 8 threads of an exec'd child call
  * cuc_msg_get_event on one record at once, in several rounds; each round
@@ -8,8 +8,8 @@
  * GPU-0 event's handle) is CUC_E_BADMSG naming both, as a pool record with
  * the wrong owner is; so is a record that repeats a handle this process
  * already imported for another GPU. On the simulator only: the sim refuses
- * to open a handle in a context of another GPU (sim/README.md says what is
- * assumed about the driver there). */
+ * to open a handle in a context of another GPU (sim/README.md, "Where the
+ * sim differs", says what is assumed about the driver there). */
 #include "cucore.h"
 #include "check.h"
 #include "devices_test.h"

@@ -1,5 +1,4 @@
-/* Regression tests for the error paths that test_fault_scenarios found or
- * issue 13 (finding 8) named, each with the simulator failing one chosen
+/* Regression tests for error paths, each with the simulator failing one chosen
  * driver call (cucore_sim_fail):
  *
  *  - a deferred free whose cuStreamWaitEvent fails waits on the host

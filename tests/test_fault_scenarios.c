@@ -100,7 +100,7 @@ static void note(int rc)
     } while (0)
 
 /* Open fds, but not the one the simulator keeps for the process's life
- * once it made an IPC event (as the driver does: sim/README.md). */
+ * once it made an IPC event (as the driver does: sim/FACTS.md F11). */
 static int fds_now(void)
 {
     DIR *d = opendir("/proc/self/fd");

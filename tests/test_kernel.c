@@ -169,9 +169,9 @@ static size_t x86_elf(uint8_t *b)
     return 128;
 }
 
-/* The driver's refusal, named with the kernel and the image. The H200
- * (driver 580) loads lazily, EAGER or not: cuLibraryLoadData takes these
- * bytes and cuLibraryGetKernel refuses them; a driver that refused them at
+/* The driver's refusal, named with the kernel and the image. The driver
+ * loads lazily, EAGER or not (sim/FACTS.md F12): cuLibraryLoadData takes
+ * these bytes and cuLibraryGetKernel refuses them; a driver that refused them at
  * load would be named as well. */
 static void expect_refused(int kind, const void *img, size_t len, const char *image_says)
 {

@@ -442,8 +442,9 @@ static void test_kernel(void)
     CHECK_AT(get_kernel(&f), CUC_E_BADMSG, AT_RESOLVE);
     CHECK_ERRMSG("section headers");
     /* Well-formed and hashed, but the driver cannot load it: its error,
-     * with the kernel and the image named. The driver loads lazily (the
-     * H200 did, EAGER too): cuLibraryGetKernel is the call that refuses. */
+     * with the kernel and the image named. The driver loads lazily, EAGER
+     * too (sim/FACTS.md F12): cuLibraryGetKernel is the call that
+     * refuses. */
     good_kernel(&f), f.image = "garbage text", f.image_len = 12, f.copy_image = 12;
     f.total = 48 + 6 + 12;
     cuc__sha256("garbage text", 12, f.hash);

@@ -39,8 +39,8 @@ static void check_pool(int kind, unsigned flags, cuc_device *dev)
     int fds = test_fd_count(), base;
     cuc_pool *p, *q, *found;
 
-    /* what a local pool of this kind costs in fds (none on the H200 nor
-     * on the sim until it is used) */
+    /* what a local pool of this kind costs in fds (none: sim/FACTS.md
+     * F28) */
     CHECK_OK(cuc_pool_create(dev, &local, &q));
     base = test_fd_count() - fds;
     cuc_pool_unref(q);
@@ -53,11 +53,10 @@ static void check_pool(int kind, unsigned flags, cuc_device *dev)
     CHECK(cuc_pool_handle(p) != NULL);
     /* an IPC pool keeps the fd of its one export; a local pool none. The
      * driver opens one more fd of its own per exported pool, closed when
-     * the pool is destroyed (probe --lazy-fds: "exported +2"; the sim
-     * does the same). */
+     * the pool is destroyed (sim/FACTS.md F28). */
     CHECK(test_fd_count() == fds + base + ((flags & CUC_POOL_IPC) ? 2 : 0));
     /* The pool's fd must not leak into children this process execs (the
-     * real driver exports it without FD_CLOEXEC). */
+     * driver exports it without FD_CLOEXEC: sim/FACTS.md F23). */
     if (flags & CUC_POOL_IPC)
         CHECK((fcntl(p->fd, F_GETFD) & FD_CLOEXEC) != 0);
     cuc_pool_id(p, id);

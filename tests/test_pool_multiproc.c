@@ -10,7 +10,7 @@
  *  - chain: A -> B -> C, B's own free waiting for C, A's for B;
  *  - one buffer added to two messages: the child gets one object (the
  *    sender exports the buffer once and sends the same bytes twice; the
- *    H200's driver would give the same 48 bytes again anyway);
+ *    driver would give the same 48 bytes again anyway: sim/FACTS.md F25);
  *  - two children importing the same buffers at once;
  *  - four threads of one child importing the same records at once, and no
  *    fd or mapping left in that child after a round;
@@ -424,8 +424,8 @@ static void test_two_messages(void)
     CHECK_OK(cuc_msg_create(&m));
     CHECK_OK(cuc_msg_add_pool(m, p));
     CHECK_OK(cuc_msg_add_buffer(m, b));
-    /* what a second export would have sent: the same bytes (probe:
-     * "exportptr-twice-same-first48 1") */
+    /* what a second export would have sent: the same bytes (sim/FACTS.md
+     * F25) */
     CHECK_OK(cuc__msg_record(m, 1, &r));
     CHECK_OK(cuc_device_set_current(d));
     memset(&direct, 0, sizeof(direct));

@@ -2,7 +2,7 @@
  * than a pool's owner reads the pool's buffers only after it is granted
  * read-write access, and not after it is revoked; read-only access is
  * CUC_E_NOT_SUPPORTED and revoking the owner's CUC_E_INVALID, as the
- * H200's driver refuses them (NOT_SUPPORTED, INVALID_DEVICE); a device
+ * driver refuses them (sim/FACTS.md F20); a device
  * that cannot reach the owner (CUCORE_SIM_NO_PEER) is CUC_E_NOT_SUPPORTED
  * naming both UUIDs; a failing cuMemPoolSetAccess is CUC_E_DRIVER naming
  * the call. Across processes (an exec'd child with reversed visibility):
@@ -11,7 +11,7 @@
  * reads the exporter's bytes; revoked, it fails again. Needs two devices
  * (skips on one); runs on a GPU as on the simulator, where the copy from
  * a device without access is refused with CUDA_ERROR_INVALID_VALUE (the
- * sim's choice: sim/README.md). */
+ * sim's choice: sim/README.md; what the driver does is F21). */
 #include <fcntl.h>
 
 #include "pool_test.h"

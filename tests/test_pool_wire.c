@@ -81,11 +81,9 @@ static void test_layout(void)
     memset(&direct, 0, sizeof(direct));
     CHECK(CUC_DRV->cuMemPoolExportPointer(&direct, (CUdeviceptr)(uintptr_t)cuc_buffer_ptr(b)) ==
           CUDA_SUCCESS);
-    /* The H200's driver writes 48 of the 64 bytes, the same for every
-     * export of one pointer (probe: "exportptr-bytes",
-     * "exportptr-twice-same-first48 1"), and leaves the last 16 as the
-     * caller had them: those must be zero on the wire, never stack
-     * garbage. */
+    /* The driver writes 48 of the 64 bytes and leaves the last 16 as the
+     * caller had them (sim/FACTS.md F25): those must be zero on the wire,
+     * never stack garbage. */
     CHECK(memcmp(r.payload + 40, direct.reserved, 48) == 0);
     CHECK(memcmp(r.payload + 40 + 48, (const uint8_t[16]){0}, 16) == 0);
     CHECK_OK(cuc_msg_to_bytes(m, &bytes, &len)); /* bytes only: fine */

@@ -58,7 +58,7 @@ static void test_identity(void)
         CU_OK(D.cuDeviceGetName(name, sizeof(name), i));
         CHECK(strcmp(name, "NVIDIA H200 (cucore-sim)") == 0);
         CU_OK(D.cuDeviceTotalMem(&mem, i));
-        CHECK(mem == (size_t)150109880320ull); /* 143155 MiB, as the H200 */
+        CHECK(mem == (size_t)150109880320ull); /* sim/FACTS.md F3 */
         CU_OK(D.cuDeviceGetPCIBusId(bus, sizeof(bus), i));
         /* the driver's form: domain:bus:device.function, hex */
         CHECK(strlen(bus) == 12);
@@ -96,7 +96,7 @@ static void test_attributes(void)
     CHECK(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == 9);
     CHECK(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0) == 0);
     CHECK(attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1) == 1);
-    /* what the H200 reports: POSIX fd and fabric */
+    /* POSIX fd and fabric (sim/FACTS.md F3) */
     CHECK(attr(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 1) ==
           (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC));
     CHECK(attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 1) == 62914560);

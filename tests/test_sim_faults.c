@@ -325,9 +325,8 @@ static void test_fork(void)
     fail_ok(NULL);
 
     /* A forked child of a process that initialised the driver is refused
-     * every call (as the real driver: probe_lifetimes, "finding2.forkchild
-     * .free CUC_E_DRIVER"), with CUDA_ERROR_NOT_INITIALIZED; error names
-     * and the driver version still answer. */
+     * every call (sim/FACTS.md F6), with CUDA_ERROR_NOT_INITIALIZED; error
+     * names and the driver version still answer. */
     pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {

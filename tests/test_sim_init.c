@@ -53,15 +53,15 @@ static void test_proc_address(void)
     CHECK(gpa_ok("cuGetProcAddress", 12000, 0) == sym("cuGetProcAddress_v2"));
     /* A newer request gets the newest version not above it. */
     CHECK(gpa_ok("cuStreamDestroy", 13000, 0) == sym("cuStreamDestroy_v2"));
-    /* An older request gets the first ABI, the plain-name export (as on
-     * the H200: cuStreamDestroy at 3000 is dlsym's "cuStreamDestroy"). */
+    /* An older request gets the first ABI, the plain-name export
+     * (sim/FACTS.md F5). */
     CHECK(gpa_ok("cuStreamDestroy", 3000, 0) == sym("cuStreamDestroy"));
     CHECK(gpa_ok("cuEventDestroy", 2000, 0) == sym("cuEventDestroy"));
     CHECK(gpa_ok("cuDevicePrimaryCtxRelease", 7000, 0) ==
           sym("cuDevicePrimaryCtxRelease"));
     CHECK(gpa_ok("cuDeviceGetUuid", 9020, 0) == sym("cuDeviceGetUuid"));
     CHECK(gpa_ok("cuEventElapsedTime", 2000, 0) == sym("cuEventElapsedTime"));
-    /* The 32-bit forms are there too (H200: status 0, a pointer). */
+    /* The 32-bit forms are there too (F5). */
     CHECK(gpa_ok("cuDeviceTotalMem", 2000, 0) == sym("cuDeviceTotalMem"));
     CHECK(gpa_ok("cuMemcpyHtoDAsync", 2000, 0) == sym("cuMemcpyHtoDAsync"));
     CHECK(gpa_ok("cuMemcpyDtoHAsync", 2000, 0) == sym("cuMemcpyDtoHAsync"));
@@ -70,12 +70,11 @@ static void test_proc_address(void)
     CHECK(gpa_ok("cuCtxSynchronize", 12090, 0) == sym("cuCtxSynchronize"));
     CHECK(gpa_ok("cuCtxSynchronize", 13000, 0) == sym("cuCtxSynchronize_v2"));
     /* cuGetProcAddress asked at 11.3 is the 4-argument form, which is
-     * the plain export (H200: ==plain 1, ==v2 0). */
+     * the plain export (F5). */
     CHECK(gpa_ok("cuGetProcAddress", 11030, 0) == sym("cuGetProcAddress"));
     CHECK(sym("cuGetProcAddress") != sym("cuGetProcAddress_v2"));
-    /* The per-thread-stream flag gives the _ptsz form (H200: cuStreamQuery
-     * so asked is cuStreamQuery_ptsz); without it, or with the legacy
-     * flag, the plain one. */
+    /* The per-thread-stream flag gives the _ptsz form (F5); without it,
+     * or with the legacy flag, the plain one. */
     CHECK(gpa_ok("cuStreamQuery", 13000,
                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
           sym("cuStreamQuery_ptsz"));

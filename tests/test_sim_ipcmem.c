@@ -3,9 +3,9 @@
  * within a process and across exec'd children, cuMemGetAddressRange and
  * cuPointerGetAttribute(s) on every kind of memory the sim makes.
  *
- * Most of it is what the H200 answered (probe_ipc.real.txt, driver 580,
- * CUDA 13.0; its keys are quoted); what was not seen there is marked
- * "(doc)", from cuda.h, or "(guess)", as sim/README.md lists them. */
+ * Most of it is what the driver answers (sim/FACTS.md F33-F37; probe_ipc.c
+ * keys are quoted); what was not measured is marked "(doc)", from cuda.h,
+ * or "(guess)", as sim/README.md lists them. */
 #include "../sim/testdata/sim_test.h"
 
 #include <dirent.h>
@@ -199,7 +199,7 @@ static void test_managed_and_host(void)
     CU_RC(D.cuMemFreeHost((void *)(uintptr_t)m), CUDA_ERROR_INVALID_VALUE);
     CU_OK(D.cuMemFreeHost(h));
     CU_RC(D.cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
-    CU_OK(D.cuMemFree(m)); /* (doc) managed memory goes with cuMemFree (the probe did so) */
+    CU_OK(D.cuMemFree(m)); /* (doc) managed memory goes with cuMemFree */
     CU_OK(D.cuMemFree(d));
 }
 
@@ -300,10 +300,9 @@ static void test_attributes(void)
     CU_OK(D.cuMemAllocHost(&h, 4096));
     CU_OK(D.cuMemAllocFromPoolAsync(&pp, 512, pool, NULL));
 
-    /* widths as the H200 wrote them: 4-byte enums, ordinals and booleans,
-     * 8-byte ALLOWED_HANDLE_TYPES, ids, sizes, addresses and handles
-     * ("attr.memalloc.IS_MANAGED ... 0:w4", "ALLOWED_HANDLE_TYPES 0:w8");
-     * the values as it gave them for each kind */
+    /* the driver's widths: 4-byte enums, ordinals and booleans, 8-byte
+     * ALLOWED_HANDLE_TYPES, ids, sizes, addresses and handles; its values
+     * for each kind (sim/FACTS.md F37) */
     CHECK(attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a, &w) == CU_MEMORYTYPE_DEVICE && w == 4);
     CHECK(attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, m, NULL) == CU_MEMORYTYPE_DEVICE);
     CHECK(attr(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h, NULL) ==
@@ -434,8 +433,7 @@ static void test_ipc_local(void)
     memset(&h2, 0xff, sizeof(h2));
     CHECK(shm_files() == 0);
     CU_OK(D.cuIpcGetMemHandle(&h1, a));
-    /* no fd, as on the H200 ("ipcget.memalloc.fds +0"): a shared file
-     * until the chunk goes */
+    /* no fd (sim/FACTS.md F35): a shared file until the chunk goes */
     CHECK(test_fd_count() == n0 && shm_files() == 1);
     CU_OK(D.cuIpcGetMemHandle(&h2, a));
     CHECK(test_fd_count() == n0 && shm_files() == 1);
@@ -488,9 +486,8 @@ static void test_ipc_local(void)
     CU_OK(D.cuMemFreeHost(host));
 
     /* freed ("ipcget.freed"), and allocated again at the same place while
-     * its chunk lives on: the same handle, against cuda.h's word, as on
-     * the H200 ("ipc.realloc same-address=1", "realloc-handle-vs-old
-     * same") */
+     * its chunk lives on: the same handle, against cuda.h's word
+     * (sim/FACTS.md F35) */
     b = dalloc(1000); /* keeps the chunk */
     CU_OK(D.cuMemFree(a));
     CU_RC(D.cuIpcGetMemHandle(&h3, a), CUDA_ERROR_INVALID_VALUE);
@@ -774,10 +771,9 @@ static void test_ipc_cross(void)
     ask(&pr, OP_CLOSE, 5, NULL, 0, 0, "ok");
     ask(&pr, OP_FDS, 0, NULL, 0, 0, "+0");
 
-    /* freed and allocated again where a neighbour keeps the chunk, as the
-     * probe did: the same handle, and the mapping the child kept shows
-     * the new block's bytes ("xipc.read-after-exporter-free ... a7",
-     * "xipc.open-new-handle ... ptr=p+0") */
+    /* freed and allocated again where a neighbour keeps the chunk: the
+     * same handle, and the mapping the child kept shows the new block's
+     * bytes (sim/FACTS.md F35, F36) */
     {
         CUdeviceptr big = dalloc(MiB), small = dalloc(1000), again;
         CUipcMemHandle hb, hb2;
@@ -854,8 +850,8 @@ static int shm_files_of(pid_t pid)
     return n;
 }
 
-/* A handle whose exporter is gone opens nothing (guess; the H200's
- * answer for garbage), whether it exited (its files went with it) or was
+/* A handle whose exporter is gone opens nothing (guess; the driver's
+ * answer for garbage, sim/FACTS.md F36), whether it exited (its files went with it) or was
  * killed (its file stays until the next exporter clears it). */
 static void test_exporter_gone(void)
 {

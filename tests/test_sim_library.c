@@ -1,11 +1,11 @@
 /* Simulator: libraries from PTX, cubin (ELF64) and fatbin images, kernel
- * lookup, functions, launch validation, lazy loading as the H200 does it
- * (any bytes load; cuLibraryGetKernel refuses a malformed image), and
- * hostile images (every one must load, give CUDA_ERROR_INVALID_IMAGE at
- * cuLibraryGetKernel and read nothing outside the buffer; run under ASan
- * with -DCUCORE_SANITIZE=ON), but for misframed .nv.info records, which
- * driver 13.0 refuses at cuLibraryLoadData. Kernel parameters as driver
- * 13.0 reports them (sim/testdata/probe_params.c on an H100 and an H200).
+ * lookup, functions, launch validation, lazy loading as the driver does it
+ * (any bytes load; cuLibraryGetKernel refuses a malformed image:
+ * sim/FACTS.md F12), and hostile images (every one must load, give
+ * CUDA_ERROR_INVALID_IMAGE at cuLibraryGetKernel and read nothing outside
+ * the buffer; run under ASan with -DCUCORE_SANITIZE=ON), but for
+ * misframed .nv.info records, refused at cuLibraryLoadData (F13). Kernel
+ * parameters as the driver reports them (F14, F16, F17, F18).
  * nvcc-built images are tested when the build made them
  * (sim/CMakeLists.txt). */
 #include "../sim/testdata/sim_test.h"
@@ -685,8 +685,8 @@ static void test_hostile_fatbins(void)
         free(fb.p);
     }
 
-    /* no entries at all: well-formed, but nothing for the GPU (loads on
-     * the H200; what GetKernel says there was not measured) */
+    /* no entries at all: well-formed, but nothing for the GPU (loads:
+     * sim/FACTS.md F12; what GetKernel says there was not measured) */
     fb = make_fatbin(&e, 0);
     rc = load_exact(&fb, &lib);
     expect_lazy(lib, rc, CUDA_ERROR_NO_BINARY_FOR_GPU, "fatbin without entries");
@@ -708,10 +708,9 @@ static void test_hostile_fatbins(void)
     }
 }
 
-/* What the H200 (driver 580.159, CUDA 13.0) answered, lazy and EAGER
- * loading alike: cuLibraryLoadData took every one of these, and
- * cuLibraryGetKernel gave the error (sim/testdata/probe.c, lazy-* and
- * lib-* lines). */
+/* The driver's answers, lazy and EAGER loading alike (sim/FACTS.md F12):
+ * cuLibraryLoadData takes every one of these, and cuLibraryGetKernel
+ * gives the error. */
 static void test_lazy_as_measured(void)
 {
     static const char ptx70[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
@@ -996,7 +995,7 @@ static void expect_params(CUkernel k, CUfunction f, const struct want *w,
 /* With no context current, cuKernelGetParamInfo is
  * CUDA_ERROR_INVALID_CONTEXT for a kernel of any image (cubin, PTX,
  * fatbin), for any index, with paramSize NULL too, after its NULL checks;
- * cuKernelGetFunction too (driver 13.0, H100 and H200). The context
+ * cuKernelGetFunction too (sim/FACTS.md F14). The context
  * current on entry is current again on return. */
 static void expect_needs_context(CUkernel k, const char *what)
 {
@@ -1111,8 +1110,8 @@ static size_t nvinfo_record_at(const struct img *im, size_t off, size_t size,
 }
 
 /* nvcc's cubin with sim_add_one's .nv.info records changed as
- * sim/testdata/probe_params.c changed them ("hostile." lines): what driver
- * 13.0 answered (H100 and H200). Its records are ordinal 1 (offset 8, size
+ * sim/testdata/probe_params.c changes them ("hostile." lines), answered as
+ * the driver answers (sim/FACTS.md F13, F16). Its records are ordinal 1 (offset 8, size
  * 4) first, then ordinal 0 (offset 0, size 8). */
 static void test_params_nvcc_hostile(void)
 {
@@ -1358,8 +1357,7 @@ static void test_params_ptx(void)
 
 /* `.ptr.shared` on a parameter: the PTX loads and gives its kernels, and
  * the driver's JIT refuses it at the first use in a context, with
- * CUDA_ERROR_INVALID_IMAGE (driver 13.0, H100 and H200, .u32 and .u64;
- * ptxas 13.0 takes it). The sim takes it that the JIT compiles the module
+ * CUDA_ERROR_INVALID_IMAGE (sim/FACTS.md F18). The sim takes it that the JIT compiles the module
  * whole, so its other kernels fail too, and that cuKernelGetFunction,
  * which loads the module in the context, fails as well. */
 static void test_params_ptr_shared(void)
@@ -1478,10 +1476,10 @@ static void test_params_cubin(void)
     free(im.p);
 }
 
-/* .nv.info.k1 (nvcc's records for sim_add_one) changed: driver 13.0
+/* .nv.info.k1 (nvcc's records for sim_add_one) changed: the driver
  * reports the parameter records as they are, and refuses misframed
- * records at cuLibraryLoadData (test_params_nvcc_hostile has the probe's
- * cases on nvcc's own cubin). */
+ * records at cuLibraryLoadData (sim/FACTS.md F13, F16;
+ * test_params_nvcc_hostile has the probe's cases on nvcc's own cubin). */
 static void test_hostile_nvinfo(void)
 {
     struct elf_info in;
@@ -1760,7 +1758,7 @@ static void test_params_handles_faults(void)
 
     /* in a context: a NULL handle or offset is CUDA_ERROR_INVALID_VALUE, a
      * bogus handle (a stack address, a CUkernel given as a CUfunction)
-     * CUDA_ERROR_INVALID_HANDLE (driver 13.0) */
+     * CUDA_ERROR_INVALID_HANDLE (sim/FACTS.md F14) */
     CU_RC(kparam((CUkernel)x, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
     CU_RC(kparam(NULL, 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
     CU_RC(kparam(k, 0, NULL, &size), CUDA_ERROR_INVALID_VALUE);
@@ -1835,7 +1833,7 @@ static void test_params_handles_faults(void)
     CU_OK(kparam(k, 0, &off, &size));
     CU_OK(D.cuLibraryUnload(lib));
     /* a kernel of an unloaded library: the driver crashes here with a
-     * context current (SIGSEGV, driver 13.0); the sim's own answer is
+     * context current (sim/FACTS.md F15); the sim's own answer is
      * CUDA_ERROR_INVALID_HANDLE. With none current, the driver's
      * CUDA_ERROR_INVALID_CONTEXT. */
     off = size = 7777;

@@ -1,7 +1,7 @@
 /* Simulator: memory pools — properties, the allocator and its accounting
  * (USED/RESERVED_MEM_*), copies, the ExportPointer quirk, export/import in
  * this process, the fds a pool costs and the bytes of its pointer exports
- * (as the H200's driver: sim/README.md), and a pool crossing to exec'd
+ * (as the driver's: sim/FACTS.md F19-F31), and a pool crossing to exec'd
  * children over a Unix socket (SCM_RIGHTS): the child reads the parent's
  * bytes, sees the pool's GPU at its own ordinal, and is refused when that
  * GPU is hidden. */
@@ -51,7 +51,7 @@ static void test_props(void)
     CU_RC(D.cuMemPoolCreate(NULL, &p), CUDA_ERROR_INVALID_VALUE);
     p.allocType = CU_MEM_ALLOCATION_TYPE_INVALID;
     CU_RC(D.cuMemPoolCreate(&pool, &p), CUDA_ERROR_INVALID_VALUE);
-    /* fabric pools are made (as on the H200), their export refused */
+    /* fabric pools are made, their export refused (sim/FACTS.md F22) */
     p = dev_props(0, CU_MEM_HANDLE_TYPE_FABRIC, 2 * MiB);
     CU_OK(D.cuMemPoolCreate(&pool, &p));
     {
@@ -96,12 +96,11 @@ static void test_accounting(void)
                                   &reuse));
     CHECK(reuse == 1);
 
-    /* USED counts the bytes asked for, as the H200 does (1000, 5096);
-     * blocks are 256-byte aligned (b - a == 1024 there too) */
+    /* USED counts the bytes asked for (1000, 5096); blocks are 256-byte
+     * aligned (b - a == 1024): sim/FACTS.md F19 */
     a = alloc(pool, 1000);
     CHECK(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 1000);
-    /* nor does using it: it has no handle type (two H200s: "fds-pool-none
-     * base 41 created +0 alloc +0") */
+    /* nor does using it: it has no handle type (sim/FACTS.md F28) */
     CHECK(test_fd_count() == fds_before);
     b = alloc(pool, 4096);
     CHECK(b == a + 1024); /* first fit */
@@ -150,8 +149,8 @@ static void test_accounting(void)
     CU_RC(D.cuMemAllocFromPoolAsync(NULL, 16, pool, NULL),
           CUDA_ERROR_INVALID_VALUE);
 
-    /* bad frees; NULL is fine, as on the H200 (probe: "pool-free-null
-     * CUDA_SUCCESS", also after a size-0 allocation: "pool-free-0") */
+    /* bad frees; NULL is fine, also after a size-0 allocation
+     * (sim/FACTS.md F19) */
     CU_OK(D.cuMemFreeAsync(0, NULL));
     CU_OK(D.cuMemFreeAsync(dummy, NULL));
     CU_RC(D.cuMemFreeAsync(0, (CUstream)&v), CUDA_ERROR_INVALID_HANDLE);
@@ -213,7 +212,7 @@ static void test_copies(void)
     a = alloc(pool, sizeof(host));
     b = alloc(pool, sizeof(host));
     /* The pool is GPU 1's, the stream GPU 0's: no access, so no copy
-     * (the sim's choice, not observed on hardware) until GPU 0 has it. */
+     * until GPU 0 has it (the sim's error: sim/FACTS.md F21 has no code). */
     CU_RC(D.cuMemcpyHtoDAsync(a, host, sizeof(host), s), CUDA_ERROR_INVALID_VALUE);
     CU_RC(D.cuMemsetD8Async(a, 0, 16, s), CUDA_ERROR_INVALID_VALUE);
     {
@@ -263,7 +262,7 @@ static void test_copies(void)
     CU_OK(D.cuMemcpyDtoHAsync(back, b, 16, s));
     CHECK(memcmp(back, host, 16) == 0);
     /* a pool without a handle type holds no fd, also with memory in use
-     * (two H200s: "fds-pool-none base 41 created +0 alloc +0") */
+     * (sim/FACTS.md F28) */
     CHECK(test_fd_count() == fds_before);
     CU_OK(D.cuMemFreeAsync(b, s)); /* the last one: the pool goes */
     CHECK(test_fd_count() == fds_before);
@@ -322,10 +321,9 @@ static void test_access(void)
     d[0].location.id = 1;
     d[0].flags = (CUmemAccess_flags)2;
     CU_RC(D.cuMemPoolSetAccess(pool, d, 1), CUDA_ERROR_INVALID_VALUE);
-    /* as the H200 (probe_ipc "access.devpool.*"): asking about a device
-     * that is not there is CUDA_ERROR_INVALID_VALUE ("get-dev5"); a host
-     * location or no known type on a device pool CUDA_ERROR_NOT_SUPPORTED
-     * ("set-host-rw", "set-hostnuma0-rw", "set-invalid-type-rw"); no
+    /* sim/FACTS.md F20: asking about a device that is not there is
+     * CUDA_ERROR_INVALID_VALUE; a host location or no known type on a
+     * device pool CUDA_ERROR_NOT_SUPPORTED; no
      * descriptor at all is fine ("set-count0") */
     loc.id = 7;
     f = (CUmemAccess_flags)99;
@@ -376,7 +374,7 @@ static void test_export_local(void)
     CU_OK(D.cuMemPoolExportToShareableHandle(
         &fd2, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     CHECK(fd1 >= 0 && fd2 >= 0 && fd1 != fd2); /* a new fd each time */
-    /* not close-on-exec, as the driver's (probe: "poolexport-cloexec 0") */
+    /* not close-on-exec, as the driver's (sim/FACTS.md F23) */
     CHECK(!sim_t_is_cloexec(fd1) && !sim_t_is_cloexec(fd2));
     CU_OK(D.cuMemPoolExportPointer(&data, a));
     CU_RC(D.cuMemPoolExportPointer(&data, a + 256), CUDA_ERROR_INVALID_VALUE);
@@ -400,7 +398,7 @@ static void test_export_local(void)
     CU_OK(D.cuMemPoolGetAccess(&f, imp, &loc));
     CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_NONE);
     /* no attributes on an imported pool, and the output stays as it was
-     * (probe: "x-imported-used CUDA_ERROR_INVALID_VALUE 12345") */
+     * (sim/FACTS.md F27) */
     {
         static const CUmemPool_attribute attrs[] = {
             CU_MEMPOOL_ATTR_USED_MEM_CURRENT, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
@@ -487,11 +485,9 @@ static void test_export_local(void)
     CU_OK(D.cuMemPoolDestroy(npool));
 }
 
-/* What an IPC pool costs in fds and what its pointer exports hold, as on
- * the H200 (probe --lazy-fds, "fds-ipc-pool-N ... created +0 exported +2
- * destroyed+closed +0"; "exportptr-bytes": 48 bytes written, the last 16
- * as the caller left them; "exportptr-twice-same-first48 1": two exports of
- * one pointer write the same 48 bytes). */
+/* What an IPC pool costs in fds and what its pointer exports hold
+ * (sim/FACTS.md F28, F25): 48 bytes written, the last 16 as the caller
+ * left them, the same 48 for two exports of one pointer. */
 static void test_fds_and_export_bytes(void)
 {
     CUmemPoolProps p = dev_props(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 4 * MiB);
@@ -557,9 +553,9 @@ static void test_host_pool(void)
     CU_OK(D.cuMemPoolGetAccess(&f, pool, &host));
     CHECK(f == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     {
-        /* as the H200 (probe_ipc "access.hostpool.*"): the host is taken,
-         * no known type is CUDA_ERROR_INVALID_VALUE; a device starts with
-         * none and may be given and refused read-write */
+        /* sim/FACTS.md F20: the host is taken, no known type is
+         * CUDA_ERROR_INVALID_VALUE; a device starts with none and may be
+         * given and refused read-write */
         CUmemAccessDesc d;
         CUmemLocation dev0 = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
         memset(&d, 0, sizeof(d));
@@ -598,8 +594,8 @@ static void test_host_pool(void)
 }
 
 /* An importer still mapping a block its exporter freed reads what was
- * there, as on the H200 (probe_lifetimes: "finding1.n20.intact 20"): the
- * pool's reserve is counted as given back, its bytes stay. */
+ * there (sim/FACTS.md F30): the pool's reserve is counted as given back,
+ * its bytes stay. */
 static void test_freed_bytes_stay(void)
 {
     CUmemPoolProps p = dev_props(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 64 * MiB);
@@ -764,8 +760,8 @@ static int child_import(void)
     CHECK(buf);
     {
         /* GPU 0 here may not be the owner: it needs access, which the
-         * importer grants itself (the sim's choice for the copy; not
-         * observed on hardware) */
+         * importer grants itself (sim/FACTS.md F21; the sim's error for
+         * the copy without it) */
         CUmemAccess_flags f, fh;
         CUmemLocation loc0 = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
         CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
@@ -785,8 +781,8 @@ static int child_import(void)
         }
         if (fh == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
             /* an imported pinned host pool's pointer is no device pointer
-             * to cuMemcpyDtoHAsync, as on the H200 ("xpool.hostpool.bytes
-             * CUDA_ERROR_INVALID_VALUE"); cuMemcpyAsync takes it */
+             * to cuMemcpyDtoHAsync; cuMemcpyAsync takes it (sim/FACTS.md
+             * F31) */
             CU_RC(D.cuMemcpyDtoHAsync(buf, ptr, x.size, NULL),
                   CUDA_ERROR_INVALID_VALUE);
             CU_OK(D.cuMemcpyAsync((CUdeviceptr)(uintptr_t)buf, ptr, x.size, NULL));

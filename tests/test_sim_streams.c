@@ -104,8 +104,8 @@ static void *proc(const char *name, cuuint64_t flags)
     return pv;
 }
 
-/* As on the H200 (580.159): least 0, greatest -5, the range that stream
- * priorities are clamped to. */
+/* Least 0, greatest -5, the range that stream priorities are clamped to
+ * (sim/FACTS.md F9). */
 static void test_priority_range(void)
 {
     PFN_cuCtxGetStreamPriorityRange_v5050 range;
@@ -266,9 +266,7 @@ static void test_events(void)
     CU_RC(D.cuIpcGetEventHandle(&h, (CUevent)&x), CUDA_ERROR_INVALID_HANDLE);
 
     /* The first IPC event of a device opens one fd that stays; later ones
-     * open none, as on the H200 (probe --lazy-fds: "fds-ipc-event-0 ...
-     * created +1 handle +1 destroyed +1", and the same numbers from that
-     * base after) */
+     * open none (sim/FACTS.md F11) */
     fds = test_fd_count();
     for (int i = 0; i < 3; i++) {
         CU_OK(D.cuEventCreate(&ipc, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
@@ -417,7 +415,8 @@ static void test_ipc_child(void)
     expect_open(hex, "3,2,1,0", "ctx", "1", CUDA_SUCCESS);
     expect_open(hex, "2", "ctx", "0", CUDA_SUCCESS);
     expect_open(hex, "0,1,3", "ctx", "2", CUDA_ERROR_INVALID_DEVICE);
-    /* a context of another GPU is refused (assumed: sim/README.md) */
+    /* a context of another GPU is refused (assumed: sim/README.md, "Where
+     * the sim differs") */
     expect_open(hex, NULL, "ctx", "3", CUDA_ERROR_INVALID_DEVICE);
     expect_open(hex, "3,2,1,0", "ctx", "0", CUDA_ERROR_INVALID_DEVICE);
     expect_open(hex, NULL, "noctx", "0", CUDA_ERROR_INVALID_CONTEXT);
@@ -451,8 +450,8 @@ int main(int argc, char **argv)
     CHECK(ctx != NULL);
     CU_OK(D.cuDevicePrimaryCtxRelease(0));
     /* the IPC events' fds stay: one a device that made one (device 2's in
-     * test_ipc_child, the current device's in test_events), as with two
-     * H200s ("fds-ipc-event-dev1-0 ... destroyed +1" after device 0's) */
+     * test_ipc_child, the current device's in test_events): sim/FACTS.md
+     * F11 */
     CHECK(test_fd_count() == fds0 + 2);
     return test_finish();
 }

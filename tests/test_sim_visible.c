@@ -1,5 +1,5 @@
-/* Simulator: CUDA_VISIBLE_DEVICES, each case in its own exec'd child, with
- * the behaviour observed on an H200 (driver 580, CUDA 13.0). */
+/* Simulator: CUDA_VISIBLE_DEVICES, each case in its own exec'd child, read
+ * as the driver reads it (sim/FACTS.md F1). */
 #include "../sim/testdata/sim_test.h"
 
 #include <ctype.h>

@@ -1,6 +1,7 @@
 /* Simulator: virtual memory management — granularity, create/export/
  * import, reserve/map/unmap, per-device access, release while mapped, a
- * mapping past the end of its reservation (as the H200's driver allows),
+ * mapping past the end of its reservation (as the driver allows:
+ * sim/FACTS.md F40),
  * the handle behind an address (cuMemRetainAllocationHandle, counted;
  * cuMemGetAllocationPropertiesFromHandle), and two chunks crossing to an
  * exec'd child that maps them contiguously. */
@@ -75,7 +76,7 @@ static void test_granularity_create(void)
     CU_RC(D.cuMemCreate(&h, GRAN, &p, 0), CUDA_ERROR_INVALID_VALUE);
     p = prop_dev(7, CU_MEM_HANDLE_TYPE_NONE);
     CU_RC(D.cuMemCreate(&h, GRAN, &p, 0), CUDA_ERROR_INVALID_DEVICE);
-    p = prop_dev(0, CU_MEM_HANDLE_TYPE_FABRIC); /* as on the H200 box */
+    p = prop_dev(0, CU_MEM_HANDLE_TYPE_FABRIC); /* sim/FACTS.md F22 */
     CU_RC(D.cuMemCreate(&h, GRAN, &p, 0), CUDA_ERROR_NOT_PERMITTED);
 
     /* no POSIX handle type requested: no export */
@@ -106,8 +107,8 @@ static void test_local(void)
         &fd1, ha, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     CU_OK(D.cuMemExportToShareableHandle(
         &fd2, ha, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-    /* close-on-exec, unlike the driver's pool fds (probe:
-     * "vmm-export-cloexec 1", "poolexport-cloexec 0") */
+    /* close-on-exec, unlike the driver's pool fds (sim/FACTS.md F41,
+     * F23) */
     CHECK(fd1 != fd2 && sim_t_is_cloexec(fd1) && sim_t_is_cloexec(fd2));
     CU_RC(D.cuMemExportToShareableHandle(&fd2, ha, CU_MEM_HANDLE_TYPE_FABRIC, 0),
           CUDA_ERROR_INVALID_VALUE);
@@ -247,13 +248,12 @@ static void test_local(void)
     CHECK(test_fd_count() == fds0);
 }
 
-/* The H200's driver maps past the end of a reservation (probe:
- * "vmm-map-past-reservation-end CUDA_SUCCESS": a 4 MiB allocation at 6 MiB
- * of an 8 MiB reservation) and then will not free the reservation
- * ("vmm-addressfree CUDA_ERROR_INVALID_VALUE"). Past the end is no host
- * memory here, so copies there are refused; a map over it from another
- * reservation is refused too (inferred from the probe's next cuMemMap,
- * sim/README.md); unmapping the whole mapping is taken (not measured). */
+/* The driver maps past the end of a reservation (a 4 MiB allocation at
+ * 6 MiB of an 8 MiB reservation) and then will not free the reservation
+ * (sim/FACTS.md F40). Past the end is no host memory here, so copies
+ * there are refused; a map over it from another reservation is refused
+ * too (inferred: sim/README.md); unmapping the whole mapping is taken (not
+ * measured). */
 static void test_map_past_end(void)
 {
     CUmemAllocationProp p = prop_dev(0, CU_MEM_HANDLE_TYPE_NONE);
@@ -457,10 +457,9 @@ static void test_cross_process(void)
     CU_OK(D.cuMemAddressFree(base, s0 + s1));
 }
 
-/* As cuda.h documents them (not probed yet, sim/README.md): the handle
- * that mapped any address of a mapping, the same value, one reference
- * more per retain; its properties; a handle the owner released after
- * mapping comes back with the retain. */
+/* The handle that mapped any address of a mapping, the same value, one
+ * reference more per retain; its properties; a handle the owner released
+ * after mapping comes back with the retain (sim/FACTS.md F42, F43). */
 static void test_retain(void)
 {
     CUmemAllocationProp p = prop_dev(2, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -495,7 +494,7 @@ static void test_retain(void)
     CU_OK(D.cuMemExportToShareableHandle(&fd, r1, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                          0));
     {
-        /* imported, an allocation requests no handle type (the H200's answer) */
+        /* imported, an allocation requests no handle type (sim/FACTS.md F43) */
         CUmemGenericAllocationHandle hi;
         CU_OK(D.cuMemImportFromShareableHandle(&hi, (void *)(intptr_t)fd,
                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
@@ -506,7 +505,7 @@ static void test_retain(void)
     close(fd);
     CU_OK(D.cuMemRelease(r1));
     /* every reference released, still mapped: the properties still come
-     * (the H200's answer), a release does not */
+     * (sim/FACTS.md F42), a release does not */
     CU_OK(D.cuMemGetAllocationPropertiesFromHandle(&got, ha));
     CU_RC(D.cuMemRelease(ha), CUDA_ERROR_INVALID_VALUE);
     /* still mapped: a retain gives it back */

@@ -1,6 +1,6 @@
 /* UUID text form: parse accepts nvidia-smi's form with or without prefix,
- * any case; refuses a MIG instance's UUID (it would format back as GPU-:
- * issue 13, finding 10) with CUC_E_NOT_SUPPORTED; rejects everything else
+ * any case; refuses a MIG instance's UUID (it would format back as GPU-)
+ * with CUC_E_NOT_SUPPORTED; rejects everything else
  * with CUC_E_INVALID. */
 #include "cucore.h"
 #include "check.h"

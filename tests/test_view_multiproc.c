@@ -9,7 +9,7 @@
  *    free waits for both;
  *  - SIGKILL of a child holding view leases: the parent's deferred frees
  *    run, and fds and mappings are back to what they were;
- *  - finding 13.7 with the driver's own import: a buffer record claiming
+ *  - with the driver's own import: a buffer record claiming
  *    6400 bytes of a 64-byte allocation is CUC_E_BADMSG in the child,
  *    giving both sizes (cuMemGetAddressRange of what it mapped), and the
  *    true record then imports.

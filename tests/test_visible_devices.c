@@ -1,5 +1,5 @@
-/* CUDA_VISIBLE_DEVICES, case by case, as observed on an H200 with driver
- * 580 (DESIGN.md). Each case runs in an exec'd child; the child reports the
+/* CUDA_VISIBLE_DEVICES, case by case, as the driver reads it
+ * (sim/FACTS.md F1). Each case runs in an exec'd child; the child reports the
  * UUIDs it sees, the parent compares them with the physical list. On the
  * real driver the same cases run, sized to the GPUs that are there. */
 #include <stdio.h>
@@ -106,9 +106,8 @@ static const char *const twice = "ERR CUC_E_DRIVER 101\n";
 
 /* A UUID without "GPU-" is no UUID entry: the driver reads it as an index,
  * like strtol, so one whose hex begins with digits names the GPU of that
- * index (the H200 of 2026-12-04, GPU-0aef...: "0aef..." is GPU 0, and
- * "0,0aef..." names GPU 0 twice), and one that begins with a letter
- * matches nothing (GPU-ec8f... on 2026-12-02). */
+ * index ("0aef..." is GPU 0, and "0,0aef..." names GPU 0 twice), and one
+ * that begins with a letter matches nothing (sim/FACTS.md F1). */
 static void expect_bare_uuid(const char *gpus)
 {
     const char *u = phys[0] + 4;
@@ -142,8 +141,8 @@ static void common_cases(const char *gpus)
     expect_error("-1", gpus, no_device);
     expect_error("abc", gpus, no_device);
     expect_error("0,0", gpus, twice);
-    /* An index, then the same GPU by UUID: the real driver (H200, 580)
-     * keeps one device, it does not fail as for "0,0". */
+    /* An index, then the same GPU by UUID: the driver keeps one device,
+     * it does not fail as for "0,0" (F1). */
     snprintf(cvd, sizeof(cvd), "0,%s", phys[0]);
     expect_devices(cvd, gpus, first);
     /* A full UUID, and its GPU- prefix of 4 hex digits. */
@@ -190,7 +189,7 @@ int main(int argc, char **argv)
         CHECK(nphys == 1);
         expect_devices("0,1", "1", (int[]){0, -1});
         expect_error("1,0", "1", no_device);
-        /* the H200's UUID, whose hex begins with a digit */
+        /* a UUID whose hex begins with a digit */
         sim_uuids = "CUCORE_SIM_UUIDS=GPU-0aefc091-35d4-ba1d-04a4-3830cd47dbf4";
         common_cases("1");
         CHECK(strcmp(phys[0], "GPU-0aefc091-35d4-ba1d-04a4-3830cd47dbf4") == 0);

@@ -32,7 +32,7 @@ static void test_granularity(void)
     CHECK_OK(cuc_vmm_granularity(dev0, &g));
     CHECK(g >= 4096 && (g & (g - 1)) == 0);
     if (test_on_sim())
-        CHECK(g == ((size_t)2 << 20)); /* the H200's, which the sim copies */
+        CHECK(g == ((size_t)2 << 20)); /* sim/FACTS.md F39 */
     CHECK_RC(cuc_vmm_granularity(NULL, &g), CUC_E_INVALID);
     CHECK_RC(cuc_vmm_granularity(dev0, NULL), CUC_E_INVALID);
     gran = g;
@@ -324,7 +324,7 @@ static void test_lease_wait_other_thread(void)
     cuc_channel_destroy(b);
 }
 
-/* The exporter closes its channel: the lease lingers (issue 13.1) until
+/* The exporter closes its channel: the lease lingers until
  * the importer's release, which a lease wait without a channel reads. */
 static void test_lease_exporter_closes(void)
 {
@@ -350,7 +350,7 @@ static void test_lease_exporter_closes(void)
 }
 
 /* The importer closes its end (holding the import): the link stays for
- * the import's release (issue 13.1), which ends the exporter's lease. */
+ * the import's release, which ends the exporter's lease. */
 static void test_lease_importer_closes(void)
 {
     size_t live0 = cuc__vmm_live();

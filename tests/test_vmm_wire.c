@@ -371,7 +371,7 @@ static int kcmp_works(void)
     return ok;
 }
 
-/* One chunk's fd twice (issue 13, finding 10): it would be mapped at two
+/* One chunk's fd twice: it would be mapped at two
  * offsets of one range. Refused, naming the chunks, for the same fd sent
  * twice (dups of one open file) and, where the fd is a regular file (the
  * sim's memfds), for another open of the same file. */

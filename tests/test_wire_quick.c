@@ -147,8 +147,8 @@ int main(void)
     cuc_device *d;
     cuc_msg *m;
 
-    /* the driver's own fds, opened at its initialisation and kept (13 on
-     * an H200), are not the decoder's: counted from after it */
+    /* the driver's own fds, opened at its initialisation and kept, are
+     * not the decoder's: counted from after it */
     CHECK_OK(cuc_device_get(0, &d));
     FD_BASELINE();
     null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

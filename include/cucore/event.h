@@ -107,7 +107,7 @@ CUC_API int cuc_msg_read_event(const cuc_msg *msg, size_t index,
  * disagrees with its handle: the handle is of an event this process has on
  * another device, or the driver refuses it in the named device's context
  * with CUDA_ERROR_INVALID_DEVICE (whether the real driver checks that is
- * not known: sim/README.md). Any other refusal of the handle is the
+ * not known: sim/FACTS.md F10). Any other refusal of the handle is the
  * driver's error, named: CUC_E_DRIVER for a handle no driver made or
  * whose event is gone (the sender must keep the event alive), CUC_E_NOMEM
  * for CUDA_ERROR_OUT_OF_MEMORY. Otherwise as cuc_msg_read_event. */

@@ -7,9 +7,9 @@
  * the pool first (cuc_msg_get_pool, from an earlier record or message);
  * otherwise cuc_msg_get_buffer() is CUC_E_POOL_NOT_IMPORTED naming the
  * pool id. The export data is computed once per buffer, at its first
- * send, and cached (the driver's export costs ~18 us on an H200, and two
- * exports of one pointer need not give the same bytes: every record of a
- * buffer carries the cached ones).
+ * send, and cached (the driver's export costs ~18 us, sim/FACTS.md F32,
+ * and it writes only 48 of the 64 bytes, F25: every record of a buffer
+ * carries the cached ones).
  *
  * Importing the same buffer again in a process (the same pool id and
  * export data, from any message or channel) returns the same object with

@@ -163,7 +163,7 @@ enum cuc_pool_access {
  * per process). A device pool's own device always has read-write access;
  * a pinned host pool's devices are granted as any. Errors:
  * CUC_E_NOT_SUPPORTED for CUC_POOL_ACCESS_READ (the driver refuses
- * read-only access to pools: CUDA_ERROR_NOT_SUPPORTED on the H200) and for
+ * read-only access to pools: sim/FACTS.md F20) and for
  * a device that cannot reach the owner's memory (cuDeviceCanAccessPeer
  * 0), naming both UUIDs; CUC_E_INVALID for revoking the owner's access
  * (the driver: CUDA_ERROR_INVALID_DEVICE), another access value or a NULL

@@ -1,8 +1,8 @@
 /* Slabs: a sub-allocator over an IPC pool for many small buffers.
  *
  * cuc_buffer_alloc_async() gives each buffer its own pool allocation,
- * and its first send costs one driver export of the pointer (~18 us on
- * an H200). A slab allocator instead allocates large blocks (slabs) from
+ * and its first send costs one driver export of the pointer (~18 us:
+ * sim/FACTS.md F32). A slab allocator instead allocates large blocks (slabs) from
  * the pool and carves buffers out of them: each carved buffer is a view
  * of its slab (cucore/memory.h, cuc_buffer_view), so it travels as a
  * buffer view record and the receiver imports each slab once and resolves

@@ -85,7 +85,7 @@ struct cuc_stream_record {
 /* A new stream on dev, owned by the caller. flags: 0 or
  * CUC_STREAM_NON_BLOCKING. priority: lower numbers are higher priority, 0
  * is the default; it must lie in the range of dev's context
- * (cuCtxGetStreamPriorityRange: -5 to 0 on an H200). CUC_E_INVALID: a
+ * (cuCtxGetStreamPriorityRange: -5 to 0, sim/FACTS.md F9). CUC_E_INVALID: a
  * NULL argument, an unknown flag, a priority outside the range (the
  * message gives the range; the driver itself would clamp it silently).
  * CUC_E_DRIVER: the driver refused the range query or the stream. */

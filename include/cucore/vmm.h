@@ -5,10 +5,10 @@
  * exportable as a POSIX fd), reserves one address range for all of them,
  * maps the chunks back to back in the order given and grants read-write
  * access to the owner and to every peer device. The driver maps whole
- * allocations only (offset 0, the allocation's full size: observed on an
- * H200), so a chunk is the unit of mapping; every chunk size must be a
- * multiple of the owner's allocation granularity (cuc_vmm_granularity(),
- * 2 MiB on an H200).
+ * allocations only (offset 0, the allocation's full size), so a chunk is
+ * the unit of mapping; every chunk size must be a multiple of the owner's
+ * allocation granularity (cuc_vmm_granularity(), 2 MiB): sim/FACTS.md
+ * F39.
  *
  * Sent in a message (cuc_msg_add_vmm), a resource travels as one fd per
  * chunk, the chunk sizes, the owner's and the peers' UUIDs and the handle

@@ -446,10 +446,10 @@ static cuuint64_t pa(CUmemoryPool p, CUmemPool_attribute a)
     return v;
 }
 
-/* A fabric pool where fabric handles cannot be made (no IMEX channel):
- * on the H200 this aborted the probe ("free(): invalid pointer") right
- * after pool-fabric-alloc, so it runs in a child that reports each step
- * as it goes; its exit status says how it ended (134: SIGABRT). */
+/* A fabric pool where fabric handles cannot be made (no IMEX channel),
+ * which can kill the process (sim/FACTS.md F22): it runs in a child that
+ * reports each step as it goes; its exit status says how it ended (134:
+ * SIGABRT, 139: SIGSEGV). */
 static int child_fabric(void)
 {
     CUmemPoolProps pp;
@@ -799,11 +799,11 @@ static void probe_cross(void)
 /* ---- VMM --------------------------------------------------------------------- */
 
 /* After "vmm-map-past-reservation-end" succeeded: a 4 MiB allocation mapped
- * at 6 MiB of the 8 MiB reservation at base, so 2 MiB past its end. On
- * the H200 the next reservation's cuMemMap (probe_risky) then failed with
- * CUDA_ERROR_INVALID_VALUE: is the VA past the end handed out again while
- * still mapped? A reservation asked for right there, and a map into it,
- * answer that; then the mapping is undone so later sections start clean. */
+ * at 6 MiB of the 8 MiB reservation at base, so 2 MiB past its end, after
+ * which the next reservation's cuMemMap (probe_risky) can fail
+ * (sim/FACTS.md F40): is the VA past the end handed out again while still
+ * mapped? A reservation asked for right there, and a map into it, answer
+ * that; then the mapping is undone so later sections start clean. */
 static void probe_vmm_spill(CUdeviceptr base, const CUmemAllocationProp *p)
 {
     CUmemGenericAllocationHandle h3;
@@ -961,10 +961,10 @@ static void probe_risky(void)
     p.location = loc;
     CU_OK(D.cuMemCreate(&h, 2 * MiB, &p, 0));
     CU_OK(D.cuMemAddressReserve(&base, 4 * MiB, 0, 0, 0));
-    /* (the whole 2 MiB allocation: this failed on the H200 with
-     * CUDA_ERROR_INVALID_VALUE while probe_vmm's mapping past its
-     * reservation's end was still in place; a fresh reservation tells
-     * whether the place or the allocation was the reason) */
+    /* (the whole 2 MiB allocation, refused while probe_vmm's mapping past
+     * its reservation's end is in place, sim/FACTS.md F40; a fresh
+     * reservation tells whether the place or the allocation is the
+     * reason) */
     r = D.cuMemMap(base, 2 * MiB, 0, h, 0);
     P("risky-map", r);
     if (r != CUDA_SUCCESS) {

@@ -1,8 +1,7 @@
-/* Conformance probe for what the simulator must copy next (issues 13 and
- * 15): legacy CUDA IPC memory (cuIpcGetMemHandle / cuIpcOpenMemHandle),
- * cuMemGetAddressRange and cuPointerGetAttribute(s) on every kind of
- * memory, pool access, and one pool pointer imported twice (issue 31),
- * in the exporting process and in exec'd children. One "key value" line per observation, so that the real
+/* Conformance probe: legacy CUDA IPC memory (cuIpcGetMemHandle /
+ * cuIpcOpenMemHandle), cuMemGetAddressRange and cuPointerGetAttribute(s)
+ * on every kind of memory, pool access, and one pool pointer imported
+ * twice, in the exporting process and in exec'd children. One "key value" line per observation, so that the real
  * driver's answers can be diffed against the simulator's:
  *
  *   cc -std=c11 -D_GNU_SOURCE -I/usr/local/cuda/include -Itests -Isrc \

@@ -1,7 +1,7 @@
-/* Reproduces issue 13's findings 1, 2 and 7 through cucore's public API,
- * against whatever driver cucore loads (CUCORE_DRIVER unset: libcuda.so.1;
- * CUCORE_DRIVER=sim: the simulator), and prints one "key value" line per
- * observation:
+/* Three lifetime cases (keys finding1, finding2, finding7) through
+ * cucore's public API, against whatever driver cucore loads (CUCORE_DRIVER
+ * unset: libcuda.so.1; CUCORE_DRIVER=sim: the simulator), and prints one
+ * "key value" line per observation:
  *
  *   cc -std=c11 -D_GNU_SOURCE -Iinclude sim/testdata/probe_lifetimes.c \
  *      -o probe_lifetimes -L$build/src -lcucore -Wl,-rpath,$build/src
@@ -20,8 +20,8 @@
  *     (docs/wire-format.md: buffer payload offset 16), sent after its pool:
  *     does the import succeed, and with what size.
  *
- * It reports what happens and asserts nothing: before issue 13's fixes
- * findings 1 and 2 hand out freed memory. Importers are exec'd copies of
+ * It reports what happens and asserts nothing (cases 1 and 2 hand out
+ * freed memory where leases are not kept). Importers are exec'd copies of
  * this program (channel on fd 3, a "go" byte on stdin, their lines on
  * stdout, which the exporter prints); the child of finding 2 is forked
  * only, and uses cucore there on purpose. Every wait is bounded. Not part

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Builds and runs the driver probes of issues 13 and 15 against the real
-# driver and against the simulator, from the repository root:
+# Builds and runs the driver probes against the real driver and against
+# the simulator, from the repository root (sim/FACTS.md lists what they
+# showed):
 #
 #   sim/testdata/run_probes.sh [BUILD_DIR]
 #

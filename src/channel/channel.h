@@ -21,8 +21,8 @@ struct cuc_channel {
     struct cuc__link *link;     /* a reference */
     struct cuc__leases *leases; /* a reference */
     /* One thread at a time reads the link (reading), with no lock held
-     * while it waits; the others wait on cond with their own deadlines
-     * (issue 13.4). lock guards reading, taken and the queue. */
+     * while it waits; the others wait on cond with their own deadlines.
+     * lock guards reading, taken and the queue. */
     pthread_mutex_t lock;
     pthread_cond_t cond; /* the reader is done, or it took a message */
     int reading;

@@ -292,9 +292,8 @@ int cuc__cuda_err(CUresult r, const char *call, const char *fmt, ...)
         va_end(ap);
         cuc__adderr(": %s", detail);
     }
-    /* CUDA does not survive fork(): every call in the child of a process
-     * that had loaded it fails (sim/README.md, "probe_lifetimes"), and
-     * the driver's code does not say why. */
+    /* CUDA does not survive fork() (sim/FACTS.md F6), and the driver's
+     * code does not say why. */
     if (drv_loader && drv_loader != cuc__pid())
         cuc__adderr(" (this process, pid %ld, is a fork() child of process %ld, which "
                     "had loaded the CUDA driver: CUDA cannot be used after fork; start "

@@ -109,9 +109,9 @@ static int kernel_err(const struct cuc__library *l, const char *name, CUresult r
                                "was built for this GPU");
 }
 
-/* The driver loads lazily (the H200, driver 580, did so even with
- * CUDA_MODULE_LOADING=EAGER): cuLibraryLoadData takes any bytes and this
- * is where a malformed image is refused. */
+/* The driver loads lazily, EAGER or not (sim/FACTS.md F12):
+ * cuLibraryLoadData takes any bytes and this is where a malformed image
+ * is refused. */
 static int get_kernel(struct cuc__library *l, const char *name, CUkernel *k)
 {
     CUresult r = CUC_DRV->cuLibraryGetKernel(k, l->cu, name);

@@ -56,9 +56,8 @@ static int params_query(cuc_kernel *k)
     return 0;
 }
 
-/* cuKernelGetParamInfo answers only in a context (CUDA_ERROR_INVALID_CONTEXT
- * with none current, for cubin and PTX alike: driver 13.0 on an H100 and an
- * H200), though the layout is the same on every device. The thread's
+/* cuKernelGetParamInfo answers only in a context (sim/FACTS.md F14),
+ * though the layout is the same on every device. The thread's
  * current context serves when there is one, the application's own
  * included; else the implicit device's (device 0) is made current for
  * the query and put back after it. */

@@ -20,8 +20,8 @@ const char *cuc_memory_kind_name(int kind)
     return kind >= 0 && (size_t)kind < CUC_ARRAY_LEN(names) ? names[kind] : "?";
 }
 
-/* VMM memory, which the driver gives no context (sim/README.md,
- * "cuPointerGetAttribute(s)"): confirmed by the handle that maps it. */
+/* VMM memory, which the driver gives no context (sim/FACTS.md F37, F38):
+ * confirmed by the handle that maps it (F42). */
 static int confirm_vmm(CUdeviceptr p, const char *fn)
 {
     CUmemGenericAllocationHandle h;
@@ -63,8 +63,8 @@ int cuc__memory_classify(CUdeviceptr p, const char *fn, struct cuc__mem_info *ou
         CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,   CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
         CU_POINTER_ATTRIBUTE_CONTEXT,          CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
         CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-    /* widths as the H200 writes them (sim/README.md): 4 bytes for the
-     * type, ordinal and booleans, 8 for the rest */
+    /* 4 bytes for the type, ordinal and booleans, 8 for the rest
+     * (sim/FACTS.md F37) */
     unsigned type = 0, managed = 0, legacy = 0;
     int ord = -1;
     void *pool = NULL, *ctx = NULL;
@@ -247,8 +247,8 @@ static int not_adoptable_pool(const cuc_pool *pool, CUdeviceptr ptr)
 /* The allocation of an IPC pool's memory that [ptr, ptr + size) is in, as
  * an adopted buffer of the adopted pool. A device pool's allocation is
  * the one cuMemGetAddressRange gives; the driver gives none for a pinned
- * host pool's (sim/README.md), so ptr must be its start, which the
- * export of the pointer checks. */
+ * host pool's (sim/FACTS.md F34), so ptr must be its start, which the
+ * export of the pointer checks (F26). */
 static int pool_root(cuc_device *dev, CUdeviceptr ptr, size_t size,
                      const struct cuc__mem_info *info, cuc_buffer **out)
 {

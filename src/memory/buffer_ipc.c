@@ -167,8 +167,8 @@ static int refusal(CUdeviceptr ptr)
  * all of it: cuMemGetAddressRange's answer is two of the attributes);
  * CUC_E_INVALID naming what to use instead when legacy IPC cannot share
  * it. The driver calls memory legacy-IPC capable only when it is
- * cuMemAlloc device memory (not managed, pool, host or VMM memory: the
- * H200's answers, sim/sim_pointer.c), so that attribute alone decides;
+ * cuMemAlloc device memory (not managed, pool, host or VMM memory:
+ * sim/FACTS.md F37), so that attribute alone decides;
  * the others are asked only to say why not. */
 static int classify(cuc_device *dev, CUdeviceptr ptr, CUdeviceptr *base, size_t *bsize)
 {

@@ -159,7 +159,7 @@ static int check_mapped(cuc_pool *pool, CUdeviceptr ptr, uint64_t alloc_size)
  * (in the bytes the driver writes, which two exports of one pointer
  * agree on: docs/wire-format.md). Refused; the import is not undone, as
  * the driver does not count imports of one pointer and its free would
- * unmap b too (sim/README.md). */
+ * unmap b too (sim/FACTS.md F29). */
 static int imported_twice(const cuc_buffer *b, uint64_t alloc_size)
 {
     return cuc__seterr(CUC_E_BADMSG, "buffer record of pool %s (a %llu-byte allocation): "

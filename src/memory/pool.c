@@ -244,9 +244,8 @@ static int export_fd(cuc_pool *p)
                              "device %d (%s)", cuc__pool_kind_name(p->kind),
                              cuc_device_ordinal(p->dev), cuc_device_uuid_string(p->dev));
     }
-    /* The H200's driver hands the fd out without FD_CLOEXEC (probe:
-     * "poolexport-cloexec 0"): every child this process execs would
-     * inherit the pool otherwise. */
+    /* exported pool fds are not close-on-exec (sim/FACTS.md F23): every
+     * child this process execs would inherit the pool otherwise */
     snprintf(what, sizeof(what), "the exported fd of an IPC pool of %s", p->dev->uuid_str);
     rc = cuc__set_cloexec_or_close(p->fd, what);
     if (rc)

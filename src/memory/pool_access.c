@@ -1,7 +1,7 @@
 /* Pool access for devices other than the owner (cuMemPoolSetAccess,
  * cuMemPoolGetAccess), with the driver's refusals named before it is
- * asked: read-only (NOT_SUPPORTED on the H200), the owner's own access
- * revoked (INVALID_DEVICE there), a device that cannot reach the owner. */
+ * asked (sim/FACTS.md F20): read-only, the owner's own access revoked, a
+ * device that cannot reach the owner. */
 #include "memory/pool.h"
 #include "memory/vmm.h"
 

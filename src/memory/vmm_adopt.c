@@ -18,7 +18,7 @@ struct chunks {
 };
 
 /* The mapping holding at (MAPPING_BASE_ADDR / MAPPING_SIZE: a VMM
- * mapping's, sim/README.md); size 0 where nothing is mapped. */
+ * mapping's, sim/FACTS.md F37, F38); size 0 where nothing is mapped. */
 static int mapping_at(CUdeviceptr at, CUdeviceptr *base, size_t *size)
 {
     CUpointer_attribute a[2] = {CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR,

@@ -28,10 +28,9 @@ static int export_fds(const cuc_vmm *v, int *fds)
             return cuc__cuda_err(r, "cuMemExportToShareableHandle", "chunk %zu of %zu "
                                  "on device %s", i, v->nchunks, v->owner->uuid_str);
         }
-        /* the H200's driver hands these out close-on-exec (probe:
-         * "vmm-export-cloexec 1") but not its pool fds ("poolexport-cloexec
-         * 0"): set it whatever the driver did, or a child exec'd meanwhile
-         * would inherit the chunk */
+        /* set close-on-exec whatever the driver did (it does for VMM
+         * fds, not for pool fds: sim/FACTS.md F41, F23), or a child
+         * exec'd meanwhile would inherit the chunk */
         snprintf(what, sizeof(what), "the fd of chunk %zu", i);
         rc = cuc__set_cloexec_or_close(fds[i], what);
         if (rc) {

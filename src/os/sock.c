@@ -11,8 +11,8 @@
 #include <sys/uio.h>
 
 /* Room for a full frame's fds and, beside them, the credentials the
- * kernel adds to every datagram on a socket with SO_PASSCRED set (issue
- * 13.3: without it a legal 253-fd frame arrives cut short). */
+ * kernel adds to every datagram on a socket with SO_PASSCRED set (without
+ * it a legal 253-fd frame arrives cut short). */
 union fd_cmsg {
     struct cmsghdr h;
     char buf[CMSG_SPACE(CUC__SOCK_MAX_FDS * sizeof(int)) +
@@ -145,8 +145,8 @@ static ssize_t recv_now(int fd, struct msghdr *mh, struct iovec *iov, union fd_c
 }
 
 /* recvmsg returned 0 bytes and no fds: end of file, or a 0-byte datagram
- * from a peer still connected (issue 13.10: a cucore peer never sends
- * one, and taking it for a close would end leases the peer still maps). */
+ * from a peer still connected (a cucore peer never sends one, and taking
+ * it for a close would end leases the peer still maps). */
 static int empty_datagram(int fd)
 {
     struct pollfd p = {fd, POLLRDHUP, 0};
