@@ -128,7 +128,6 @@ static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
     Py_ssize_t i;
     int bad = 0;
 
-    (void)cls;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", names, &arg, &so) || stream_arg(so, &s))
         return NULL;
     t = PySequence_Tuple(arg); /* a copy: nothing the drops run can change it */
@@ -144,7 +143,6 @@ static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
 
 static PyObject *buf_enter(PyObject *self, PyObject *noargs)
 {
-    (void)noargs;
     return handle_live(self, "buffer") ? NULL : Py_NewRef(self);
 }
 
@@ -152,7 +150,6 @@ static PyObject *buf_exit(PyObject *self, PyObject *args)
 {
     int rc;
 
-    (void)args;
     if (closable((PyBuffer *)self, "leaving the with block", ""))
         return NULL;
     rc = buffer_drop((PyBuffer *)self, NULL);
@@ -195,7 +192,6 @@ static PyObject *buf_leases(PyObject *self, PyObject *noargs)
     size_t n;
     int rc;
 
-    (void)noargs;
     if (!LIVE(self))
         return NULL;
     rc = cuc_buffer_lease_count(B(self), &n);
@@ -231,70 +227,21 @@ static PyObject *buf_reduce(PyObject *self, PyObject *noargs)
     cuc_msg *m = NULL;
     int rc;
 
-    (void)noargs;
     if (buffer_ready((PyBuffer *)self))
         return NULL;
     rc = cuc_msg_create(&m);
     return handle_reduce(rc ? rc : cuc_msg_add_buffer(m, B(self)), m, 1);
 }
 
-static PyObject *get_size(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyLong_FromSize_t(cuc_buffer_size(B(self)));
-}
-
-static PyObject *get_ptr(PyObject *self, void *c)
-{
-    (void)c;
-    return buffer_ready((PyBuffer *)self) ? NULL : PyLong_FromVoidPtr(cuc_buffer_ptr(B(self)));
-}
-
-static PyObject *get_device(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : device_wrap(cuc_buffer_device(B(self)));
-}
-
-static PyObject *get_pool(PyObject *self, void *c)
-{
-    (void)c;
-    if (!LIVE(self))
-        return NULL;
-    return pool_wrap(cuc_pool_ref(cuc_buffer_pool(B(self))));
-}
-
-static PyObject *get_imported(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL
-                                         : PyBool_FromLong(cuc_buffer_is_imported(B(self)));
-}
-
-static PyObject *get_is_view(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyBool_FromLong(cuc_buffer_is_view(B(self)));
-}
-
-static PyObject *get_offset(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyLong_FromSize_t(cuc_buffer_offset(B(self)));
-}
-
-static PyObject *get_is_wrapped(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL
-                                         : PyBool_FromLong(cuc_buffer_is_wrapped(B(self)));
-}
-
-static PyObject *get_closed(PyObject *self, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(B(self) == NULL);
-}
+GETTER(get_size, LIVE(self), PyLong_FromSize_t(cuc_buffer_size(B(self))))
+GETTER(get_ptr, !buffer_ready((PyBuffer *)self), PyLong_FromVoidPtr(cuc_buffer_ptr(B(self))))
+GETTER(get_device, LIVE(self), device_wrap(cuc_buffer_device(B(self))))
+GETTER(get_pool, LIVE(self), pool_wrap(cuc_pool_ref(cuc_buffer_pool(B(self)))))
+GETTER(get_imported, LIVE(self), PyBool_FromLong(cuc_buffer_is_imported(B(self))))
+GETTER(get_is_view, LIVE(self), PyBool_FromLong(cuc_buffer_is_view(B(self))))
+GETTER(get_offset, LIVE(self), PyLong_FromSize_t(cuc_buffer_offset(B(self))))
+GETTER(get_is_wrapped, LIVE(self), PyBool_FromLong(cuc_buffer_is_wrapped(B(self))))
+GETTER(get_closed, 1, PyBool_FromLong(B(self) == NULL))
 
 static PyGetSetDef buf_getset[] = {
     {"size", get_size, NULL, NULL, NULL},

@@ -11,7 +11,6 @@ static PyObject *event_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     PyObject *d;
     cuc_event *e;
 
-    (void)type;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|ppp", names, &d, &ipc, &timing, &blocking) ||
         device_arg(d, &dev))
         return NULL;
@@ -53,7 +52,6 @@ static PyObject *ev_sync(PyObject *self, PyObject *noargs)
 {
     int rc;
 
-    (void)noargs;
     if (py_check_pid(((PyEvent *)self)->pid, "event"))
         return NULL;
     Py_BEGIN_ALLOW_THREADS
@@ -66,7 +64,6 @@ static PyObject *ev_query(PyObject *self, PyObject *noargs)
 {
     int rc, done = 0;
 
-    (void)noargs;
     if (py_check_pid(((PyEvent *)self)->pid, "event"))
         return NULL;
     rc = cuc_event_query(E(self), &done);
@@ -78,30 +75,15 @@ static PyObject *ev_reduce(PyObject *self, PyObject *noargs)
     cuc_msg *m = NULL;
     int rc;
 
-    (void)noargs;
     if (py_check_pid(((PyHandle *)self)->pid, "event"))
         return NULL;
     rc = cuc_msg_create(&m);
     return handle_reduce(rc ? rc : cuc_msg_add_event(m, E(self)), m, 0);
 }
 
-static PyObject *get_device(PyObject *self, void *c)
-{
-    (void)c;
-    return device_wrap(cuc_event_device(E(self)));
-}
-
-static PyObject *get_imported(PyObject *self, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(cuc_event_is_imported(E(self)));
-}
-
-static PyObject *get_ipc(PyObject *self, void *c)
-{
-    (void)c;
-    return PyBool_FromLong((cuc_event_flags(E(self)) & CUC_EVENT_IPC) != 0);
-}
+GETTER(get_device, 1, device_wrap(cuc_event_device(E(self))))
+GETTER(get_imported, 1, PyBool_FromLong(cuc_event_is_imported(E(self))))
+GETTER(get_ipc, 1, PyBool_FromLong((cuc_event_flags(E(self)) & CUC_EVENT_IPC) != 0))
 
 static PyGetSetDef ev_getset[] = {
     {"device", get_device, NULL, NULL, NULL},

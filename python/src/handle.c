@@ -237,9 +237,7 @@ static void drop(PyTypeObject *t, void *h)
         cuc_event_unref(h); /* default streams are never released */
 }
 
-/* An object of type t for handle h (the caller's reference, which the
- * object takes, or drops when there is an object already). */
-static PyObject *wrap(PyTypeObject *t, void *h)
+PyObject *handle_wrap(PyTypeObject *t, void *h)
 {
     PyObject *key = PyLong_FromVoidPtr(h), *o = key ? live_get(key) : NULL;
 
@@ -280,26 +278,6 @@ PyObject *device_wrap(cuc_device *dev)
     return Py_NewRef(devices[i]);
 }
 
-PyObject *stream_wrap_default(cuc_stream *s)
-{
-    return wrap(&PyStream_Type, s);
-}
-
-PyObject *event_wrap(cuc_event *e)
-{
-    return wrap(&PyEvent_Type, e);
-}
-
-PyObject *pool_wrap(cuc_pool *p)
-{
-    return wrap(&PyPool_Type, p);
-}
-
-PyObject *buffer_wrap(cuc_buffer *b)
-{
-    return wrap(&PyBuffer_Type, b);
-}
-
 PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *stream)
 {
     PyObject *o = buffer_wrap(b);
@@ -307,11 +285,6 @@ PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *stream)
     if (o && stream != Py_None && !((PyBuffer *)o)->stream)
         ((PyBuffer *)o)->stream = Py_NewRef(stream);
     return o;
-}
-
-PyObject *vmm_wrap(cuc_vmm *v)
-{
-    return wrap(&PyVmm_Type, v);
 }
 
 /* The same image and symbol loaded twice is one object. */

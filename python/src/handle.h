@@ -63,6 +63,10 @@ typedef struct {
 
 #define H(o) (((PyHandle *)(o))->h)
 
+/* A getter of a PyGetSetDef table: expr once ok (else NULL: ok raised). */
+#define GETTER(fn, ok, expr)                                                                 \
+    static PyObject *fn(PyObject *self, void *closure) { return (ok) ? (expr) : NULL; }
+
 /* The types, defined here with their name and size; each type's file sets
  * the rest in its init (module.c calls them). */
 extern PyTypeObject PyDevice_Type, PyStream_Type, PyEvent_Type, PyKernel_Type,
@@ -109,16 +113,21 @@ void live_del(PyObject *key, PyObject *obj);
 void live_del_ptr(const void *p, PyObject *obj);
 
 /* Wraps: each takes the reference the caller gives away and returns this
- * process's object of it (the existing one when there is one). */
+ * process's object of it (the existing one when there is one; handle_wrap:
+ * of type t, found by the handle's address). */
+PyObject *handle_wrap(PyTypeObject *t, void *h);
 PyObject *device_wrap(cuc_device *dev);
-PyObject *stream_wrap_default(cuc_stream *s);
-PyObject *event_wrap(cuc_event *e);
 PyObject *kernel_wrap(cuc_kernel *k);
 PyObject *launch_config_wrap(const cuc_launch_config *cfg);
-PyObject *pool_wrap(cuc_pool *p);
-PyObject *buffer_wrap(cuc_buffer *b);
 PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *stream); /* stream None: none kept */
-PyObject *vmm_wrap(cuc_vmm *v);
+static inline PyObject *stream_wrap_default(cuc_stream *s)
+{
+    return handle_wrap(&PyStream_Type, s);
+}
+static inline PyObject *event_wrap(cuc_event *e) { return handle_wrap(&PyEvent_Type, e); }
+static inline PyObject *pool_wrap(cuc_pool *p) { return handle_wrap(&PyPool_Type, p); }
+static inline PyObject *buffer_wrap(cuc_buffer *b) { return handle_wrap(&PyBuffer_Type, b); }
+static inline PyObject *vmm_wrap(cuc_vmm *v) { return handle_wrap(&PyVmm_Type, v); }
 
 /* Arguments. A device: a Device, an ordinal, a UUID string, or anything
  * with .uuid. A stream: a Stream, or None (NULL: the legacy default

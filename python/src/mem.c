@@ -170,7 +170,6 @@ PyObject *mem_cai(PyObject *self, void *closure)
     long long stream;
     cuc_stream *s;
 
-    (void)closure;
     if (buffer_ready(o) || producer_stream(o, &s, &stream))
         return NULL;
     return Py_BuildValue("{s:(n),s:s,s:(KO),s:i,s:O,s:L}", "shape",
@@ -335,7 +334,6 @@ PyObject *mem_dlpack_device(PyObject *self, PyObject *noargs)
     PyBuffer *o = (PyBuffer *)self;
     DLDevice d;
 
-    (void)noargs;
     if (handle_live(self, "buffer"))
         return NULL;
     d = device_of(o->base.h);

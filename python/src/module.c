@@ -6,8 +6,6 @@ static PyObject *py_driver(PyObject *self, PyObject *noargs)
     struct cuc_driver_info info;
     int rc = cuc_driver_load(&info);
 
-    (void)self;
-    (void)noargs;
     if (rc)
         return py_raise(rc);
     return Py_BuildValue("{s:s,s:i,s:O}", "path", info.path, "version", info.version,

@@ -27,7 +27,6 @@ static PyObject *pool_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     cuc_pool *p;
     int ipc = 1, rc;
 
-    (void)type;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|psn", names, &d, &ipc, &kind, &max) ||
         device_arg(d, &dev))
         return NULL;
@@ -85,7 +84,6 @@ static PyObject *pool_leases(PyObject *self, PyObject *noargs)
     size_t n;
     int rc;
 
-    (void)noargs;
     if (!POOL_LIVE(self))
         return NULL;
     rc = cuc_pool_lease_count(P(self), &n);
@@ -115,54 +113,26 @@ static PyObject *pool_reduce(PyObject *self, PyObject *noargs)
     cuc_msg *m = NULL;
     int rc;
 
-    (void)noargs;
     if (!POOL_LIVE(self))
         return NULL;
     rc = cuc_msg_create(&m);
     return handle_reduce(rc ? rc : cuc_msg_add_pool(m, P(self)), m, 1);
 }
 
-static PyObject *get_device(PyObject *self, void *c)
-{
-    (void)c;
-    if (!POOL_LIVE(self))
-        return NULL;
-    return device_wrap(cuc_pool_device(P(self)));
-}
+GETTER(get_device, POOL_LIVE(self), device_wrap(cuc_pool_device(P(self))))
 
 static PyObject *get_id(PyObject *self, void *c)
 {
     uint8_t id[CUC_POOL_ID_LEN];
 
-    (void)c;
     cuc_pool_id(P(self), id);
     return PyBytes_FromStringAndSize((const char *)id, CUC_POOL_ID_LEN);
 }
 
-static PyObject *get_kind(PyObject *self, void *c)
-{
-    (void)c;
-    if (!POOL_LIVE(self))
-        return NULL;
-    return PyUnicode_FromString(cuc_pool_kind(P(self)) == CUC_POOL_DEVICE ? "device"
-                                                                          : "pinned");
-}
-
-static PyObject *get_ipc(PyObject *self, void *c)
-{
-    (void)c;
-    if (!POOL_LIVE(self))
-        return NULL;
-    return PyBool_FromLong(cuc_pool_is_ipc(P(self)));
-}
-
-static PyObject *get_imported(PyObject *self, void *c)
-{
-    (void)c;
-    if (!POOL_LIVE(self))
-        return NULL;
-    return PyBool_FromLong(cuc_pool_is_imported(P(self)));
-}
+GETTER(get_kind, POOL_LIVE(self),
+       PyUnicode_FromString(cuc_pool_kind(P(self)) == CUC_POOL_DEVICE ? "device" : "pinned"))
+GETTER(get_ipc, POOL_LIVE(self), PyBool_FromLong(cuc_pool_is_ipc(P(self))))
+GETTER(get_imported, POOL_LIVE(self), PyBool_FromLong(cuc_pool_is_imported(P(self))))
 
 static PyGetSetDef pool_getset[] = {
     {"device", get_device, NULL, NULL, NULL},

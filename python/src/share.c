@@ -18,7 +18,6 @@ static PyObject *py_attach(PyObject *self, PyObject *arg)
     cuc_msg *m;
     int rc;
 
-    (void)self;
     if (PyUnicode_Check(arg))
         return PyErr_Format(PyExc_TypeError, "_attach takes bytes, not str");
     if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE))
@@ -45,8 +44,6 @@ static PyObject *py_share_point(PyObject *self, PyObject *noargs)
     char path[CUC_SHARE_PATH_MAX + 1];
     int rc = cuc_share_path(path, sizeof(path));
 
-    (void)self;
-    (void)noargs;
     if (rc == CUC_E_INVALID || rc == CUC_E_NOT_FOUND) /* not started, no socket yet */
         return Py_NewRef(Py_None);
     return rc ? py_raise(rc) : PyUnicode_FromString(path);
@@ -58,8 +55,6 @@ static PyObject *py_share_stats(PyObject *self, PyObject *noargs)
     struct cuc_share_stats s = {0};
     int rc = cuc_share_stats(&s);
 
-    (void)self;
-    (void)noargs;
     if (rc && rc != CUC_E_INVALID)
         return py_raise(rc);
     return Py_BuildValue("{snsnsnsnsn}", "holds", (Py_ssize_t)s.holds, "unclaimed",
@@ -82,8 +77,6 @@ static void stop(int ms)
  * starts it again. */
 static PyObject *py_share_close(PyObject *self, PyObject *noargs)
 {
-    (void)self;
-    (void)noargs;
     stop(0);
     return Py_NewRef(Py_None);
 }
@@ -96,8 +89,6 @@ static PyObject *py_share_exit(PyObject *self, PyObject *noargs)
     const char *v = getenv("CUCORE_SHARE_EXIT_WAIT_MS");
     long ms = v ? strtol(v, NULL, 10) : 0;
 
-    (void)self;
-    (void)noargs;
     handle_share_exit();
     stop(ms > 0 && ms < 0x7fffffff ? (int)ms : 0);
     return Py_NewRef(Py_None);

@@ -81,7 +81,6 @@ static PyObject *slab_stats(PyObject *self, PyObject *noargs)
     size_t slabs = 0, used = 0;
     int rc;
 
-    (void)noargs;
     if (py_check_pid(o->pid, "slab"))
         return NULL;
     rc = cuc_slab_stats(o->s, &slabs, &used);
@@ -119,7 +118,6 @@ static PyObject *py_wrap(PyObject *self, PyObject *args, PyObject *kw)
     void *ptr;
     int rc;
 
-    (void)self;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOn", names, &devo, &ptro, &size) ||
         device_arg(devo, &dev))
         return NULL;

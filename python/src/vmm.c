@@ -40,7 +40,6 @@ static PyObject *vmm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     cuc_vmm *v;
     int rc;
 
-    (void)type;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "On|On", names, &oo, &size, &po, &nch) ||
         device_arg(oo, &owner) || (po && peers_arg(po, peers, &npeers)))
         return NULL;
@@ -88,7 +87,6 @@ static void vmm_dealloc(PyObject *self)
 
 static PyObject *vmm_close(PyObject *self, PyObject *noargs)
 {
-    (void)noargs;
     if (py_check_pid(((PyHandle *)self)->pid, "VMM resource"))
         return NULL;
     if (((PyVmm *)self)->busy)
@@ -142,7 +140,6 @@ static PyObject *vmm_leases(PyObject *self, PyObject *noargs)
     size_t n;
     int rc;
 
-    (void)noargs;
     if (!LIVE(self))
         return NULL;
     rc = cuc_vmm_lease_count(V(self), &n);
@@ -154,37 +151,21 @@ static PyObject *vmm_reduce(PyObject *self, PyObject *noargs)
     cuc_msg *m = NULL;
     int rc;
 
-    (void)noargs;
     if (!LIVE(self))
         return NULL;
     rc = cuc_msg_create(&m);
     return handle_reduce(rc ? rc : cuc_msg_add_vmm(m, V(self)), m, 1);
 }
 
-static PyObject *get_ptr(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyLong_FromVoidPtr(cuc_vmm_ptr(V(self)));
-}
-
-static PyObject *get_size(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyLong_FromSize_t(cuc_vmm_size(V(self)));
-}
-
-static PyObject *get_device(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : device_wrap(cuc_vmm_device(V(self)));
-}
+GETTER(get_ptr, LIVE(self), PyLong_FromVoidPtr(cuc_vmm_ptr(V(self))))
+GETTER(get_size, LIVE(self), PyLong_FromSize_t(cuc_vmm_size(V(self))))
+GETTER(get_device, LIVE(self), device_wrap(cuc_vmm_device(V(self))))
 
 static PyObject *get_peers(PyObject *self, void *c)
 {
     size_t i, n;
     PyObject *t, *d;
 
-    (void)c;
     if (!LIVE(self))
         return NULL;
     n = cuc_vmm_peer_count(V(self));
@@ -200,17 +181,8 @@ static PyObject *get_peers(PyObject *self, void *c)
     return t;
 }
 
-static PyObject *get_imported(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyBool_FromLong(cuc_vmm_is_imported(V(self)));
-}
-
-static PyObject *get_closed(PyObject *self, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(V(self) == NULL);
-}
+GETTER(get_imported, LIVE(self), PyBool_FromLong(cuc_vmm_is_imported(V(self))))
+GETTER(get_closed, 1, PyBool_FromLong(V(self) == NULL))
 
 static PyGetSetDef vmm_getset[] = {
     {"ptr", get_ptr, NULL, NULL, NULL},
