@@ -159,34 +159,6 @@ static PyObject *buf_exit(PyObject *self, PyObject *args)
 #define B(o) ((cuc_buffer *)H(o))
 #define LIVE(o) (handle_live(o, "buffer") == 0)
 
-static int buffer_span(PyObject *self, struct span *out)
-{
-    PyBuffer *o = (PyBuffer *)self;
-
-    if (buffer_ready(o))
-        return -1;
-    out->ptr = cuc_buffer_ptr(B(o));
-    out->size = cuc_buffer_size(B(o));
-    out->dev = cuc_buffer_device(B(o));
-    out->busy = &o->busy;
-    return 0;
-}
-
-static PyObject *buf_copy_from(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return mem_copy_from(self, buffer_span, args, kw);
-}
-
-static PyObject *buf_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return mem_to_bytes(self, buffer_span, args, kw);
-}
-
-static PyObject *buf_fill(PyObject *self, PyObject *args)
-{
-    return mem_fill(self, buffer_span, args);
-}
-
 static PyObject *buf_leases(PyObject *self, PyObject *noargs)
 {
     size_t n;
@@ -257,11 +229,16 @@ static PyGetSetDef buf_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef buf_methods[] = {
-    {"copy_from", (PyCFunction)(void (*)(void))buf_copy_from, METH_VARARGS | METH_KEYWORDS,
-     "copy_from(data, offset=0, stream=None): copy bytes in (synchronous)"},
-    {"to_bytes", (PyCFunction)(void (*)(void))buf_to_bytes, METH_VARARGS | METH_KEYWORDS,
+    {"copy_from", (PyCFunction)(void (*)(void))mem_copy_from, METH_VARARGS | METH_KEYWORDS,
+     "copy_from(data, offset=0, stream=None): copy in bytes-like data, or all of a Buffer, "
+     "VMM or contiguous CUDA array (synchronous)"},
+    {"copy_to", (PyCFunction)(void (*)(void))mem_copy_to, METH_VARARGS | METH_KEYWORDS,
+     "copy_to(dst, stream=None): copy all of it into a Buffer, VMM or contiguous CUDA array "
+     "(synchronous)"},
+    {"to_bytes", (PyCFunction)(void (*)(void))mem_to_bytes, METH_VARARGS | METH_KEYWORDS,
      "to_bytes(size=None, offset=0, stream=None)"},
-    {"fill", buf_fill, METH_VARARGS, "fill(byte): set every byte"},
+    {"fill", (PyCFunction)(void (*)(void))mem_fill, METH_VARARGS | METH_KEYWORDS,
+     "fill(value, width=1): set every 1-, 2- or 4-byte value"},
     {"lease_count", buf_leases, METH_NOARGS, "leases of other processes not ended"},
     {"view", (PyCFunction)(void (*)(void))buf_view, METH_VARARGS | METH_KEYWORDS,
      "view(offset, size): a part of the buffer as a Buffer (no driver call)"},

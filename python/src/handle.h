@@ -34,12 +34,14 @@ typedef PyHandle PyDevice, PyEvent, PyPool;
 
 typedef struct {
     PyHandle base;
-    Py_ssize_t busy; /* copies running with the GIL let go (mem.c) */
+    Py_ssize_t busy;    /* copies running with the GIL let go (mem.c) */
+    Py_ssize_t exports; /* live DLPack capsules and tensors (mem.c) */
 } PyVmm;
 
 typedef struct {
     PyHandle base;
-    int owned; /* a created stream: destroyed with the object */
+    int owned;      /* a created or wrapped stream: destroyed with the object */
+    PyObject *keep; /* a wrapped stream's maker (its __cuda_stream__ object) */
 } PyStream;
 
 typedef struct {
@@ -120,6 +122,7 @@ PyObject *device_wrap(cuc_device *dev);
 PyObject *kernel_wrap(cuc_kernel *k);
 PyObject *launch_config_wrap(const cuc_launch_config *cfg);
 PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *stream); /* stream None: none kept */
+PyObject *stream_own(cuc_stream *s, PyObject *keep); /* a created or wrapped one */
 static inline PyObject *stream_wrap_default(cuc_stream *s)
 {
     return handle_wrap(&PyStream_Type, s);
@@ -129,16 +132,27 @@ static inline PyObject *pool_wrap(cuc_pool *p) { return handle_wrap(&PyPool_Type
 static inline PyObject *buffer_wrap(cuc_buffer *b) { return handle_wrap(&PyBuffer_Type, b); }
 static inline PyObject *vmm_wrap(cuc_vmm *v) { return handle_wrap(&PyVmm_Type, v); }
 
-/* Arguments. A device: a Device, an ordinal, a UUID string, or anything
- * with .uuid. A stream: a Stream, or None (NULL: the legacy default
- * stream). A timeout: seconds, None or negative for no limit (-1 ms). An
- * fd: an int (not a bool) in 0..INT_MAX. */
+/* Arguments. A device: a Device, an ordinal, a UUID string, anything
+ * with .uuid (cuda.core's), or a torch.device("cuda", i) (ordinal i). A
+ * stream: a Stream, or None (NULL: the legacy default stream); stream_obj
+ * makes one of any object with __cuda_stream__ (a new reference: None, a
+ * Stream, or a new Stream wrapping another library's). A timeout:
+ * seconds, None or negative for no limit (-1 ms). An fd: an int (not a
+ * bool) in 0..INT_MAX. */
 int device_arg(PyObject *o, cuc_device **dev);
+PyObject *stream_obj(PyObject *o);
 int stream_arg(PyObject *o, cuc_stream **s);
 int timeout_arg(PyObject *o, int *ms);
 int fd_arg(PyObject *o, int *fd);
-/* Waits for the legacy default stream of b's device (no Python). */
-int buffer_sync_default(cuc_buffer *b);
+/* A device's access to a pool's or VMM resource's memory as "rw", "r" or
+ * "" (none). */
+static inline PyObject *access_name(int a)
+{
+    _Static_assert((int)CUC_POOL_ACCESS_READ == (int)CUC_VMM_ACCESS_READ &&
+                   (int)CUC_POOL_ACCESS_READWRITE == (int)CUC_VMM_ACCESS_READWRITE, "one set");
+    return PyUnicode_FromString(a == CUC_VMM_ACCESS_READWRITE ? "rw"
+                                : a == CUC_VMM_ACCESS_READ    ? "r" : "");
+}
 
 /* Pickles. module.c gives the loaders: _load (a message's bytes) and
  * _attach (a detached message's). handle_reduce makes (loader, (bytes,))
@@ -147,6 +161,9 @@ int buffer_sync_default(cuc_buffer *b);
  * else as plain bytes. After handle_share_exit no share point starts in
  * this process. */
 void handle_loaders(PyObject *load, PyObject *attach);
+/* cucore._frameworks's function name, called with Py_BuildValue(fmt, ...)
+ * (a tuple): what frameworks' objects are is Python's to find. */
+PyObject *py_frameworks(const char *name, const char *fmt, ...);
 PyObject *handle_reduce(int rc, cuc_msg *m, int shared);
 void handle_share_exit(void);
 

@@ -132,6 +132,16 @@ static PyObject *k_stats(PyObject *cls, PyObject *noargs)
     return Py_BuildValue("(nn)", (Py_ssize_t)loads, (Py_ssize_t)hits);
 }
 
+/* from_numba(dispatcher, signature): cucore._frameworks makes it. */
+static PyObject *k_from_numba(PyObject *cls, PyObject *args)
+{
+    PyObject *d, *sig;
+
+    if (!PyArg_ParseTuple(args, "OO", &d, &sig))
+        return NULL;
+    return py_frameworks("kernel_from_numba", "(OOO)", cls, d, sig);
+}
+
 static PyGetSetDef k_getset[] = {
     {"name", get_name, NULL, NULL, NULL},
     {"kind", get_kind, NULL, NULL, NULL},
@@ -143,6 +153,9 @@ static PyGetSetDef k_getset[] = {
 
 static PyMethodDef k_methods[] = {
     {"__reduce__", k_reduce, METH_NOARGS, NULL},
+    {"from_numba", k_from_numba, METH_VARARGS | METH_CLASS,
+     "from_numba(dispatcher, signature): a numba-cuda kernel compiled for signature, as "
+     "its PTX"},
     {"cache_stats", k_stats, METH_NOARGS | METH_CLASS,
      "(images loaded, loads that reused one) since the process started"},
     {NULL, NULL, 0, NULL}};

@@ -263,18 +263,20 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
     if (n < 3 || n - 3 > MAX_ARGS)
         return PyErr_Format(PyExc_TypeError, "launch(stream, config, kernel, *args): at "
                             "most %d kernel arguments", MAX_ARGS);
-    so = PyTuple_GET_ITEM(args, 0);
     co = PyTuple_GET_ITEM(args, 1);
     ko = PyTuple_GET_ITEM(args, 2);
     if (!PyObject_TypeCheck(co, &PyLaunchConfig_Type) || !PyObject_TypeCheck(ko, &PyKernel_Type))
         return PyErr_Format(PyExc_TypeError, "launch(stream, config, kernel, *args) takes a "
                             "cucore.LaunchConfig and a cucore.Kernel");
-    if (stream_arg(so, &s) || py_check_pid(((PyHandle *)ko)->pid, "kernel"))
-        return NULL;
+    so = stream_obj(PyTuple_GET_ITEM(args, 0)); /* before any memory is looked at */
+    if (!so || stream_arg(so, &s) || py_check_pid(((PyHandle *)ko)->pid, "kernel"))
+        goto fail_stream;
     k = H(ko);
     rc = cuc_kernel_params(k, params, MAX_ARGS, &np);
-    if (rc)
-        return py_raise(rc);
+    if (rc) {
+        py_raise(rc);
+        goto fail_stream;
+    }
     a.nviews = 0;
     for (i = 3; i < n && rc == 0; i++)
         rc = arg_put(&a, (int)(i - 3), PyTuple_GET_ITEM(args, i),
@@ -285,9 +287,14 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
     else
         rc = 1; /* a Python error is set */
     args_release(&a);
+    Py_DECREF(so);
     if (rc == 1)
         return NULL;
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
+
+fail_stream:
+    Py_XDECREF(so);
+    return NULL;
 }
 
 static PyMethodDef module_methods[] = {

@@ -1,5 +1,5 @@
 /* cucore._core: the module (the layers are in handle.h). */
-#include "handle.h"
+#include "mem.h"
 
 static PyObject *py_driver(PyObject *self, PyObject *noargs)
 {
@@ -22,7 +22,7 @@ static struct PyModuleDef moddef = {
 
 static int (*const inits[])(PyObject *m) = {
     errors_init, device_init, stream_init, event_init, kernel_init, launch_init, pool_init,
-    buffer_init, vmm_init, slab_init, wire_init, channel_init, share_init};
+    buffer_init, vmm_init, slab_init, mem_init, wire_init, channel_init, share_init};
 
 /* The loaders pickles name (handle_reduce). */
 static int loaders_init(PyObject *m)

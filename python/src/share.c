@@ -3,8 +3,6 @@
  * here (_attach) and resolves the message's records as a channel's. The
  * library serves the share point on a thread of its own; nothing here
  * runs without the GIL but the library's calls. */
-#include <stdlib.h>
-
 #include "wire.h"
 
 /* _attach(bytes): the object of a detached message (pickle's loader), or
@@ -81,16 +79,17 @@ static PyObject *py_share_close(PyObject *self, PyObject *noargs)
     return Py_NewRef(Py_None);
 }
 
-/* _share_exit(): the atexit handler (cucore/__init__.py): no share point
- * starts in this process from now on, and this one stops, waiting
- * $CUCORE_SHARE_EXIT_WAIT_MS (default 0) for its leases. */
-static PyObject *py_share_exit(PyObject *self, PyObject *noargs)
+/* _share_exit(ms): the atexit handler (cucore/__init__.py): no share
+ * point starts in this process from now on, and this one stops, waiting
+ * ms (cucore.install's, else $CUCORE_SHARE_EXIT_WAIT_MS) for its leases. */
+static PyObject *py_share_exit(PyObject *self, PyObject *args)
 {
-    const char *v = getenv("CUCORE_SHARE_EXIT_WAIT_MS");
-    long ms = v ? strtol(v, NULL, 10) : 0;
+    int ms = 0;
 
+    if (!PyArg_ParseTuple(args, "|i", &ms))
+        return NULL;
     handle_share_exit();
-    stop(ms > 0 && ms < 0x7fffffff ? (int)ms : 0);
+    stop(ms > 0 ? ms : 0);
     return Py_NewRef(Py_None);
 }
 
@@ -100,7 +99,7 @@ static PyMethodDef module_methods[] = {
      "this process's share point socket, or None before it shared memory"},
     {"_share_stats", py_share_stats, METH_NOARGS, NULL},
     {"_share_close", py_share_close, METH_NOARGS, NULL},
-    {"_share_exit", py_share_exit, METH_NOARGS, NULL},
+    {"_share_exit", py_share_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 int share_init(PyObject *m)

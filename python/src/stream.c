@@ -10,23 +10,16 @@ static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     int nb = 0, prio = 0, rc;
     cuc_device *dev;
     cuc_stream *s;
-    PyStream *o;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pi", names, &d, &nb, &prio) ||
-        device_arg(d, &dev))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pi", names, &d, &nb, &prio))
+        return NULL;
+    if (PyTuple_GET_SIZE(args) + (kw ? PyDict_GET_SIZE(kw) : 0) == 1 &&
+        PyObject_HasAttrString(d, "__cuda_stream__"))
+        return stream_obj(d); /* another library's stream, wrapped */
+    if (device_arg(d, &dev))
         return NULL;
     rc = cuc_stream_create(dev, nb ? CUC_STREAM_NON_BLOCKING : 0, prio, &s);
-    if (rc)
-        return py_raise(rc);
-    o = (PyStream *)PyStream_Type.tp_alloc(&PyStream_Type, 0);
-    if (!o) {
-        cuc_stream_destroy(s);
-        return NULL;
-    }
-    o->base.h = s;
-    o->base.pid = py_pid();
-    o->owned = 1;
-    return (PyObject *)o;
+    return rc ? py_raise(rc) : stream_own(s, NULL);
 }
 
 static void stream_dealloc(PyObject *self)
@@ -39,6 +32,7 @@ static void stream_dealloc(PyObject *self)
         cuc_stream_destroy(o->base.h);
     else if (!o->owned)
         live_del_ptr(o->base.h, self);
+    Py_CLEAR(o->keep);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -171,7 +165,8 @@ int stream_init(PyObject *m)
     PyTypeObject *t = &PyStream_Type;
 
     t->tp_doc = "Stream(device, non_blocking=False, priority=0): a created stream "
-                "(this process only); Stream.legacy(dev) / Stream.per_thread(dev) pickle";
+                "(this process only); Stream(x): x's CUstream (x.__cuda_stream__()), "
+                "which x keeps; Stream.legacy(dev) / Stream.per_thread(dev) pickle";
     t->tp_new = stream_new;
     t->tp_dealloc = stream_dealloc;
     t->tp_repr = stream_repr;

@@ -89,34 +89,15 @@ static PyObject *vmm_close(PyObject *self, PyObject *noargs)
 {
     if (py_check_pid(((PyHandle *)self)->pid, "VMM resource"))
         return NULL;
+    if (((PyVmm *)self)->exports)
+        return PyErr_Format(PyExc_BufferError, "close(): %zd DLPack capsule(s) or tensor(s) "
+                            "still use the VMM resource's memory (drop them first)",
+                            ((PyVmm *)self)->exports);
     if (((PyVmm *)self)->busy)
         return PyErr_Format(PyExc_BufferError, "close(): a copy on another thread is using "
                             "the VMM resource's memory");
     vmm_drop((PyVmm *)self);
     return Py_NewRef(Py_None);
-}
-
-static int vmm_span(PyObject *self, struct span *out)
-{
-    PyVmm *o = (PyVmm *)self;
-
-    if (!LIVE(self))
-        return -1;
-    out->ptr = cuc_vmm_ptr(V(o));
-    out->size = cuc_vmm_size(V(o));
-    out->dev = cuc_vmm_device(V(o));
-    out->busy = &o->busy;
-    return 0;
-}
-
-static PyObject *vmm_copy_from(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return mem_copy_from(self, vmm_span, args, kw);
-}
-
-static PyObject *vmm_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return mem_to_bytes(self, vmm_span, args, kw);
 }
 
 static PyObject *vmm_access(PyObject *self, PyObject *d)
@@ -128,11 +109,7 @@ static PyObject *vmm_access(PyObject *self, PyObject *d)
     if (!LIVE(self) || device_arg(d, &dev))
         return NULL;
     rc = cuc_vmm_access(V(self), dev, &flags);
-    if (rc)
-        return py_raise(rc);
-    return PyUnicode_FromString(flags == CUC_VMM_ACCESS_READWRITE ? "rw"
-                                : flags == CUC_VMM_ACCESS_READ    ? "r"
-                                                                  : "");
+    return rc ? py_raise(rc) : access_name((int)flags);
 }
 
 static PyObject *vmm_leases(PyObject *self, PyObject *noargs)
@@ -194,10 +171,12 @@ static PyGetSetDef vmm_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef vmm_methods[] = {
-    {"copy_from", (PyCFunction)(void (*)(void))vmm_copy_from, METH_VARARGS | METH_KEYWORDS,
+    {"copy_from", (PyCFunction)(void (*)(void))mem_copy_from, METH_VARARGS | METH_KEYWORDS,
      NULL},
-    {"to_bytes", (PyCFunction)(void (*)(void))vmm_to_bytes, METH_VARARGS | METH_KEYWORDS,
+    {"copy_to", (PyCFunction)(void (*)(void))mem_copy_to, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"to_bytes", (PyCFunction)(void (*)(void))mem_to_bytes, METH_VARARGS | METH_KEYWORDS,
      NULL},
+    {"fill", (PyCFunction)(void (*)(void))mem_fill, METH_VARARGS | METH_KEYWORDS, NULL},
     {"access", vmm_access, METH_O, "a device's access: \"rw\", \"r\" or \"\""},
     {"lease_count", vmm_leases, METH_NOARGS, NULL},
     {"close", vmm_close, METH_NOARGS, NULL},
