@@ -409,8 +409,7 @@ def _rebuild_numba(view, meta):
 
 
 def _rebuild_cudacore(view, meta):
-    from cuda.core import Buffer
-    return Buffer.from_handle(view.ptr, view.nbytes, owner=view)
+    return _cc_module().Buffer.from_handle(view.ptr, view.nbytes, owner=view)
 
 
 _REBUILD = {"torch": _rebuild_torch, "cupy": _rebuild_cupy, "numba": _rebuild_numba,

@@ -1,10 +1,12 @@
 /* cucore._core's low layer (handle.c): the Python objects that hold
  * cucore handles, and what every file above uses on them. The extension
- * is written over cucore's public headers only (<cucore.h>). Its layers
- * (scripts/layers.sh checks them), bottom up:
+ * is written over cucore's public headers only (<cucore.h>); what other
+ * libraries' objects are, it asks cucore._frameworks (py_frameworks). Its
+ * layers (scripts/layers.sh checks them), bottom up:
  *   handle.c   the objects' layouts and types, errors, fork checks, the
  *              identity registry, wraps, arguments, pickles' reduce;
- *   mem.c      a Buffer's or VMM resource's memory: copies, CAI, DLPack;
+ *   mem.c      a Buffer's or VMM resource's memory: allocation, copies,
+ *              CAI, DLPack; memory another allocator owns (adopt);
  *   device.c stream.c event.c kernel.c launch.c pool.c buffer.c vmm.c
  *   slab.c     one file a type: its methods and its init;
  *   wire.c     Python objects in cucore messages, a table a record type;

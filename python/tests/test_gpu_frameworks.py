@@ -13,7 +13,8 @@ checks the bytes and the GPU's UUID.
 - Kernel.from_numba launched in a child on memory we sent;
 - cuda.core with install("cuda.core"): Device by UUID, LaunchConfig, a
   created Stream refused, a Buffer of an IPC-enabled DeviceMemoryResource
-  (and the default, non-IPC resource's refused by name)."""
+  (and the default, non-IPC resource's refused by name);
+- README.md's PyTorch snippet."""
 import json
 import multiprocessing
 import os
@@ -310,3 +311,18 @@ def test_cuda_core_objects(child):
     with pytest.raises(cucore.Error) as e:
         pickle.dumps(plain)
     assert '"pool"' in e.value.message and "ipc_enabled=True" in e.value.message
+
+
+def test_readme_torch_snippet(tmp_path):
+    """README.md's PyTorch snippet (its ```py block) runs as it stands."""
+    need("torch")
+    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+    text = open(readme).read()
+    block = text.split("\n```py\n", 1)[1].split("\n```\n", 1)[0]
+    script = tmp_path / "tensors.py"
+    script.write_text(block + "\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ("consumer: cuda torch.float32 (4, 2) "
+                        "[[0.0, 2.0], [4.0, 6.0], [8.0, 10.0]]\n"), p.stdout
