@@ -275,6 +275,8 @@ def share(x, stream=None):
     stream (which waits for blocking streams only)."""
     if isinstance(x, Shared):
         return x
+    if isinstance(x, (_core.Buffer, _core.VMM)):  # cucore's own memory: itself
+        return Shared(x, 0, ArrayDesc(x.ptr, x.size, (x.size,), (1,), _U8), "array")
     fw = _framework_of(x)
     if fw == "torch":
         return _torch_shared(x, stream, grad=False)

@@ -209,6 +209,22 @@ def test_views_of_one_allocation_share_one_import(child, uuids):
     child.call("drop")
 
 
+def test_cucore_memory_shares_as_itself(child, uuids):
+    """share() of a cucore Buffer or VMM resource sends that object: the
+    child gets a byte view of it, and nothing is adopted."""
+    base = quiet(child)
+    buf = cucore.Pool(DEV).allocate(300)
+    buf.copy_from(pattern(300, 4))
+    v = cucore.VMM(DEV, 1)
+    v.copy_from(pattern(64, 6))
+    got = child.call("describe", cucore.share(buf), cucore.share(v))
+    assert got[0] == ("array", uuids[DEV], (300,), (1,), (1, 8, 1), pattern(300, 4))
+    assert got[1][:5] == ("array", uuids[DEV], (v.size,), (1,), (1, 8, 1))
+    assert got[1][5][:64] == pattern(64, 6)
+    assert adopted() == base
+    child.call("drop")
+
+
 def test_dlpack_describe_consumes_the_capsule():
     """dlpack_describe reads a capsule as a consumer: contiguous strides
     for a NULL strides pointer, byte_offset added to the address, the
