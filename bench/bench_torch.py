@@ -62,7 +62,7 @@ def _tensors(k, big=0):
     return ts
 
 
-def _round_torch(ctx, q_in, q_out, k, big, mode):
+def _round_torch(q_in, q_out, k, big, mode):
     import torch
     import cucore
     ts = _tensors(k, big)
@@ -148,7 +148,7 @@ def main():
                 if mode == "buffers":
                     dt = _round_buffers(q_in, q_out, pool, k + big)
                 else:
-                    dt = _round_torch(ctx, q_in, q_out, k, big, mode)
+                    dt = _round_torch(q_in, q_out, k, big, mode)
                 best = dt if best is None or dt < best else best
             results[(mode, k, big)] = best * 1e9 / (k + big)
         q_in.put(None)

@@ -1,7 +1,8 @@
 /* Streams: created streams (flags, priority, sync, query, wait), the
  * default-stream singletons, the default-stream mode (explicit and from
- * CUCORE_DEFAULT_STREAM in an exec'd child), and that every operation makes
- * the stream's device current. */
+ * CUCORE_DEFAULT_STREAM in an exec'd child), that every operation makes
+ * the stream's device current, and another library's streams wrapped
+ * (cuc_stream_wrap): used, not sent, destroyed without the driver's. */
 #include <pthread.h>
 
 #include "cucore.h"
@@ -207,6 +208,54 @@ static void test_wait_event(void)
     cuc_stream_destroy(s);
 }
 
+/* A stream made with the driver (a framework's), wrapped: work and waits
+ * go on it, it is not sent, and destroying the wrap leaves the driver's
+ * stream alive; the default handles give the singletons; a handle the
+ * driver does not know is refused by name. */
+static void test_wrap(void)
+{
+    cuc_stream *w, *legacy, *pt, *s = (cuc_stream *)0x1234;
+    CUstream raw = NULL;
+    cuc_event *ev;
+    cuc_msg *m;
+    int done = 0;
+
+    CHECK_OK(cuc_device_set_current(devs[n_dev - 1]));
+    CHECK(CUC_DRV->cuStreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, 0) == CUDA_SUCCESS);
+    CHECK_OK(cuc_stream_wrap(devs[n_dev - 1], raw, &w));
+    CHECK(cuc_stream_handle(w) == raw && cuc_stream_device(w) == devs[n_dev - 1]);
+    CHECK(cuc_stream_kind(w) == CUC_STREAM_CREATED);
+    CHECK_OK(cuc_event_create(devs[n_dev - 1], 0, &ev));
+    CHECK_OK(cuc_event_record(ev, w));
+    CHECK_OK(cuc_stream_wait_event(w, ev));
+    CHECK_OK(cuc_stream_synchronize(w));
+    CHECK_OK(cuc_stream_query(w, &done));
+    CHECK(done == 1);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_RC(cuc_msg_add_stream(m, w), CUC_E_NOT_SERIALIZABLE);
+    cuc_msg_destroy(m);
+    cuc_event_unref(ev);
+    cuc_stream_destroy(w);
+    CHECK(CUC_DRV->cuStreamQuery(raw) == CUDA_SUCCESS); /* still the maker's */
+    CHECK(CUC_DRV->cuStreamDestroy(raw) == CUDA_SUCCESS);
+
+    CHECK_OK(cuc_stream_legacy(devs[0], &legacy));
+    CHECK_OK(cuc_stream_per_thread(devs[0], &pt));
+    CHECK_OK(cuc_stream_wrap(devs[0], NULL, &w));
+    CHECK(w == legacy);
+    CHECK_OK(cuc_stream_wrap(devs[0], (void *)CU_STREAM_LEGACY, &w));
+    CHECK(w == legacy);
+    CHECK_OK(cuc_stream_wrap(devs[0], (void *)CU_STREAM_PER_THREAD, &w));
+    CHECK(w == pt);
+    cuc_stream_destroy(w); /* a singleton: no-op */
+
+    CHECK_RC(cuc_stream_wrap(devs[0], (void *)0xdead00, &s), CUC_E_DRIVER);
+    CHECK(strstr(cuc_errmsg(), "cuc_stream_wrap") && strstr(cuc_errmsg(), "cuStreamGetFlags"));
+    CHECK(s == (cuc_stream *)0x1234);
+    CHECK_RC(cuc_stream_wrap(NULL, raw, &s), CUC_E_INVALID);
+    CHECK_RC(cuc_stream_wrap(devs[0], raw, NULL), CUC_E_INVALID);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "--child")) {
@@ -223,6 +272,7 @@ int main(int argc, char **argv)
     test_mode();
     test_mode_env();
     test_wait_event();
+    test_wrap();
     FD_CHECK_NO_LEAK();
     return test_finish();
 }

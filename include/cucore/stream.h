@@ -40,8 +40,10 @@
  * Threads: every function here is thread-safe; a created stream may be
  * used from several threads at once, as the driver allows, but must not be
  * destroyed while another thread uses it. Ownership: the creator of a
- * created stream owns it and destroys it; default streams belong to
- * cucore. Getters take a stream that is not NULL and cannot fail.
+ * created stream owns it and destroys it; a wrapped one (cuc_stream_wrap)
+ * is destroyed as a created one, its driver stream staying its maker's;
+ * default streams belong to cucore. Getters take a stream that is not
+ * NULL and cannot fail.
  */
 #ifndef CUCORE_STREAM_H
 #define CUCORE_STREAM_H
@@ -92,7 +94,23 @@ struct cuc_stream_record {
 CUC_API int cuc_stream_create(cuc_device *dev, unsigned flags, int priority,
                               cuc_stream **out);
 
-/* Destroys a created stream (work already queued still runs). NULL and the
+/* A stream another library made (PyTorch's, CuPy's, cuda.core's: the
+ * CUstream their __cuda_stream__ gives), handle, on dev, as a cuc_stream
+ * that does not own it: cuc_stream_destroy() frees cucore's object only,
+ * never the driver's stream, which its maker must keep until then. NULL
+ * and CU_STREAM_LEGACY give dev's legacy default stream, and
+ * CU_STREAM_PER_THREAD its per-thread one (the singletons). Any other
+ * handle is a stream of kind CUC_STREAM_CREATED (not sent: a handle is
+ * this process's) that the driver must know: asked for its flags with
+ * dev current, it refuses a handle it does not know. The driver cannot
+ * say which context a stream belongs to here: the handle must be one of
+ * dev's primary context (work ordered on it makes dev current).
+ * CUC_E_INVALID: dev or out NULL. CUC_E_DRIVER: the driver refused the
+ * handle (named). CUC_E_NOMEM. */
+CUC_API int cuc_stream_wrap(cuc_device *dev, void *handle, cuc_stream **out);
+
+/* Destroys a created stream (work already queued still runs); a wrapped
+ * one's driver stream stays its maker's. NULL and the
  * default streams are a no-op: the singletons live as long as the
  * process. In a child that inherited the stream through fork() it frees
  * only the child's copy: no driver call. */

@@ -9,16 +9,24 @@ it); default streams, IPC events, kernels and launch configs pickle as
 cucore message bytes (what a C program reads); pools, buffers and VMM
 resources pickle through this process's share point, a Unix socket only
 this user can connect to, from which the receiver fetches the fds.
+
+Other frameworks' objects cross as themselves: share(x) of any CUDA array
+(a torch tensor, CuPy or numba array, cuda.core Buffer), install("torch")
+for torch.multiprocessing, install("cuda.core"), Kernel.from_numba.
 """
 import atexit
+import os
+import sys
 
 from ._errors import (Error, NotVisibleError, PoolNotImportedError, NeedsChannelError,
                       NotSerializableError, PeerClosedError, TimeoutError,
                       ForeignHostError, ExporterGoneError)
 from ._core import (Device, Stream, Event, Kernel, LaunchConfig, Pool, Buffer, VMM,
                     Channel, Listener, Slab, devices, current_device, launch, listen,
-                    driver, share_point, version, wrap)
+                    driver, share_point, version)
 from . import _core
+from ._frameworks import share, install, wrap, Shared, ArrayView
+from . import _frameworks
 
 __version__ = version
 
@@ -46,11 +54,20 @@ __all__ = [
     "ExporterGoneError", "Device", "Stream", "Event", "Kernel", "LaunchConfig", "Pool",
     "Buffer", "BufferBatch", "Slab", "VMM", "Channel", "Listener", "devices",
     "current_device", "launch", "listen", "driver",
-    "share_point", "wrap",
+    "share_point", "wrap", "share", "install", "Shared", "ArrayView",
 ]
 
-# The share point stops at exit (its socket file removed), waiting
-# $CUCORE_SHARE_EXIT_WAIT_MS (default 0) for its leases. A pickle of an
-# object with memory after this (a daemon thread, a later atexit handler)
-# raises instead of starting another.
-atexit.register(_core._share_exit)
+def _exit():
+    """The share point stops at exit (its socket file removed), waiting
+    install()'s time, else $CUCORE_SHARE_EXIT_WAIT_MS (default 0), for its
+    leases; what it gave up is written to stderr. A pickle of an object
+    with memory after this (a daemon thread, a later atexit handler) raises
+    instead of starting another."""
+    ms = _frameworks.exit_wait_ms()
+    if ms and _core._share_stats()["holds"]:
+        sys.stderr.write("cucore: process %d is exiting: waiting up to %d ms for other "
+                         "processes to release its memory\n" % (os.getpid(), ms))
+    _core._share_exit(ms)
+
+
+atexit.register(_exit)

@@ -1,42 +1,46 @@
 """The objects users already have, crossing processes as themselves.
 
 ``share(x)`` takes any CUDA array (``__cuda_array_interface__`` v2/v3 or
-``__dlpack__`` on a CUDA device): the library finds how its memory was
-allocated (``cuc_memory_kind``: ``cudaMalloc`` memory by legacy IPC, an
-allocation of an IPC-capable pool through that pool, PyTorch's expandable
-segments as VMM chunks by fd), keeps ``x`` alive while anything of it is
-leased, and the result pickles so that the receiver gets the same kind of
-object back: a torch tensor, a CuPy array, a numba device array, a
-cuda.core Buffer, or a cucore array view when it lacks that framework.
+``__dlpack__`` on a CUDA device, a torch tensor, a cuda.core Buffer): the
+library finds how its memory was allocated (``cuc_memory_kind``:
+``cudaMalloc`` memory by legacy IPC, an allocation of an IPC-capable pool
+through that pool, PyTorch's expandable segments as VMM chunks by fd),
+keeps ``x`` alive while anything of it is leased, and the result pickles
+so that the receiver gets the same kind of object back: a torch tensor, a
+CuPy array, a numba device array, a cuda.core Buffer, or an ArrayView when
+it lacks that framework.
 
-``install("torch")`` makes ``torch.multiprocessing`` send CUDA tensors and
-storages this way (by UUID, with leases, without pidfd);
-``install("cuda.core")`` makes cuda.core's Device, LaunchConfig, Stream and
-Buffer pickle as cucore's do. Frameworks are imported only when asked for.
+``install("torch")`` makes every ForkingPickler (``torch.multiprocessing``)
+send CUDA tensors and storages this way (by UUID, with leases, without
+pidfd); ``install("cuda.core")`` makes cuda.core's Device, LaunchConfig,
+Stream and Buffer pickle as cucore's do. Frameworks are imported only when
+asked for. The binding (cucore._core) calls _span, _cuda_stream and
+kernel_from_numba here: what another library's object is, is found here.
 """
+import collections
 import copyreg
 import os
-import sys
+import re
+import struct
+import threading
+import weakref
 
 from . import _core
 from ._errors import Error, NotSerializableError
 
 # DLPack type codes (dlpack.h: DLDataTypeCode)
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_COMPLEX, _DL_BOOL = 0, 1, 2, 4, 5, 6
+_U8 = (_DL_UINT, 8, 1)
+_TYPESTR_CODE = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT, "c": _DL_COMPLEX, "b": _DL_BOOL}
+_CODE_TYPESTR = {v: k for k, v in _TYPESTR_CODE.items()}
+_MAX_DIMS = 64
 
-_TYPESTR_CODE = {"i": _DL_INT, "u": _DL_UINT, "f": _DL_FLOAT, "c": _DL_COMPLEX,
-                 "b": _DL_BOOL}
-
-
-class ArrayDesc(tuple):
-    """(ptr, nbytes, shape, strides in bytes, (code, bits, lanes))."""
-    __slots__ = ()
-
-    def __new__(cls, ptr, nbytes, shape, strides, dtype):
-        return tuple.__new__(cls, (ptr, nbytes, tuple(shape), tuple(strides), dtype))
+# An array's memory: its first element's address, the bytes from there to
+# past its last, its shape, strides in bytes and DLPack (code, bits, lanes).
+ArrayDesc = collections.namedtuple("ArrayDesc", "ptr nbytes shape strides dtype")
 
 
-def _contiguous_strides(shape, itemsize):
+def _contiguous(shape, itemsize):
     strides, step = [], itemsize
     for n in reversed(shape):
         strides.append(step)
@@ -45,79 +49,204 @@ def _contiguous_strides(shape, itemsize):
 
 
 def _extent(shape, strides, itemsize):
-    """Bytes from the first element to past the last (0 for an empty array)."""
+    """Bytes from the first element to past the last (0 when empty)."""
     if any(n == 0 for n in shape):
         return 0
-    hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
-    lo = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
-    if lo < 0:
-        raise Error("CUC_E_INVALID", "an array with negative strides cannot be shared "
-                    "as itself: copy it (x.copy()) first")
-    return hi + itemsize
+    if any(s < 0 for s in strides):
+        raise Error("CUC_E_INVALID", "an array with negative strides is not shared as "
+                    "itself: share a copy of it")
+    return sum((n - 1) * s for n, s in zip(shape, strides)) + itemsize
 
 
 def _from_cai(cai):
-    ptr = cai["data"][0] or 0
     typestr = cai["typestr"]
-    code = _TYPESTR_CODE.get(typestr[1])
-    if code is None or typestr[0] == ">":
-        raise Error("CUC_E_NOT_SUPPORTED", "__cuda_array_interface__ typestr %r: cucore "
-                    "shares little-endian ints, floats, complex and bools" % typestr)
+    code = _TYPESTR_CODE.get(typestr[1:2])
+    if code is None or typestr[0] == ">" or cai.get("mask") is not None:
+        raise Error("CUC_E_NOT_SUPPORTED", "__cuda_array_interface__ typestr %r%s: cucore "
+                    "shares little-endian ints, floats, complex and bools, unmasked" %
+                    (typestr, " with a mask" if cai.get("mask") is not None else ""))
     itemsize = int(typestr[2:])
-    shape = tuple(cai["shape"])
-    strides = cai.get("strides") or _contiguous_strides(shape, itemsize)
+    shape = tuple(int(n) for n in cai["shape"])
+    strides = tuple(int(s) for s in (cai.get("strides") or _contiguous(shape, itemsize)))
+    ptr = cai["data"][0] or 0
     return ArrayDesc(ptr, _extent(shape, strides, itemsize), shape, strides,
                      (code, itemsize * 8, 1))
 
 
-def _torch_desc(t):
-    import torch
-    code = {True: _DL_FLOAT}.get(t.dtype.is_floating_point)
-    if t.dtype == torch.bfloat16:
-        code = _DL_BFLOAT
-    elif t.dtype == torch.bool:
-        code = _DL_BOOL
-    elif t.dtype.is_complex:
-        code = _DL_COMPLEX
-    elif not t.dtype.is_floating_point:
-        code = _DL_INT if t.dtype.is_signed else _DL_UINT
-    size = t.element_size()
-    strides = tuple(s * size for s in t.stride())
-    return ArrayDesc(t.data_ptr(), _extent(tuple(t.shape), strides, size), tuple(t.shape),
-                     strides, (code, size * 8, 1))
+def _from_dlpack(cap):
+    """The ArrayDesc of a DLPack capsule (consumed: its deleter runs)."""
+    ptr, (dev_type, _), shape, strides, dtype = _core.dlpack_describe(cap)
+    code, bits, lanes = dtype
+    shape = struct.unpack("%dq" % (len(shape) // 8), shape)
+    if strides is not None:
+        strides = struct.unpack("%dq" % len(shape), strides)
+    if dev_type not in (2, 3, 13):  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+        raise Error("CUC_E_INVALID", "a DLPack tensor on device type %d: cucore shares "
+                    "CUDA memory (device types 2, 3, 13)" % dev_type)
+    if not bits or bits * lanes % 8:
+        raise Error("CUC_E_NOT_SUPPORTED", "a DLPack tensor of %d-bit x %d elements: cucore "
+                    "shares whole bytes" % (bits, lanes))
+    item = bits * lanes // 8
+    strides = _contiguous(shape, item) if strides is None else tuple(s * item for s in strides)
+    if any(n < 0 for n in shape):
+        raise Error("CUC_E_INVALID", "a DLPack tensor of shape %s" % (shape,))
+    return ArrayDesc(ptr, _extent(shape, strides, item), shape, strides, dtype)
 
 
 def _framework_of(x):
     mod = type(x).__module__.split(".")[0]
     if mod == "cuda":
         return "cuda.core"
-    return mod if mod in ("torch", "cupy", "numba") else "cucore"
+    if mod == "numba_cuda":
+        return "numba"
+    return mod if mod in ("torch", "cupy", "numba") else "array"
 
 
-def describe(x):
-    """What x is: its framework and an ArrayDesc of its memory."""
-    fw = _framework_of(x)
-    if fw == "torch":
-        if not x.is_cuda:
-            raise Error("CUC_E_INVALID", "a CPU tensor: share() is for CUDA memory; "
-                        "pickle it as usual")
-        return fw, _torch_desc(x)
+def _describe(x, fw):
+    """(ArrayDesc, stream): the stream the producer's work on x is ordered
+    on, as the CUDA Array Interface names it (an int; None: the legacy
+    default stream)."""
     if fw == "cuda.core" and hasattr(x, "handle") and hasattr(x, "size"):
         n = int(x.size)
-        return fw, ArrayDesc(int(x.handle), n, (n,), (1,), (_DL_UINT, 8, 1))
+        return ArrayDesc(int(x.handle), n, (n,), (1,), _U8), None
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is not None:
-        return fw, _from_cai(cai)
+        return _from_cai(cai), cai.get("stream")
     if hasattr(x, "__dlpack__"):
-        return fw, ArrayDesc(*_core.dlpack_describe(x))
-    raise Error("CUC_E_INVALID", "%s has neither __cuda_array_interface__ nor "
-                "__dlpack__: share() takes CUDA arrays" % type(x).__name__)
+        try:  # ready for the legacy default stream, which share() then waits for
+            cap = x.__dlpack__(stream=1)
+        except TypeError:
+            cap = x.__dlpack__()
+        return _from_dlpack(cap), None
+    raise Error("CUC_E_INVALID", "a %s has neither __cuda_array_interface__ nor __dlpack__: "
+                "share() and copies take CUDA arrays" % type(x).__name__)
+
+
+def _span(x):
+    """(ptr, bytes) of a contiguous CUDA array: Buffer.copy_from/copy_to."""
+    if _framework_of(x) == "torch":
+        desc = _torch_desc(x)
+    else:
+        desc = _describe(x, _framework_of(x))[0]
+    if desc.strides != _contiguous(desc.shape, desc.dtype[1] * desc.dtype[2] // 8):
+        raise Error("CUC_E_INVALID", "a copy of a non-contiguous array (shape %s, strides %s "
+                    "bytes): make it contiguous first" % (desc.shape, desc.strides))
+    return desc.ptr, desc.nbytes
+
+
+def _torch_desc(t):
+    import torch
+    if not t.is_cuda:
+        raise Error("CUC_E_INVALID", "a CPU tensor: cucore shares and copies CUDA memory "
+                    "(pickle a CPU tensor as usual)")
+    if t.dtype == torch.bfloat16:
+        code = _DL_BFLOAT
+    elif t.dtype == torch.bool:
+        code = _DL_BOOL
+    elif t.dtype.is_complex:
+        code = _DL_COMPLEX
+    elif t.dtype.is_floating_point:
+        code = _DL_FLOAT
+    else:
+        code = _DL_INT if t.dtype.is_signed else _DL_UINT
+    size = t.element_size()
+    strides = tuple(s * size for s in t.stride())
+    shape = tuple(t.shape)
+    return ArrayDesc(t.data_ptr(), _extent(shape, strides, size), shape, strides,
+                     (code, size * 8, 1))
+
+
+class _Handle:
+    """A CUstream as an int (a CUDA Array Interface's stream) with its
+    device, for cucore.Stream."""
+    __slots__ = ("handle", "device")
+
+    def __init__(self, handle, device):
+        self.handle, self.device = handle, device
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def _cuda_stream(x):
+    """(CUstream, device) of another library's stream: what its
+    __cuda_stream__() gives, on its .device (cuda.core's, PyTorch's) or
+    .device_id (CuPy's), else the current device (else 0)."""
+    if not hasattr(x, "__cuda_stream__"):
+        raise TypeError("expected a cucore.Stream, an object with __cuda_stream__, or None, "
+                        "not %s" % type(x).__name__)
+    _, handle = x.__cuda_stream__()
+    dev = getattr(x, "device", None)
+    if dev is None:
+        dev = getattr(x, "device_id", None)
+    if dev is None:
+        dev = _core.current_device() or 0
+    return handle, dev
+
+
+def _wait(stream, device):
+    """Waits for the producer's work: stream (a cucore.Stream, an object
+    with __cuda_stream__, an int CUstream; None: device's legacy default
+    stream)."""
+    if stream is None:
+        _core.Stream.legacy(device).synchronize()
+    else:
+        _core.Stream(_Handle(stream, device) if isinstance(stream, int) else stream).synchronize()
+
+
+# Memory this process received, by id: sending it on (A -> B -> C) sends
+# the Buffer it arrived as (the driver does not export it again).
+_received = {}
+
+
+def _remember(mem):
+    _received[id(mem)] = weakref.ref(mem, lambda _, k=id(mem): _received.pop(k, None))
+
+
+def _adopt(ptr, nbytes, owner):
+    """(mem, offset) of nbytes at ptr: adopted (owner kept meanwhile), or
+    the received Buffer it is part of."""
+    try:
+        return _core.adopt(ptr, nbytes, owner)
+    except Error:
+        for ref in list(_received.values()):
+            m = ref()
+            if (m is not None and not m.closed and m.ptr <= ptr and
+                    ptr + nbytes <= m.ptr + m.size):
+                return m, ptr - m.ptr
+        raise
+
+
+def _device_of_empty(x):
+    for d in (getattr(x, "device", None), getattr(x, "device_id", None)):
+        if d is not None:
+            try:
+                return _core.Device(d)
+            except (TypeError, Error):
+                pass
+    return _core.current_device() or _core.Device(0)
+
+
+def wrap(device, ptr, size):
+    """Memory from cuMemAlloc / cudaMalloc on device, size bytes at ptr, as
+    a Buffer that does not own it (legacy CUDA IPC): keep it allocated while
+    the Buffer and its leases live. share() keeps the array itself alive,
+    and takes pool and VMM memory too."""
+    dev = _core.Device(device)
+    mem, _ = _core.adopt(ptr, size, None)
+    if isinstance(mem, _core.Buffer) and mem.is_wrapped and mem.device is dev:
+        return mem
+    raise Error("CUC_E_INVALID", "wrap(%s, %#x, %d): not cuMemAlloc memory of that device "
+                "(%s): share() takes an array of pool or VMM memory" %
+                (dev.uuid, ptr, size, "a pool's or VMM memory" if mem.device is dev
+                 else "memory of " + mem.device.uuid))
 
 
 class Shared:
     """A CUDA array shared as itself: pickle it; the receiver gets the same
-    kind of object (see share()). Keeps the array alive while any receiver
-    leases its memory."""
+    kind of object (see share()). Its memory (a Buffer or VMM resource; a
+    Device for an empty array) keeps the array alive while any receiver
+    leases it."""
     __slots__ = ("mem", "offset", "desc", "framework", "meta", "__weakref__")
 
     def __init__(self, mem, offset, desc, framework, meta=None):
@@ -130,80 +259,117 @@ class Shared:
                               self.framework, self.meta))
 
     def __repr__(self):
-        return "<cucore.Shared %s %s of %d bytes>" % (self.framework, self.desc[2],
-                                                       self.desc[1])
+        return "<cucore.Shared %s %s, %d bytes>" % (self.framework, self.desc.shape,
+                                                    self.desc.nbytes)
 
 
 def share(x, stream=None):
-    """x (any CUDA array: a torch tensor, CuPy array, numba device array,
+    """x, any CUDA array (a torch tensor, CuPy array, numba device array,
     cuda.core Buffer, or anything with __cuda_array_interface__ or
-    __dlpack__ on a CUDA device) as a Shared that pickles by UUID and
-    leases. The work queued on x so far must be done before a receiver
-    reads it: share() waits for stream (an object with __cuda_stream__, or
-    None: the framework's current stream for torch, the legacy default
-    stream otherwise)."""
-    fw, desc = describe(x)
-    _sync_before(fw, x, stream)
-    mem, offset = _core.adopt(desc[0], max(desc[1], 1), x)
-    return Shared(mem, offset, desc, fw)
-
-
-def _sync_before(fw, x, stream):
-    if stream is not None:
-        _core.stream_sync(stream)
-    elif fw == "torch":
-        import torch
-        torch.cuda.current_stream(x.device).synchronize()
+    __dlpack__ on a CUDA device), as a Shared that pickles by UUID and
+    leases; x is kept until no receiver leases its memory. The work queued
+    on x must be done before a receiver reads it: share() waits for stream
+    (a cucore.Stream or anything with __cuda_stream__), by default for
+    PyTorch's current stream of x's device, the stream its
+    __cuda_array_interface__ names, else the device's legacy default
+    stream (which waits for blocking streams only)."""
+    if isinstance(x, Shared):
+        return x
+    if isinstance(x, (_core.Buffer, _core.VMM)):  # cucore's own memory: itself
+        return Shared(x, 0, ArrayDesc(x.ptr, x.size, (x.size,), (1,), _U8), "array")
+    fw = _framework_of(x)
+    if fw == "torch":
+        return _torch_shared(x, stream, grad=False)
+    desc, producer = _describe(x, fw)
+    if desc.nbytes == 0:
+        mem, offset = _device_of_empty(x), 0
     else:
-        _core.stream_sync(None, _core.memory_device(_describe_ptr(x)))
-
-
-def _describe_ptr(x):
-    return describe(x)[1][0]
+        mem, offset = _adopt(desc.ptr, desc.nbytes, x)
+    _wait(producer if stream is None else stream, mem.device if desc.nbytes else mem)
+    return Shared(mem, offset, desc, fw)
 
 
 class ArrayView:
     """Received memory as an array: __cuda_array_interface__ and __dlpack__
-    over a cucore Buffer or VMM resource, which it keeps open."""
+    of shape, strides (bytes) and DLPack dtype over a cucore Buffer or VMM
+    resource (a Device for an empty array), which it keeps."""
     __slots__ = ("mem", "offset", "nbytes", "shape", "strides", "dtype", "__weakref__")
 
     def __init__(self, mem, offset, nbytes, shape, strides, dtype):
         self.mem, self.offset, self.nbytes = mem, offset, nbytes
-        self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), tuple(dtype)
+        self.shape, self.strides, self.dtype = shape, strides, dtype
 
     @property
     def ptr(self):
-        return self.mem.ptr + self.offset
+        return self.mem.ptr + self.offset if self.nbytes else 0
 
     @property
     def device(self):
-        return self.mem.device
+        return self.mem if isinstance(self.mem, _core.Device) else self.mem.device
 
     @property
     def __cuda_array_interface__(self):
         code, bits, lanes = self.dtype
-        kind = {_DL_INT: "i", _DL_UINT: "u", _DL_FLOAT: "f", _DL_COMPLEX: "c",
-                _DL_BOOL: "b"}.get(code)
+        kind = _CODE_TYPESTR.get(code)
         if kind is None or lanes != 1:
-            raise AttributeError("__cuda_array_interface__ has no typestr for DLPack "
-                                 "type code %d (bfloat16?): use __dlpack__" % code)
-        return {"shape": self.shape, "typestr": "<%s%d" % (kind, bits // 8),
+            raise AttributeError("__cuda_array_interface__ has no typestr for DLPack type "
+                                 "(%d, %d, %d) (bfloat16?): use __dlpack__" % self.dtype)
+        return {"shape": self.shape, "typestr": "%s%s%d" % ("|" if bits == 8 else "<", kind,
+                                                           bits // 8),
                 "data": (self.ptr, False), "strides": self.strides, "version": 3,
                 "stream": None}
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        return _core.dlpack_view(self.mem, self.offset, self.shape, self.strides,
-                                 self.dtype, stream)
+        if copy:
+            raise BufferError("__dlpack__(copy=True): an ArrayView is shared, not copied")
+        if isinstance(self.mem, _core.Device):
+            raise BufferError("__dlpack__ of an empty ArrayView (it has no memory): use its "
+                              "__cuda_array_interface__, or its shape")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError("__dlpack__(dl_device=%r): the memory is on %r and is shared, "
+                              "not copied" % (dl_device, self.__dlpack_device__()))
+        item = self.dtype[1] * self.dtype[2] // 8
+        dims = struct.pack("%dq" % (2 * len(self.shape)), *self.shape,
+                           *(s // item for s in self.strides))
+        return _core.dlpack_view(self.mem, self.offset, dims, self.dtype, stream)
 
     def __dlpack_device__(self):
-        return self.mem.__dlpack_device__()
+        if isinstance(self.mem, _core.Buffer):
+            return self.mem.__dlpack_device__()
+        return (2, self.device.ordinal)  # kDLCUDA
 
     def __repr__(self):
         return "<cucore.ArrayView %s dtype %s on %s>" % (self.shape, self.dtype,
                                                          self.device.uuid)
 
 
+def _checked(mem, offset, nbytes, shape, strides, dtype):
+    """The view's fields, from a peer's bytes: a view that reaches outside
+    its memory, or is not a view at all, is refused (CUC_E_BADMSG)."""
+    def ints(v):
+        return isinstance(v, tuple) and all(type(i) is int for i in v)
+    ok = (isinstance(mem, (_core.Buffer, _core.VMM, _core.Device)) and ints(shape) and
+          ints(strides) and ints(dtype) and len(dtype) == 3 and type(offset) is int and
+          type(nbytes) is int and len(shape) == len(strides) <= _MAX_DIMS)
+    if ok:
+        code, bits, lanes = dtype
+        item = bits * lanes // 8
+        ok = (0 <= code < 256 and 0 < bits < 256 and bits % 8 == 0 and 0 < lanes < 65536 and
+              all(n >= 0 for n in shape) and all(s >= 0 and s % item == 0 for s in strides))
+    if ok:
+        size = 0 if isinstance(mem, _core.Device) else mem.size
+        ok = (nbytes == _extent(shape, strides, item) and 0 <= offset and
+              (nbytes == 0 or offset + nbytes <= size))
+    if not ok:
+        raise Error("CUC_E_BADMSG", "a shared array that does not fit its memory: offset %r, "
+                    "%r bytes, shape %r, strides %r, dtype %r" % (offset, nbytes, shape,
+                                                                   strides, dtype))
+
+
 def _load_array(mem, offset, nbytes, shape, strides, dtype, framework, meta):
+    _checked(mem, offset, nbytes, shape, strides, dtype)
+    if not isinstance(mem, _core.Device):
+        _remember(mem)
     view = ArrayView(mem, offset, nbytes, shape, strides, dtype)
     rebuild = _REBUILD.get(framework)
     if rebuild is None:
@@ -216,14 +382,20 @@ def _load_array(mem, offset, nbytes, shape, strides, dtype, framework, meta):
 
 def _rebuild_torch(view, meta):
     import torch
-    t = torch.from_dlpack(view)
-    if meta is not None:  # install("torch"): the tensor over its storage
-        dtype_name, size, stride, storage_offset, requires_grad = meta
-        dtype = getattr(torch, dtype_name)
-        t = torch.empty(0, dtype=dtype, device=t.device).set_(
-            t.untyped_storage(), storage_offset, size, stride)
-        t.requires_grad_(requires_grad)
-    return t
+    dtype_name, size, stride, offset, requires_grad, param = meta
+    dtype = getattr(torch, dtype_name)
+    if not isinstance(dtype, torch.dtype):
+        raise Error("CUC_E_BADMSG", "a shared tensor of dtype %r" % dtype_name)
+    if view.nbytes == 0:
+        t = torch.empty_strided(size, stride, dtype=dtype,
+                                device=torch.device("cuda", view.device.ordinal))
+    else:  # the tensor over its whole storage, as the sender's
+        storage = torch.from_dlpack(view).untyped_storage()
+        t = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, size,
+                                                                    stride)
+    if param:
+        return torch.nn.Parameter(t, requires_grad=requires_grad)
+    return t.requires_grad_(requires_grad)
 
 
 def _rebuild_cupy(view, meta):
@@ -239,69 +411,145 @@ def _rebuild_numba(view, meta):
 
 
 def _rebuild_cudacore(view, meta):
-    from cuda.core import Buffer
-    return Buffer.from_handle(view.ptr, view.nbytes, owner=view)
+    return _cc_module().Buffer.from_handle(view.ptr, view.nbytes, owner=view)
 
 
 _REBUILD = {"torch": _rebuild_torch, "cupy": _rebuild_cupy, "numba": _rebuild_numba,
             "cuda.core": _rebuild_cudacore}
 
 
-# ---- install("torch") ----
+# ---- torch: a tensor over its whole storage (one import per storage) ----
 
-def _reduce_cuda_storage_of(t):
-    """The tensor t through its whole storage (one import per storage)."""
+_tls = threading.local()  # .waited: (device, stream) pairs waited for in this dumps
+
+
+def _torch_wait(t, stream):
+    """Waits for the tensor's producer: stream, else PyTorch's current
+    stream of its device, once per ForkingPickler.dumps (install): no
+    reducer queues GPU work between the tensors of one dumps."""
     import torch
+    if stream is not None:
+        return _wait(stream, t.device)
+    s = torch.cuda.current_stream(t.device)
+    waited = getattr(_tls, "waited", None)
+    if waited is not None:
+        key = (s.device_index, s.cuda_stream)
+        if key in waited:
+            return
+        waited.add(key)
+    s.synchronize()
+
+
+def _torch_shared(t, stream, grad):
+    import torch
+    if not t.is_cuda:
+        raise Error("CUC_E_INVALID", "a CPU tensor: cucore shares CUDA memory (pickle a "
+                    "CPU tensor as usual)")
+    if grad and t.requires_grad and not t.is_leaf:
+        raise RuntimeError("Cowardly refusing to serialize non-leaf tensor which requires_grad, "
+                           "since autograd does not support crossing process boundaries. "
+                           "If you just want to transfer the data, call detach() on the "
+                           "tensor before serializing (e.g., putting it on the queue).")
     storage = t.untyped_storage()
     base, nbytes = storage.data_ptr(), storage.nbytes()
-    torch.cuda.current_stream(t.device).synchronize()
-    mem, offset = _core.adopt(base, max(nbytes, 1), storage)
-    meta = (str(t.dtype).split(".")[1], tuple(t.size()), tuple(t.stride()),
-            t.storage_offset(), bool(t.requires_grad))
-    return Shared(mem, offset, ArrayDesc(base, nbytes, (nbytes,), (1,), (_DL_UINT, 8, 1)),
-                  "torch", meta)
+    meta = (str(t.dtype)[len("torch."):], tuple(t.size()), tuple(t.stride()),
+            t.storage_offset(), bool(grad and t.requires_grad),
+            bool(grad and isinstance(t, torch.nn.Parameter)))
+    if nbytes == 0:
+        mem, offset = _core.Device(t.device), 0
+    else:
+        _torch_wait(t, stream)
+        mem, offset = _adopt(base, nbytes, storage)
+    return Shared(mem, offset, ArrayDesc(base, nbytes, (nbytes,), (1,), _U8), "torch", meta)
 
 
-def _install_torch(exit_wait_s):
+def _storage_of(tensor):
+    return tensor.untyped_storage()
+
+
+def _typed_storage_of(tensor, dtype_name):
+    import torch
+    return torch.TypedStorage(wrap_storage=tensor.untyped_storage(),
+                              dtype=getattr(torch, dtype_name), _internal=True)
+
+
+_installed = set()
+_exit_wait_ms = None  # install()'s, else $CUCORE_SHARE_EXIT_WAIT_MS
+
+
+def _install_torch():
     import torch
     import torch.multiprocessing.reductions as red
     from multiprocessing.reduction import ForkingPickler
 
     red.init_reductions()
-    plain = dict(ForkingPickler._extra_reducers)
+    torch_reducers = {red.reduce_tensor: "tensor", red.reduce_storage: "storage"}
+    for name in ("reduce_typed_storage", "reduce_typed_storage_child"):
+        if hasattr(red, name):
+            torch_reducers[getattr(red, name)] = "typed"
 
-    def reduce_tensor(t):
-        if not t.is_cuda:
-            return plain[type(t)](t)
-        return _reduce_cuda_storage_of(t).__reduce__()
+    def on_tensor(plain):
+        def reduce(t):
+            if not t.is_cuda or t.layout != torch.strided or t.is_nested:
+                return plain(t)  # CPU (and sparse, nested) tensors: torch's own
+            return _torch_shared(t, None, grad=True).__reduce__()
+        return reduce
 
-    def reduce_storage(s):
-        if s.device.type != "cuda":
-            return plain[type(s)](s)
-        t = torch.empty(0, dtype=torch.uint8, device=s.device).set_(s.untyped(), 0,
-                                                                     (s.nbytes(),), (1,))
-        rebuilt = _reduce_cuda_storage_of(t).__reduce__()
-        return (_storage_of, rebuilt)
+    def on_storage(plain, typed):
+        def reduce(s):
+            if s.device.type != "cuda":
+                return plain(s)
+            u = s._untyped_storage if typed else s
+            t = torch.empty(0, dtype=torch.uint8, device=s.device).set_(u, 0, (u.nbytes(),),
+                                                                         (1,))
+            shared = _torch_shared(t, None, grad=False)  # loads as that tensor
+            if typed:
+                return (_typed_storage_of, (shared, str(s.dtype)[len("torch."):]))
+            return (_storage_of, (shared,))
+        return reduce
 
-    for cls, reducer in plain.items():
-        if reducer is red.reduce_tensor:
-            ForkingPickler.register(cls, reduce_tensor)
-        elif reducer in (red.reduce_storage, getattr(red, "reduce_typed_storage", None),
-                         getattr(red, "reduce_typed_storage_child", None)):
-            ForkingPickler.register(cls, reduce_storage)
-    _core.share_exit_wait(int(exit_wait_s * 1000))
+    for cls, plain in list(ForkingPickler._extra_reducers.items()):
+        kind = torch_reducers.get(plain)
+        if kind == "tensor":
+            ForkingPickler.register(cls, on_tensor(plain))
+        elif kind is not None:
+            ForkingPickler.register(cls, on_storage(plain, kind == "typed"))
+    _wrap_dumps(ForkingPickler)
 
 
-def _storage_of(*args):
-    return _load_array(*args).untyped_storage()
+def _wrap_dumps(pickler):
+    """Marks each ForkingPickler.dumps, so that the tensors of one dumps
+    wait for their stream once."""
+    if getattr(pickler.dumps, "_cucore", False):
+        return
+    plain = pickler.dumps.__func__
+
+    def dumps(cls, obj, protocol=None):
+        outer = getattr(_tls, "waited", None)
+        if outer is None:
+            _tls.waited = set()
+        try:
+            return plain(cls, obj, protocol)
+        finally:
+            if outer is None:
+                _tls.waited = None
+    dumps._cucore = True
+    pickler.dumps = classmethod(dumps)
 
 
-# ---- install("cuda.core") ----
+# ---- cuda.core ----
+
+def _cc_module():
+    try:
+        import cuda.core as cc
+        cc.Device
+    except (ImportError, AttributeError):
+        import cuda.core.experimental as cc
+    return cc
+
 
 def _cc_device(uuid):
-    from cuda.core import Device
-    from . import Device as CDevice
-    return Device(CDevice(uuid=uuid).ordinal)
+    return _cc_module().Device(_core.Device(uuid=uuid).ordinal)
 
 
 def _reduce_cc_device(d):
@@ -309,27 +557,29 @@ def _reduce_cc_device(d):
     return (_cc_device, (u if u.startswith("GPU-") else "GPU-" + u,))
 
 
-def _cc_launch_config(grid, block, cluster, shmem, cooperative):
-    from cuda.core import LaunchConfig
-    kw = {"grid": grid, "block": block, "shmem_size": shmem}
-    if cluster is not None:
-        kw["cluster"] = cluster
-    if cooperative:
-        kw["is_cooperative"] = True
-    return LaunchConfig(**kw)
+_CC_CONFIG = ("grid", "cluster", "block", "shmem_size", "is_cooperative",
+              "programmatic_stream_serialization")
+
+
+def _cc_launch_config(fields):
+    return _cc_module().LaunchConfig(**fields)
 
 
 def _reduce_cc_launch_config(c):
-    return (_cc_launch_config, (tuple(c.grid), tuple(c.block),
-                                tuple(c.cluster) if c.cluster else None,
-                                int(c.shmem_size), bool(getattr(c, "is_cooperative", False))))
+    fields = {}
+    for name in _CC_CONFIG:
+        v = getattr(c, name, None)
+        if v is not None:
+            fields[name] = tuple(v) if isinstance(v, (tuple, list)) else v
+    return (_cc_launch_config, (fields,))
 
 
 def _reduce_cc_stream(s):
     raise NotSerializableError(
         "CUC_E_NOT_SERIALIZABLE", "a cuda.core Stream is a handle valid only in the process "
-        "that created it: send an IPC event (cucore.Event(dev, ipc=True)) recorded on it, "
-        "or create a stream in the receiver")
+        "that created it: send a cucore.Event(dev, ipc=True) recorded on it and have the "
+        "receiver wait on it from a stream of its own, or send cucore.Stream.legacy(dev) / "
+        "Stream.per_thread(dev)")
 
 
 def _reduce_cc_buffer(b):
@@ -337,23 +587,81 @@ def _reduce_cc_buffer(b):
 
 
 def _install_cudacore():
-    import cuda.core as cc
+    cc = _cc_module()
     copyreg.pickle(cc.Device, _reduce_cc_device)
     copyreg.pickle(cc.LaunchConfig, _reduce_cc_launch_config)
     copyreg.pickle(cc.Stream, _reduce_cc_stream)
     copyreg.pickle(cc.Buffer, _reduce_cc_buffer)
 
 
-def install(name, exit_wait_s=30.0):
-    """Makes a framework's objects cross processes through cucore:
-    "torch" (CUDA tensors and storages in torch.multiprocessing and every
-    ForkingPickler, by UUID and leases; a producer that exits waits up to
-    exit_wait_s for its consumers' leases, and says what it gave up) or
-    "cuda.core" (Device by UUID, LaunchConfig without a stream, a created
-    Stream refused saying what to send, Buffer as share() does)."""
+def _install_arrays(cls):
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler.register(cls, lambda x: share(x).__reduce__())
+
+
+def _array_class(name):
+    if name == "cupy":
+        import cupy
+        return cupy.ndarray
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    return DeviceNDArray
+
+
+def install(name, exit_wait_s=None):
+    """Makes a framework's objects cross processes through cucore: "torch"
+    (CUDA tensors and storages in every ForkingPickler, torch.multiprocessing's
+    included, by UUID and leases; CPU tensors stay torch's), "cuda.core"
+    (Device by UUID, LaunchConfig without a stream, a created Stream refused
+    saying what to send, Buffer as share() does), or any array class
+    ("cupy": cupy.ndarray, "numba": its DeviceNDArray, or the class itself)
+    whose objects every ForkingPickler then sends as share() does. At exit this process
+    waits up to exit_wait_s (default: $CUCORE_SHARE_EXIT_WAIT_MS, else 30 s
+    once "torch" is installed, else 0) for other processes' leases of its
+    memory, and says what it gave up."""
+    global _exit_wait_ms
     if name == "torch":
-        _install_torch(exit_wait_s)
+        if name not in _installed:
+            _install_torch()
+        if (exit_wait_s is None and _exit_wait_ms is None and
+                "CUCORE_SHARE_EXIT_WAIT_MS" not in os.environ):
+            exit_wait_s = 30.0
     elif name in ("cuda.core", "cuda_core"):
-        _install_cudacore()
+        if "cuda.core" not in _installed:
+            _install_cudacore()
+        name = "cuda.core"
+    elif name in ("cupy", "numba") or isinstance(name, type):
+        _install_arrays(name if isinstance(name, type) else _array_class(name))
     else:
-        raise ValueError("install(%r): cucore installs into 'torch' or 'cuda.core'" % name)
+        raise ValueError("install(%r): cucore installs into \"torch\", \"cuda.core\", "
+                         "\"cupy\", \"numba\" or an array class" % (name,))
+    _installed.add(name)
+    if exit_wait_s is not None:
+        _exit_wait_ms = max(0, int(exit_wait_s * 1000))
+
+
+def exit_wait_ms():
+    """How long the exit waits for leases: install()'s, else
+    $CUCORE_SHARE_EXIT_WAIT_MS, else 0."""
+    if _exit_wait_ms is not None:
+        return _exit_wait_ms
+    try:
+        return max(0, int(os.environ.get("CUCORE_SHARE_EXIT_WAIT_MS", "0")))
+    except ValueError:
+        return 0
+
+
+# ---- numba ----
+
+def kernel_from_numba(cls, dispatcher, signature):
+    """Kernel.from_numba: the dispatcher's kernel compiled for signature
+    (numba's compile()), as its PTX for the current device, whose one
+    .entry names it."""
+    kernel = dispatcher.compile(signature)
+    ptx = dispatcher.inspect_asm(tuple(kernel.argument_types))
+    names = re.findall(r"\.entry\s+([\w$%]+)", ptx)
+    if len(names) != 1:
+        raise Error("CUC_E_INVALID", "Kernel.from_numba: the PTX of %r has %d entries (%s), "
+                    "not one" % (signature, len(names), ", ".join(names)))
+    return cls(ptx.encode(), names[0], kind="ptx")
+

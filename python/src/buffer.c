@@ -128,7 +128,6 @@ static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
     Py_ssize_t i;
     int bad = 0;
 
-    (void)cls;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O", names, &arg, &so) || stream_arg(so, &s))
         return NULL;
     t = PySequence_Tuple(arg); /* a copy: nothing the drops run can change it */
@@ -144,7 +143,6 @@ static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
 
 static PyObject *buf_enter(PyObject *self, PyObject *noargs)
 {
-    (void)noargs;
     return handle_live(self, "buffer") ? NULL : Py_NewRef(self);
 }
 
@@ -152,7 +150,6 @@ static PyObject *buf_exit(PyObject *self, PyObject *args)
 {
     int rc;
 
-    (void)args;
     if (closable((PyBuffer *)self, "leaving the with block", ""))
         return NULL;
     rc = buffer_drop((PyBuffer *)self, NULL);
@@ -162,40 +159,11 @@ static PyObject *buf_exit(PyObject *self, PyObject *args)
 #define B(o) ((cuc_buffer *)H(o))
 #define LIVE(o) (handle_live(o, "buffer") == 0)
 
-static int buffer_span(PyObject *self, struct span *out)
-{
-    PyBuffer *o = (PyBuffer *)self;
-
-    if (buffer_ready(o))
-        return -1;
-    out->ptr = cuc_buffer_ptr(B(o));
-    out->size = cuc_buffer_size(B(o));
-    out->dev = cuc_buffer_device(B(o));
-    out->busy = &o->busy;
-    return 0;
-}
-
-static PyObject *buf_copy_from(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return mem_copy_from(self, buffer_span, args, kw);
-}
-
-static PyObject *buf_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return mem_to_bytes(self, buffer_span, args, kw);
-}
-
-static PyObject *buf_fill(PyObject *self, PyObject *args)
-{
-    return mem_fill(self, buffer_span, args);
-}
-
 static PyObject *buf_leases(PyObject *self, PyObject *noargs)
 {
     size_t n;
     int rc;
 
-    (void)noargs;
     if (!LIVE(self))
         return NULL;
     rc = cuc_buffer_lease_count(B(self), &n);
@@ -231,70 +199,21 @@ static PyObject *buf_reduce(PyObject *self, PyObject *noargs)
     cuc_msg *m = NULL;
     int rc;
 
-    (void)noargs;
     if (buffer_ready((PyBuffer *)self))
         return NULL;
     rc = cuc_msg_create(&m);
     return handle_reduce(rc ? rc : cuc_msg_add_buffer(m, B(self)), m, 1);
 }
 
-static PyObject *get_size(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyLong_FromSize_t(cuc_buffer_size(B(self)));
-}
-
-static PyObject *get_ptr(PyObject *self, void *c)
-{
-    (void)c;
-    return buffer_ready((PyBuffer *)self) ? NULL : PyLong_FromVoidPtr(cuc_buffer_ptr(B(self)));
-}
-
-static PyObject *get_device(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : device_wrap(cuc_buffer_device(B(self)));
-}
-
-static PyObject *get_pool(PyObject *self, void *c)
-{
-    (void)c;
-    if (!LIVE(self))
-        return NULL;
-    return pool_wrap(cuc_pool_ref(cuc_buffer_pool(B(self))));
-}
-
-static PyObject *get_imported(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL
-                                         : PyBool_FromLong(cuc_buffer_is_imported(B(self)));
-}
-
-static PyObject *get_is_view(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyBool_FromLong(cuc_buffer_is_view(B(self)));
-}
-
-static PyObject *get_offset(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyLong_FromSize_t(cuc_buffer_offset(B(self)));
-}
-
-static PyObject *get_is_wrapped(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL
-                                         : PyBool_FromLong(cuc_buffer_is_wrapped(B(self)));
-}
-
-static PyObject *get_closed(PyObject *self, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(B(self) == NULL);
-}
+GETTER(get_size, LIVE(self), PyLong_FromSize_t(cuc_buffer_size(B(self))))
+GETTER(get_ptr, !buffer_ready((PyBuffer *)self), PyLong_FromVoidPtr(cuc_buffer_ptr(B(self))))
+GETTER(get_device, LIVE(self), device_wrap(cuc_buffer_device(B(self))))
+GETTER(get_pool, LIVE(self), pool_wrap(cuc_pool_ref(cuc_buffer_pool(B(self)))))
+GETTER(get_imported, LIVE(self), PyBool_FromLong(cuc_buffer_is_imported(B(self))))
+GETTER(get_is_view, LIVE(self), PyBool_FromLong(cuc_buffer_is_view(B(self))))
+GETTER(get_offset, LIVE(self), PyLong_FromSize_t(cuc_buffer_offset(B(self))))
+GETTER(get_is_wrapped, LIVE(self), PyBool_FromLong(cuc_buffer_is_wrapped(B(self))))
+GETTER(get_closed, 1, PyBool_FromLong(B(self) == NULL))
 
 static PyGetSetDef buf_getset[] = {
     {"size", get_size, NULL, NULL, NULL},
@@ -310,11 +229,16 @@ static PyGetSetDef buf_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef buf_methods[] = {
-    {"copy_from", (PyCFunction)(void (*)(void))buf_copy_from, METH_VARARGS | METH_KEYWORDS,
-     "copy_from(data, offset=0, stream=None): copy bytes in (synchronous)"},
-    {"to_bytes", (PyCFunction)(void (*)(void))buf_to_bytes, METH_VARARGS | METH_KEYWORDS,
+    {"copy_from", (PyCFunction)(void (*)(void))mem_copy_from, METH_VARARGS | METH_KEYWORDS,
+     "copy_from(data, offset=0, stream=None): copy in bytes-like data, or all of a Buffer, "
+     "VMM or contiguous CUDA array (synchronous)"},
+    {"copy_to", (PyCFunction)(void (*)(void))mem_copy_to, METH_VARARGS | METH_KEYWORDS,
+     "copy_to(dst, stream=None): copy all of it into a Buffer, VMM or contiguous CUDA array "
+     "(synchronous)"},
+    {"to_bytes", (PyCFunction)(void (*)(void))mem_to_bytes, METH_VARARGS | METH_KEYWORDS,
      "to_bytes(size=None, offset=0, stream=None)"},
-    {"fill", buf_fill, METH_VARARGS, "fill(byte): set every byte"},
+    {"fill", (PyCFunction)(void (*)(void))mem_fill, METH_VARARGS | METH_KEYWORDS,
+     "fill(value, width=1): set every 1-, 2- or 4-byte value"},
     {"lease_count", buf_leases, METH_NOARGS, "leases of other processes not ended"},
     {"view", (PyCFunction)(void (*)(void))buf_view, METH_VARARGS | METH_KEYWORDS,
      "view(offset, size): a part of the buffer as a Buffer (no driver call)"},

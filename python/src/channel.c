@@ -92,8 +92,6 @@ static PyObject *ch_pair(PyObject *cls, PyObject *noargs)
     PyObject *pa, *pb;
     int rc = cuc_channel_pair(&a, &b);
 
-    (void)cls;
-    (void)noargs;
     if (rc)
         return py_raise(rc);
     pa = channel_wrap(a);
@@ -113,7 +111,6 @@ static PyObject *ch_connect(PyObject *cls, PyObject *args, PyObject *kw)
     cuc_channel *ch;
     int ms, rc;
 
-    (void)cls;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O", names, &path, &to) || timeout_arg(to, &ms))
         return NULL;
     Py_BEGIN_ALLOW_THREADS
@@ -133,7 +130,6 @@ static PyObject *ch_from_fd(PyObject *cls, PyObject *arg)
     cuc_channel *ch;
     int fd, dup_fd, rc;
 
-    (void)cls;
     if (fd_arg(arg, &fd))
         return NULL;
     dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -222,7 +218,6 @@ static PyObject *ch_lease_count(PyObject *self, PyObject *noargs)
     size_t n;
     int rc;
 
-    (void)noargs;
     if (ch_live((PyChannel *)self))
         return NULL;
     rc = cuc_channel_lease_count(CH(self), &n);
@@ -231,7 +226,6 @@ static PyObject *ch_lease_count(PyObject *self, PyObject *noargs)
 
 static PyObject *ch_fileno(PyObject *self, PyObject *noargs)
 {
-    (void)noargs;
     return ch_live((PyChannel *)self) ? NULL : PyLong_FromLong(cuc_channel_fd(CH(self)));
 }
 
@@ -240,7 +234,6 @@ static PyObject *ch_peer_pid(PyObject *self, void *c)
     pid_t pid;
     int rc;
 
-    (void)c;
     if (ch_live((PyChannel *)self))
         return NULL;
     rc = cuc_channel_peer_pid(CH(self), &pid);
@@ -249,7 +242,6 @@ static PyObject *ch_peer_pid(PyObject *self, void *c)
 
 static PyObject *ch_close(PyObject *self, PyObject *noargs)
 {
-    (void)noargs;
     if (ch_idle((PyChannel *)self, "close()"))
         return NULL;
     channel_close((PyChannel *)self);
@@ -258,13 +250,11 @@ static PyObject *ch_close(PyObject *self, PyObject *noargs)
 
 static PyObject *ch_enter(PyObject *self, PyObject *noargs)
 {
-    (void)noargs;
     return Py_NewRef(self);
 }
 
 static PyObject *ch_exit(PyObject *self, PyObject *args)
 {
-    (void)args;
     if (ch_idle((PyChannel *)self, "leaving the with block"))
         return NULL;
     channel_close((PyChannel *)self);
@@ -273,8 +263,6 @@ static PyObject *ch_exit(PyObject *self, PyObject *args)
 
 static PyObject *ch_reduce(PyObject *self, PyObject *noargs)
 {
-    (void)self;
-    (void)noargs;
     return py_raise_fmt(CUC_E_NOT_SERIALIZABLE, "a Channel is a socket of this process: "
                         "pass its fileno() to a child, or listen()/connect() by path");
 }
@@ -319,7 +307,6 @@ static PyObject *py_listen(PyObject *self, PyObject *arg)
     cuc_listener *l;
     int rc;
 
-    (void)self;
     if (!PyUnicode_Check(arg))
         return PyErr_Format(PyExc_TypeError, "listen(path): path is a str");
     rc = cuc_channel_listen(PyUnicode_AsUTF8(arg), &l);
@@ -382,7 +369,6 @@ static PyObject *l_accept(PyObject *self, PyObject *args, PyObject *kw)
 
 static PyObject *l_close(PyObject *self, PyObject *noargs)
 {
-    (void)noargs;
     if (((PyListener *)self)->busy)
         return py_raise_fmt(CUC_E_BUSY, "close(): another thread is accepting on this "
                             "listener (an accept without a timeout waits for a peer): close "
@@ -391,11 +377,7 @@ static PyObject *l_close(PyObject *self, PyObject *noargs)
     return Py_NewRef(Py_None);
 }
 
-static PyObject *l_path(PyObject *self, void *c)
-{
-    (void)c;
-    return Py_NewRef(((PyListener *)self)->path);
-}
+GETTER(l_path, 1, Py_NewRef(((PyListener *)self)->path))
 
 static PyGetSetDef l_getset[] = {
     {"path", l_path, NULL, NULL, NULL},

@@ -8,23 +8,15 @@ static PyObject *reduced[MAX_DEVICES]; /* each device's pickle, made once */
 static PyObject *device_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"device", "uuid", NULL};
-    PyObject *o = NULL;
-    const char *uuid = NULL;
+    PyObject *o = NULL, *uuid = NULL;
     cuc_device *dev;
-    int rc;
 
-    (void)type;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oz", names, &o, &uuid))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OU", names, &o, &uuid))
         return NULL;
     if ((o != NULL) == (uuid != NULL))
         return PyErr_Format(PyExc_TypeError, "Device() takes an ordinal (or a device-like "
                             "object) or uuid=, exactly one");
-    if (uuid && !(o = PyUnicode_FromString(uuid)))
-        return NULL;
-    rc = device_arg(o, &dev);
-    if (uuid)
-        Py_DECREF(o);
-    return rc ? NULL : device_wrap(dev);
+    return device_arg(o ? o : uuid, &dev) ? NULL : device_wrap(dev);
 }
 
 static PyObject *py_devices(PyObject *self, PyObject *noargs)
@@ -33,8 +25,6 @@ static PyObject *py_devices(PyObject *self, PyObject *noargs)
     cuc_device *dev;
     int n, i, rc;
 
-    (void)self;
-    (void)noargs;
     rc = cuc_device_count(&n);
     if (rc)
         return py_raise(rc);
@@ -58,8 +48,6 @@ static PyObject *py_current_device(PyObject *self, PyObject *noargs)
     cuc_device *dev;
     int rc = cuc_device_current(&dev);
 
-    (void)self;
-    (void)noargs;
     if (rc == CUC_E_NOT_FOUND)
         return Py_NewRef(Py_None);
     return rc ? py_raise(rc) : device_wrap(dev);
@@ -67,50 +55,25 @@ static PyObject *py_current_device(PyObject *self, PyObject *noargs)
 
 #define DEV(o) ((cuc_device *)H(o))
 
-static PyObject *get_uuid(PyObject *o, void *c)
-{
-    (void)c;
-    return PyUnicode_FromString(cuc_device_uuid_string(DEV(o)));
-}
-
-static PyObject *get_ordinal(PyObject *o, void *c)
-{
-    (void)c;
-    return PyLong_FromLong(cuc_device_ordinal(DEV(o)));
-}
-
-static PyObject *get_name(PyObject *o, void *c)
-{
-    (void)c;
-    return PyUnicode_FromString(cuc_device_name(DEV(o)));
-}
-
-static PyObject *get_pci(PyObject *o, void *c)
-{
-    (void)c;
-    return PyUnicode_FromString(cuc_device_pci_bus_id(DEV(o)));
-}
+GETTER(get_uuid, 1, PyUnicode_FromString(cuc_device_uuid_string(DEV(self))))
+GETTER(get_ordinal, 1, PyLong_FromLong(cuc_device_ordinal(DEV(self))))
+GETTER(get_name, 1, PyUnicode_FromString(cuc_device_name(DEV(self))))
+GETTER(get_pci, 1, PyUnicode_FromString(cuc_device_pci_bus_id(DEV(self))))
 
 static PyObject *get_cc(PyObject *o, void *c)
 {
     int major, minor;
 
-    (void)c;
     cuc_device_compute_capability(DEV(o), &major, &minor);
     return Py_BuildValue("(ii)", major, minor);
 }
 
-static PyObject *get_memory(PyObject *o, void *c)
-{
-    (void)c;
-    return PyLong_FromSize_t(cuc_device_total_memory(DEV(o)));
-}
+GETTER(get_memory, 1, PyLong_FromSize_t(cuc_device_total_memory(DEV(self))))
 
 static PyObject *set_current(PyObject *o, PyObject *noargs)
 {
     int rc = cuc_device_set_current(DEV(o));
 
-    (void)noargs;
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 
@@ -126,7 +89,6 @@ static PyObject *device_enter(PyObject *o, PyObject *noargs)
     void *saved;
     int rc;
 
-    (void)noargs;
     if (scope_depth == SCOPE_MAX)
         return PyErr_Format(PyExc_RuntimeError, "`with device:` nested %d deep on this "
                             "thread: leave some first", SCOPE_MAX);
@@ -144,8 +106,6 @@ static PyObject *device_exit(PyObject *o, PyObject *args)
 {
     int rc;
 
-    (void)o;
-    (void)args;
     if (scope_depth == 0)
         return PyErr_Format(PyExc_RuntimeError, "__exit__ without __enter__ on this thread");
     rc = cuc_device_context_restore(scope_saved[--scope_depth]);
@@ -171,7 +131,6 @@ static PyObject *device_reduce(PyObject *o, PyObject *noargs)
 {
     int i = cuc_device_ordinal(DEV(o));
 
-    (void)noargs;
     if (i < 0 || i >= MAX_DEVICES)
         return reduce_now(o);
     if (!reduced[i])
@@ -184,7 +143,6 @@ static PyObject *device_reduce(PyObject *o, PyObject *noargs)
  * device is then a dict lookup and a cached tuple. */
 static PyObject *device_reduce_ex(PyObject *o, PyObject *protocol)
 {
-    (void)protocol;
     return device_reduce(o, NULL);
 }
 

@@ -237,9 +237,7 @@ static void drop(PyTypeObject *t, void *h)
         cuc_event_unref(h); /* default streams are never released */
 }
 
-/* An object of type t for handle h (the caller's reference, which the
- * object takes, or drops when there is an object already). */
-static PyObject *wrap(PyTypeObject *t, void *h)
+PyObject *handle_wrap(PyTypeObject *t, void *h)
 {
     PyObject *key = PyLong_FromVoidPtr(h), *o = key ? live_get(key) : NULL;
 
@@ -280,26 +278,6 @@ PyObject *device_wrap(cuc_device *dev)
     return Py_NewRef(devices[i]);
 }
 
-PyObject *stream_wrap_default(cuc_stream *s)
-{
-    return wrap(&PyStream_Type, s);
-}
-
-PyObject *event_wrap(cuc_event *e)
-{
-    return wrap(&PyEvent_Type, e);
-}
-
-PyObject *pool_wrap(cuc_pool *p)
-{
-    return wrap(&PyPool_Type, p);
-}
-
-PyObject *buffer_wrap(cuc_buffer *b)
-{
-    return wrap(&PyBuffer_Type, b);
-}
-
 PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *stream)
 {
     PyObject *o = buffer_wrap(b);
@@ -307,11 +285,6 @@ PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *stream)
     if (o && stream != Py_None && !((PyBuffer *)o)->stream)
         ((PyBuffer *)o)->stream = Py_NewRef(stream);
     return o;
-}
-
-PyObject *vmm_wrap(cuc_vmm *v)
-{
-    return wrap(&PyVmm_Type, v);
 }
 
 /* The same image and symbol loaded twice is one object. */
@@ -386,6 +359,25 @@ static int by_ordinal(PyObject *o, cuc_device **dev)
     return rc ? py_fail(rc) : 0;
 }
 
+/* A torch.device("cuda", i): ordinal i here (PyTorch's ordinals are the
+ * driver's, under the same CUDA_VISIBLE_DEVICES). */
+static int by_torch_device(PyObject *o, cuc_device **dev)
+{
+    PyObject *type = PyObject_GetAttrString(o, "type"), *i = PyObject_GetAttrString(o, "index");
+    int rc = -1;
+
+    if (type && i && PyUnicode_Check(type) && PyLong_Check(i) &&
+        PyUnicode_CompareWithASCIIString(type, "cuda") == 0)
+        rc = by_ordinal(i, dev);
+    else
+        PyErr_Clear(), PyErr_Format(PyExc_TypeError, "a device is a cucore.Device, an "
+                                    "ordinal, a UUID string, an object with .uuid or a "
+                                    "torch.device('cuda', i), not %R", o);
+    Py_XDECREF(type);
+    Py_XDECREF(i);
+    return rc;
+}
+
 int device_arg(PyObject *o, cuc_device **dev)
 {
     PyObject *u;
@@ -402,15 +394,52 @@ int device_arg(PyObject *o, cuc_device **dev)
     u = PyObject_GetAttrString(o, "uuid"); /* a cuda.core Device, for one */
     if (!u) {
         PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "a device is a cucore.Device, an ordinal, a UUID "
-                     "string or an object with .uuid, not %.100s", Py_TYPE(o)->tp_name);
-        return -1;
+        return by_torch_device(o, dev);
     }
     rc = PyUnicode_Check(u) ? by_uuid_text(PyUnicode_AsUTF8(u), dev) : -1;
     if (rc && !PyErr_Occurred())
         PyErr_SetString(PyExc_TypeError, "the object's .uuid is not a string");
     Py_DECREF(u);
     return rc;
+}
+
+/* Another library's stream (cucore._frameworks gives its CUstream and
+ * device) as a Stream that keeps it; the default streams' handles give
+ * cucore's singletons (cuc_stream_wrap). */
+PyObject *stream_obj(PyObject *o)
+{
+    PyObject *r, *d, *w = NULL;
+    unsigned long long h;
+    cuc_device *dev;
+    cuc_stream *s;
+    int rc;
+
+    if (o == Py_None || PyObject_TypeCheck(o, &PyStream_Type))
+        return Py_NewRef(o);
+    r = py_frameworks("_cuda_stream", "(O)", o);
+    if (!r || !PyArg_ParseTuple(r, "KO", &h, &d) || device_arg(d, &dev))
+        goto out;
+    rc = cuc_stream_wrap(dev, (void *)(uintptr_t)h, &s);
+    w = rc ? py_raise(rc)
+           : cuc_stream_kind(s) == CUC_STREAM_CREATED ? stream_own(s, o) : stream_wrap_default(s);
+out:
+    Py_XDECREF(r);
+    return w;
+}
+
+PyObject *stream_own(cuc_stream *s, PyObject *keep)
+{
+    PyStream *o = (PyStream *)PyStream_Type.tp_alloc(&PyStream_Type, 0);
+
+    if (!o) {
+        cuc_stream_destroy(s);
+        return NULL;
+    }
+    o->base.h = s;
+    o->base.pid = py_pid();
+    o->owned = 1;
+    o->keep = keep ? Py_NewRef(keep) : NULL;
+    return (PyObject *)o;
 }
 
 int stream_arg(PyObject *o, cuc_stream **s)
@@ -471,14 +500,6 @@ int fd_arg(PyObject *o, int *fd)
     return 0;
 }
 
-int buffer_sync_default(cuc_buffer *b)
-{
-    cuc_stream *s;
-    int rc = cuc_stream_legacy(cuc_buffer_device(b), &s);
-
-    return rc ? rc : cuc_stream_synchronize(s);
-}
-
 /* ---- pickles ---- */
 
 static PyObject *loaders[2]; /* _load, _attach */
@@ -488,6 +509,24 @@ void handle_loaders(PyObject *load, PyObject *attach)
 {
     loaders[0] = load;
     loaders[1] = attach;
+}
+
+PyObject *py_frameworks(const char *name, const char *fmt, ...)
+{
+    static PyObject *mod; /* kept for the process */
+    PyObject *fn, *args, *r;
+    va_list ap;
+
+    if (!mod && !(mod = PyImport_ImportModule("cucore._frameworks")))
+        return NULL;
+    va_start(ap, fmt);
+    args = Py_VaBuildValue(fmt, ap);
+    va_end(ap);
+    fn = args ? PyObject_GetAttrString(mod, name) : NULL;
+    r = fn ? PyObject_Call(fn, args, NULL) : NULL;
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    return r;
 }
 
 void handle_share_exit(void)

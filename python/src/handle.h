@@ -1,10 +1,12 @@
 /* cucore._core's low layer (handle.c): the Python objects that hold
  * cucore handles, and what every file above uses on them. The extension
- * is written over cucore's public headers only (<cucore.h>). Its layers
- * (scripts/layers.sh checks them), bottom up:
+ * is written over cucore's public headers only (<cucore.h>); what other
+ * libraries' objects are, it asks cucore._frameworks (py_frameworks). Its
+ * layers (scripts/layers.sh checks them), bottom up:
  *   handle.c   the objects' layouts and types, errors, fork checks, the
  *              identity registry, wraps, arguments, pickles' reduce;
- *   mem.c      a Buffer's or VMM resource's memory: copies, CAI, DLPack;
+ *   mem.c      a Buffer's or VMM resource's memory: allocation, copies,
+ *              CAI, DLPack; memory another allocator owns (adopt);
  *   device.c stream.c event.c kernel.c launch.c pool.c buffer.c vmm.c
  *   slab.c     one file a type: its methods and its init;
  *   wire.c     Python objects in cucore messages, a table a record type;
@@ -34,12 +36,14 @@ typedef PyHandle PyDevice, PyEvent, PyPool;
 
 typedef struct {
     PyHandle base;
-    Py_ssize_t busy; /* copies running with the GIL let go (mem.c) */
+    Py_ssize_t busy;    /* copies running with the GIL let go (mem.c) */
+    Py_ssize_t exports; /* live DLPack capsules and tensors (mem.c) */
 } PyVmm;
 
 typedef struct {
     PyHandle base;
-    int owned; /* a created stream: destroyed with the object */
+    int owned;      /* a created or wrapped stream: destroyed with the object */
+    PyObject *keep; /* a wrapped stream's maker (its __cuda_stream__ object) */
 } PyStream;
 
 typedef struct {
@@ -62,6 +66,10 @@ typedef struct {
 } PyBuffer;
 
 #define H(o) (((PyHandle *)(o))->h)
+
+/* A getter of a PyGetSetDef table: expr once ok (else NULL: ok raised). */
+#define GETTER(fn, ok, expr)                                                                 \
+    static PyObject *fn(PyObject *self, void *closure) { return (ok) ? (expr) : NULL; }
 
 /* The types, defined here with their name and size; each type's file sets
  * the rest in its init (module.c calls them). */
@@ -109,27 +117,44 @@ void live_del(PyObject *key, PyObject *obj);
 void live_del_ptr(const void *p, PyObject *obj);
 
 /* Wraps: each takes the reference the caller gives away and returns this
- * process's object of it (the existing one when there is one). */
+ * process's object of it (the existing one when there is one; handle_wrap:
+ * of type t, found by the handle's address). */
+PyObject *handle_wrap(PyTypeObject *t, void *h);
 PyObject *device_wrap(cuc_device *dev);
-PyObject *stream_wrap_default(cuc_stream *s);
-PyObject *event_wrap(cuc_event *e);
 PyObject *kernel_wrap(cuc_kernel *k);
 PyObject *launch_config_wrap(const cuc_launch_config *cfg);
-PyObject *pool_wrap(cuc_pool *p);
-PyObject *buffer_wrap(cuc_buffer *b);
 PyObject *buffer_wrap_on(cuc_buffer *b, PyObject *stream); /* stream None: none kept */
-PyObject *vmm_wrap(cuc_vmm *v);
+PyObject *stream_own(cuc_stream *s, PyObject *keep); /* a created or wrapped one */
+static inline PyObject *stream_wrap_default(cuc_stream *s)
+{
+    return handle_wrap(&PyStream_Type, s);
+}
+static inline PyObject *event_wrap(cuc_event *e) { return handle_wrap(&PyEvent_Type, e); }
+static inline PyObject *pool_wrap(cuc_pool *p) { return handle_wrap(&PyPool_Type, p); }
+static inline PyObject *buffer_wrap(cuc_buffer *b) { return handle_wrap(&PyBuffer_Type, b); }
+static inline PyObject *vmm_wrap(cuc_vmm *v) { return handle_wrap(&PyVmm_Type, v); }
 
-/* Arguments. A device: a Device, an ordinal, a UUID string, or anything
- * with .uuid. A stream: a Stream, or None (NULL: the legacy default
- * stream). A timeout: seconds, None or negative for no limit (-1 ms). An
- * fd: an int (not a bool) in 0..INT_MAX. */
+/* Arguments. A device: a Device, an ordinal, a UUID string, anything
+ * with .uuid (cuda.core's), or a torch.device("cuda", i) (ordinal i). A
+ * stream: a Stream, or None (NULL: the legacy default stream); stream_obj
+ * makes one of any object with __cuda_stream__ (a new reference: None, a
+ * Stream, or a new Stream wrapping another library's). A timeout:
+ * seconds, None or negative for no limit (-1 ms). An fd: an int (not a
+ * bool) in 0..INT_MAX. */
 int device_arg(PyObject *o, cuc_device **dev);
+PyObject *stream_obj(PyObject *o);
 int stream_arg(PyObject *o, cuc_stream **s);
 int timeout_arg(PyObject *o, int *ms);
 int fd_arg(PyObject *o, int *fd);
-/* Waits for the legacy default stream of b's device (no Python). */
-int buffer_sync_default(cuc_buffer *b);
+/* A device's access to a pool's or VMM resource's memory as "rw", "r" or
+ * "" (none). */
+static inline PyObject *access_name(int a)
+{
+    _Static_assert((int)CUC_POOL_ACCESS_READ == (int)CUC_VMM_ACCESS_READ &&
+                   (int)CUC_POOL_ACCESS_READWRITE == (int)CUC_VMM_ACCESS_READWRITE, "one set");
+    return PyUnicode_FromString(a == CUC_VMM_ACCESS_READWRITE ? "rw"
+                                : a == CUC_VMM_ACCESS_READ    ? "r" : "");
+}
 
 /* Pickles. module.c gives the loaders: _load (a message's bytes) and
  * _attach (a detached message's). handle_reduce makes (loader, (bytes,))
@@ -138,6 +163,9 @@ int buffer_sync_default(cuc_buffer *b);
  * else as plain bytes. After handle_share_exit no share point starts in
  * this process. */
 void handle_loaders(PyObject *load, PyObject *attach);
+/* cucore._frameworks's function name, called with Py_BuildValue(fmt, ...)
+ * (a tuple): what frameworks' objects are is Python's to find. */
+PyObject *py_frameworks(const char *name, const char *fmt, ...);
 PyObject *handle_reduce(int rc, cuc_msg *m, int shared);
 void handle_share_exit(void);
 

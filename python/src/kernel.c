@@ -28,7 +28,6 @@ static PyObject *kernel_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     cuc_kernel *k;
     int rc;
 
-    (void)type;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "s*s|s", names, &img, &name, &kname))
         return NULL;
     if (kind_arg(kname, &kind)) {
@@ -58,50 +57,32 @@ static void kernel_dealloc(PyObject *self)
 #define K(o) ((cuc_kernel *)H(o))
 
 /* The name as str; one that is not UTF-8 (a cubin's symbol, from a peer)
- * is cucore.Error (CUC_E_BADMSG) naming its bytes. */
+ * is cucore.Error (CUC_E_BADMSG) quoting its bytes (as \\xNN: handle.c). */
 static PyObject *get_name(PyObject *self, void *c)
 {
     const char *name = cuc_kernel_name(K(self));
     size_t n = strlen(name);
     PyObject *s = PyUnicode_DecodeUTF8(name, (Py_ssize_t)n, NULL);
-    char esc[4 * 64 + 4];
-    size_t i, k = 0;
 
-    (void)c;
     if (s || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
         return s;
     PyErr_Clear();
-    for (i = 0; i < n && i < 64; i++) {
-        unsigned char b = (unsigned char)name[i];
-        k += (size_t)snprintf(esc + k, sizeof(esc) - k, b >= 0x20 && b < 0x7f && b != '\\'
-                                                            ? "%c" : "\\x%02x", b);
-    }
-    return py_raise_fmt(CUC_E_BADMSG, "the kernel's name is not UTF-8: \"%s%s\" (%zu "
-                        "bytes)", esc, n > 64 ? "..." : "", n);
+    return py_raise_fmt(CUC_E_BADMSG, "the kernel's name is not UTF-8: \"%.64s%s\" (%zu "
+                        "bytes)", name, n > 64 ? "..." : "", n);
 }
 
-static PyObject *get_kind(PyObject *self, void *c)
-{
-    int k = cuc_kernel_kind(K(self));
+GETTER(get_kind, 1, PyUnicode_FromString(cuc_kernel_kind(K(self)) == CUC_IMAGE_PTX ? "ptx"
+                                          : cuc_kernel_kind(K(self)) == CUC_IMAGE_CUBIN
+                                          ? "cubin" : "fatbin"))
 
-    (void)c;
-    return PyUnicode_FromString(k == CUC_IMAGE_PTX ? "ptx" : k == CUC_IMAGE_CUBIN ? "cubin"
-                                                                                  : "fatbin");
-}
-
-static PyObject *get_hash(PyObject *self, void *c)
-{
-    (void)c;
-    return PyBytes_FromStringAndSize((const char *)cuc_kernel_hash(K(self)),
-                                     CUC_KERNEL_HASH_LEN);
-}
+GETTER(get_hash, 1,
+       PyBytes_FromStringAndSize((const char *)cuc_kernel_hash(K(self)), CUC_KERNEL_HASH_LEN))
 
 static PyObject *get_image(PyObject *self, void *c)
 {
     size_t n;
     const void *p = cuc_kernel_image(K(self), &n);
 
-    (void)c;
     return PyBytes_FromStringAndSize(p, (Py_ssize_t)n);
 }
 
@@ -113,7 +94,6 @@ static PyObject *get_params(PyObject *self, void *c)
     size_t n, i;
     int rc;
 
-    (void)c;
     if (py_check_pid(((PyHandle *)self)->pid, "kernel"))
         return NULL;
     rc = cuc_kernel_params(K(self), NULL, 0, &n);
@@ -141,7 +121,6 @@ static PyObject *k_reduce(PyObject *self, PyObject *noargs)
     cuc_msg *m = NULL;
     int rc = cuc_msg_create(&m);
 
-    (void)noargs;
     return handle_reduce(rc ? rc : cuc_msg_add_kernel(m, K(self)), m, 0);
 }
 
@@ -149,10 +128,18 @@ static PyObject *k_stats(PyObject *cls, PyObject *noargs)
 {
     size_t loads, hits;
 
-    (void)cls;
-    (void)noargs;
     cuc_kernel_cache_stats(&loads, &hits);
     return Py_BuildValue("(nn)", (Py_ssize_t)loads, (Py_ssize_t)hits);
+}
+
+/* from_numba(dispatcher, signature): cucore._frameworks makes it. */
+static PyObject *k_from_numba(PyObject *cls, PyObject *args)
+{
+    PyObject *d, *sig;
+
+    if (!PyArg_ParseTuple(args, "OO", &d, &sig))
+        return NULL;
+    return py_frameworks("kernel_from_numba", "(OOO)", cls, d, sig);
 }
 
 static PyGetSetDef k_getset[] = {
@@ -166,6 +153,9 @@ static PyGetSetDef k_getset[] = {
 
 static PyMethodDef k_methods[] = {
     {"__reduce__", k_reduce, METH_NOARGS, NULL},
+    {"from_numba", k_from_numba, METH_VARARGS | METH_CLASS,
+     "from_numba(dispatcher, signature): a numba-cuda kernel compiled for signature, as "
+     "its PTX"},
     {"cache_stats", k_stats, METH_NOARGS | METH_CLASS,
      "(images loaded, loads that reused one) since the process started"},
     {NULL, NULL, 0, NULL}};

@@ -59,7 +59,6 @@ static PyObject *lc_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     int coop = 0, rc;
     cuc_launch_config cfg;
 
-    (void)type;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOp", names, &grid, &block, &shmem,
                                      &cluster, &coop))
         return NULL;
@@ -75,39 +74,22 @@ static PyObject *lc_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 #define CFG(o) (&((PyLaunchConfig *)(o))->cfg)
 
-static PyObject *get_grid(PyObject *o, void *c)
-{
-    (void)c;
-    return Py_BuildValue("(III)", CFG(o)->grid[0], CFG(o)->grid[1], CFG(o)->grid[2]);
-}
-
-static PyObject *get_block(PyObject *o, void *c)
-{
-    (void)c;
-    return Py_BuildValue("(III)", CFG(o)->block[0], CFG(o)->block[1], CFG(o)->block[2]);
-}
+GETTER(get_grid, 1,
+       Py_BuildValue("(III)", CFG(self)->grid[0], CFG(self)->grid[1], CFG(self)->grid[2]))
+GETTER(get_block, 1,
+       Py_BuildValue("(III)", CFG(self)->block[0], CFG(self)->block[1], CFG(self)->block[2]))
 
 static PyObject *get_cluster(PyObject *o, void *c)
 {
     const uint32_t *d = CFG(o)->cluster;
 
-    (void)c;
     if (d[0] == 1 && d[1] == 1 && d[2] == 1)
         return Py_NewRef(Py_None);
     return Py_BuildValue("(III)", d[0], d[1], d[2]);
 }
 
-static PyObject *get_shmem(PyObject *o, void *c)
-{
-    (void)c;
-    return PyLong_FromUnsignedLong(CFG(o)->shared_mem);
-}
-
-static PyObject *get_coop(PyObject *o, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(CFG(o)->cooperative);
-}
+GETTER(get_shmem, 1, PyLong_FromUnsignedLong(CFG(self)->shared_mem))
+GETTER(get_coop, 1, PyBool_FromLong(CFG(self)->cooperative))
 
 static PyObject *lc_richcompare(PyObject *a, PyObject *b, int op)
 {
@@ -135,7 +117,6 @@ static PyObject *lc_reduce(PyObject *self, PyObject *noargs)
     cuc_msg *m = NULL;
     int rc = cuc_msg_create(&m);
 
-    (void)noargs;
     return handle_reduce(rc ? rc : cuc_msg_add_launch_config(m, CFG(self)), m, 0);
 }
 
@@ -150,7 +131,6 @@ static PyGetSetDef lc_getset[] = {
 static PyMethodDef lc_methods[] = {
     {"__reduce__", lc_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
-
 
 /* Kernel arguments, each stored as the kernel's parameter of that index
  * takes it (cuc_kernel_params): an int in that many bytes (range
@@ -280,22 +260,23 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
     size_t np;
     int rc = 0;
 
-    (void)self;
     if (n < 3 || n - 3 > MAX_ARGS)
         return PyErr_Format(PyExc_TypeError, "launch(stream, config, kernel, *args): at "
                             "most %d kernel arguments", MAX_ARGS);
-    so = PyTuple_GET_ITEM(args, 0);
     co = PyTuple_GET_ITEM(args, 1);
     ko = PyTuple_GET_ITEM(args, 2);
     if (!PyObject_TypeCheck(co, &PyLaunchConfig_Type) || !PyObject_TypeCheck(ko, &PyKernel_Type))
         return PyErr_Format(PyExc_TypeError, "launch(stream, config, kernel, *args) takes a "
                             "cucore.LaunchConfig and a cucore.Kernel");
-    if (stream_arg(so, &s) || py_check_pid(((PyHandle *)ko)->pid, "kernel"))
-        return NULL;
+    so = stream_obj(PyTuple_GET_ITEM(args, 0)); /* before any memory is looked at */
+    if (!so || stream_arg(so, &s) || py_check_pid(((PyHandle *)ko)->pid, "kernel"))
+        goto fail_stream;
     k = H(ko);
     rc = cuc_kernel_params(k, params, MAX_ARGS, &np);
-    if (rc)
-        return py_raise(rc);
+    if (rc) {
+        py_raise(rc);
+        goto fail_stream;
+    }
     a.nviews = 0;
     for (i = 3; i < n && rc == 0; i++)
         rc = arg_put(&a, (int)(i - 3), PyTuple_GET_ITEM(args, i),
@@ -306,9 +287,14 @@ static PyObject *py_launch(PyObject *self, PyObject *args)
     else
         rc = 1; /* a Python error is set */
     args_release(&a);
+    Py_DECREF(so);
     if (rc == 1)
         return NULL;
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
+
+fail_stream:
+    Py_XDECREF(so);
+    return NULL;
 }
 
 static PyMethodDef module_methods[] = {

@@ -1,13 +1,11 @@
 /* cucore._core: the module (the layers are in handle.h). */
-#include "handle.h"
+#include "mem.h"
 
 static PyObject *py_driver(PyObject *self, PyObject *noargs)
 {
     struct cuc_driver_info info;
     int rc = cuc_driver_load(&info);
 
-    (void)self;
-    (void)noargs;
     if (rc)
         return py_raise(rc);
     return Py_BuildValue("{s:s,s:i,s:O}", "path", info.path, "version", info.version,
@@ -24,7 +22,7 @@ static struct PyModuleDef moddef = {
 
 static int (*const inits[])(PyObject *m) = {
     errors_init, device_init, stream_init, event_init, kernel_init, launch_init, pool_init,
-    buffer_init, vmm_init, slab_init, wire_init, channel_init, share_init};
+    buffer_init, vmm_init, slab_init, mem_init, wire_init, channel_init, share_init};
 
 /* The loaders pickles name (handle_reduce). */
 static int loaders_init(PyObject *m)

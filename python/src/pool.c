@@ -2,7 +2,7 @@
  * the share point (its fd cannot ride in pickle bytes). */
 #include <string.h>
 
-#include "handle.h"
+#include "mem.h"
 
 static int kind_arg(const char *s, int *kind)
 {
@@ -27,7 +27,6 @@ static PyObject *pool_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     cuc_pool *p;
     int ipc = 1, rc;
 
-    (void)type;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|psn", names, &d, &ipc, &kind, &max) ||
         device_arg(d, &dev))
         return NULL;
@@ -60,24 +59,13 @@ static PyObject *pool_allocate(PyObject *self, PyObject *args, PyObject *kw)
     static char *names[] = {"size", "stream", NULL};
     PyObject *so = Py_None;
     Py_ssize_t n;
-    cuc_stream *s;
-    cuc_buffer *b;
-    int rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "n|O", names, &n, &so) ||
-        py_check_pid(((PyHandle *)self)->pid, "pool") || stream_arg(so, &s))
+        py_check_pid(((PyHandle *)self)->pid, "pool"))
         return NULL;
-    if (n <= 0)
-        return py_raise_fmt(CUC_E_INVALID, "allocate(%zd): the size must be at least 1", n);
-    Py_BEGIN_ALLOW_THREADS
-    rc = cuc_buffer_alloc_async(P(self), (size_t)n, s, &b);
-    if (rc == 0 && !s) {
-        rc = buffer_sync_default(b); /* no stream given: ready on return */
-        if (rc)
-            cuc_buffer_unref_async(b, NULL);
-    }
-    Py_END_ALLOW_THREADS
-    return rc ? py_raise(rc) : buffer_wrap_on(b, so);
+    if (n < 0)
+        return py_raise_fmt(CUC_E_INVALID, "allocate(%zd): the size is negative", n);
+    return mem_allocate(P(self), NULL, (size_t)n, so);
 }
 
 static PyObject *pool_leases(PyObject *self, PyObject *noargs)
@@ -85,7 +73,6 @@ static PyObject *pool_leases(PyObject *self, PyObject *noargs)
     size_t n;
     int rc;
 
-    (void)noargs;
     if (!POOL_LIVE(self))
         return NULL;
     rc = cuc_pool_lease_count(P(self), &n);
@@ -110,59 +97,65 @@ static PyObject *pool_lease_wait(PyObject *self, PyObject *args, PyObject *kw)
     return rc ? py_raise(rc) : Py_NewRef(Py_None);
 }
 
+/* set_access(device, "rw" | "r" | None): a device's access to the pool's
+ * memory in this process (cuc_pool_set_access; "r" is the driver's to
+ * refuse). */
+static PyObject *pool_set_access(PyObject *self, PyObject *args)
+{
+    PyObject *d, *mo;
+    const char *m = "";
+    cuc_device *dev;
+    int rc;
+
+    if (!PyArg_ParseTuple(args, "OO", &d, &mo) || !POOL_LIVE(self) || device_arg(d, &dev) ||
+        (mo != Py_None && !(m = PyUnicode_AsUTF8(mo))))
+        return NULL;
+    if (strcmp(m, "rw") && strcmp(m, "r") && m[0])
+        return py_raise_fmt(CUC_E_INVALID, "set_access(%s): access \"%s\": give \"rw\", "
+                            "\"r\" or None", cuc_device_uuid_string(dev), m);
+    rc = cuc_pool_set_access(P(self), dev, !m[0] ? CUC_POOL_ACCESS_NONE : m[1]
+                                                  ? CUC_POOL_ACCESS_READWRITE
+                                                  : CUC_POOL_ACCESS_READ);
+    return rc ? py_raise(rc) : Py_NewRef(Py_None);
+}
+
+/* access(device): "rw", "r" or "" (none), as the driver reports it. */
+static PyObject *pool_access(PyObject *self, PyObject *d)
+{
+    cuc_device *dev;
+    int rc, a;
+
+    if (!POOL_LIVE(self) || device_arg(d, &dev))
+        return NULL;
+    rc = cuc_pool_get_access(P(self), dev, &a);
+    return rc ? py_raise(rc) : access_name(a);
+}
+
 static PyObject *pool_reduce(PyObject *self, PyObject *noargs)
 {
     cuc_msg *m = NULL;
     int rc;
 
-    (void)noargs;
     if (!POOL_LIVE(self))
         return NULL;
     rc = cuc_msg_create(&m);
     return handle_reduce(rc ? rc : cuc_msg_add_pool(m, P(self)), m, 1);
 }
 
-static PyObject *get_device(PyObject *self, void *c)
-{
-    (void)c;
-    if (!POOL_LIVE(self))
-        return NULL;
-    return device_wrap(cuc_pool_device(P(self)));
-}
+GETTER(get_device, POOL_LIVE(self), device_wrap(cuc_pool_device(P(self))))
 
 static PyObject *get_id(PyObject *self, void *c)
 {
     uint8_t id[CUC_POOL_ID_LEN];
 
-    (void)c;
     cuc_pool_id(P(self), id);
     return PyBytes_FromStringAndSize((const char *)id, CUC_POOL_ID_LEN);
 }
 
-static PyObject *get_kind(PyObject *self, void *c)
-{
-    (void)c;
-    if (!POOL_LIVE(self))
-        return NULL;
-    return PyUnicode_FromString(cuc_pool_kind(P(self)) == CUC_POOL_DEVICE ? "device"
-                                                                          : "pinned");
-}
-
-static PyObject *get_ipc(PyObject *self, void *c)
-{
-    (void)c;
-    if (!POOL_LIVE(self))
-        return NULL;
-    return PyBool_FromLong(cuc_pool_is_ipc(P(self)));
-}
-
-static PyObject *get_imported(PyObject *self, void *c)
-{
-    (void)c;
-    if (!POOL_LIVE(self))
-        return NULL;
-    return PyBool_FromLong(cuc_pool_is_imported(P(self)));
-}
+GETTER(get_kind, POOL_LIVE(self),
+       PyUnicode_FromString(cuc_pool_kind(P(self)) == CUC_POOL_DEVICE ? "device" : "pinned"))
+GETTER(get_ipc, POOL_LIVE(self), PyBool_FromLong(cuc_pool_is_ipc(P(self))))
+GETTER(get_imported, POOL_LIVE(self), PyBool_FromLong(cuc_pool_is_imported(P(self))))
 
 static PyGetSetDef pool_getset[] = {
     {"device", get_device, NULL, NULL, NULL},
@@ -174,10 +167,14 @@ static PyGetSetDef pool_getset[] = {
 
 static PyMethodDef pool_methods[] = {
     {"allocate", (PyCFunction)(void (*)(void))pool_allocate, METH_VARARGS | METH_KEYWORDS,
-     "allocate(size, stream=None) -> Buffer (stream None: ready when this returns)"},
+     "allocate(size, stream=None) -> Buffer (stream None: ready when this returns; size 0: "
+     "pointer 0, not shareable)"},
     {"lease_count", pool_leases, METH_NOARGS, "leases on this pool's buffers not ended"},
     {"lease_wait", (PyCFunction)(void (*)(void))pool_lease_wait, METH_VARARGS | METH_KEYWORDS,
      "lease_wait(max_left=0, timeout=-1)"},
+    {"set_access", pool_set_access, METH_VARARGS,
+     "set_access(device, \"rw\" | None): grant or revoke a device's access here"},
+    {"access", pool_access, METH_O, "a device's access here: \"rw\", \"r\" or \"\""},
     {"__reduce__", pool_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 

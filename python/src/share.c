@@ -3,8 +3,6 @@
  * here (_attach) and resolves the message's records as a channel's. The
  * library serves the share point on a thread of its own; nothing here
  * runs without the GIL but the library's calls. */
-#include <stdlib.h>
-
 #include "wire.h"
 
 /* _attach(bytes): the object of a detached message (pickle's loader), or
@@ -18,7 +16,6 @@ static PyObject *py_attach(PyObject *self, PyObject *arg)
     cuc_msg *m;
     int rc;
 
-    (void)self;
     if (PyUnicode_Check(arg))
         return PyErr_Format(PyExc_TypeError, "_attach takes bytes, not str");
     if (PyObject_GetBuffer(arg, &v, PyBUF_SIMPLE))
@@ -45,8 +42,6 @@ static PyObject *py_share_point(PyObject *self, PyObject *noargs)
     char path[CUC_SHARE_PATH_MAX + 1];
     int rc = cuc_share_path(path, sizeof(path));
 
-    (void)self;
-    (void)noargs;
     if (rc == CUC_E_INVALID || rc == CUC_E_NOT_FOUND) /* not started, no socket yet */
         return Py_NewRef(Py_None);
     return rc ? py_raise(rc) : PyUnicode_FromString(path);
@@ -58,8 +53,6 @@ static PyObject *py_share_stats(PyObject *self, PyObject *noargs)
     struct cuc_share_stats s = {0};
     int rc = cuc_share_stats(&s);
 
-    (void)self;
-    (void)noargs;
     if (rc && rc != CUC_E_INVALID)
         return py_raise(rc);
     return Py_BuildValue("{snsnsnsnsn}", "holds", (Py_ssize_t)s.holds, "unclaimed",
@@ -82,24 +75,21 @@ static void stop(int ms)
  * starts it again. */
 static PyObject *py_share_close(PyObject *self, PyObject *noargs)
 {
-    (void)self;
-    (void)noargs;
     stop(0);
     return Py_NewRef(Py_None);
 }
 
-/* _share_exit(): the atexit handler (cucore/__init__.py): no share point
- * starts in this process from now on, and this one stops, waiting
- * $CUCORE_SHARE_EXIT_WAIT_MS (default 0) for its leases. */
-static PyObject *py_share_exit(PyObject *self, PyObject *noargs)
+/* _share_exit(ms): the atexit handler (cucore/__init__.py): no share
+ * point starts in this process from now on, and this one stops, waiting
+ * ms (cucore.install's, else $CUCORE_SHARE_EXIT_WAIT_MS) for its leases. */
+static PyObject *py_share_exit(PyObject *self, PyObject *args)
 {
-    const char *v = getenv("CUCORE_SHARE_EXIT_WAIT_MS");
-    long ms = v ? strtol(v, NULL, 10) : 0;
+    int ms = 0;
 
-    (void)self;
-    (void)noargs;
+    if (!PyArg_ParseTuple(args, "|i", &ms))
+        return NULL;
     handle_share_exit();
-    stop(ms > 0 && ms < 0x7fffffff ? (int)ms : 0);
+    stop(ms > 0 ? ms : 0);
     return Py_NewRef(Py_None);
 }
 
@@ -109,7 +99,7 @@ static PyMethodDef module_methods[] = {
      "this process's share point socket, or None before it shared memory"},
     {"_share_stats", py_share_stats, METH_NOARGS, NULL},
     {"_share_close", py_share_close, METH_NOARGS, NULL},
-    {"_share_exit", py_share_exit, METH_NOARGS, NULL},
+    {"_share_exit", py_share_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 int share_init(PyObject *m)

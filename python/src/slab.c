@@ -1,8 +1,7 @@
 /* cucore.Slab: many small buffers carved out of large allocations of an
  * IPC pool (cucore/slab.h), so that a receiver imports each slab once and
- * every buffer in it with no driver call; and cucore.wrap(): memory from
- * cuMemAlloc / cudaMalloc as a Buffer shared by legacy CUDA IPC. */
-#include "handle.h"
+ * every buffer in it with no driver call. */
+#include "mem.h"
 
 typedef struct {
     PyObject_HEAD
@@ -52,27 +51,15 @@ static void slab_dealloc(PyObject *self)
 static PyObject *slab_allocate(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"size", "stream", NULL};
-    PySlab *o = (PySlab *)self;
     PyObject *so = Py_None;
     Py_ssize_t size;
-    cuc_stream *s;
-    cuc_buffer *b;
-    int rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "n|O", names, &size, &so) ||
-        py_check_pid(o->pid, "slab") || stream_arg(so, &s))
+        py_check_pid(((PySlab *)self)->pid, "slab"))
         return NULL;
     if (size <= 0)
         return py_raise_fmt(CUC_E_INVALID, "Slab.allocate: size %zd", size);
-    Py_BEGIN_ALLOW_THREADS
-    rc = cuc_slab_alloc_async(o->s, (size_t)size, s, &b);
-    if (rc == 0 && so == Py_None) { /* None: ready on return, as Pool.allocate */
-        rc = buffer_sync_default(b);
-        if (rc)
-            cuc_buffer_unref_async(b, NULL);
-    }
-    Py_END_ALLOW_THREADS
-    return rc ? py_raise(rc) : buffer_wrap_on(b, so);
+    return mem_allocate(NULL, ((PySlab *)self)->s, (size_t)size, so);
 }
 
 static PyObject *slab_stats(PyObject *self, PyObject *noargs)
@@ -81,7 +68,6 @@ static PyObject *slab_stats(PyObject *self, PyObject *noargs)
     size_t slabs = 0, used = 0;
     int rc;
 
-    (void)noargs;
     if (py_check_pid(o->pid, "slab"))
         return NULL;
     rc = cuc_slab_stats(o->s, &slabs, &used);
@@ -107,38 +93,7 @@ static PyTypeObject PySlab_Type = {
     .tp_methods = slab_methods,
 };
 
-/* wrap(device, ptr, size): memory the caller allocated with cuMemAlloc /
- * cudaMalloc (and keeps allocated while the Buffer and its leases live). */
-static PyObject *py_wrap(PyObject *self, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"device", "ptr", "size", NULL};
-    PyObject *devo, *ptro;
-    Py_ssize_t size;
-    cuc_device *dev;
-    cuc_buffer *b;
-    void *ptr;
-    int rc;
-
-    (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOn", names, &devo, &ptro, &size) ||
-        device_arg(devo, &dev))
-        return NULL;
-    ptr = PyLong_AsVoidPtr(ptro);
-    if (!ptr && PyErr_Occurred())
-        return NULL;
-    if (size <= 0)
-        return py_raise_fmt(CUC_E_INVALID, "wrap: size %zd", size);
-    rc = cuc_buffer_wrap(dev, ptr, (size_t)size, &b);
-    return rc ? py_raise(rc) : buffer_wrap(b);
-}
-
-static PyMethodDef module_methods[] = {
-    {"wrap", (PyCFunction)(void (*)(void))py_wrap, METH_VARARGS | METH_KEYWORDS,
-     "wrap(device, ptr, size): cuMemAlloc'd memory as a Buffer (legacy CUDA IPC); the "
-     "caller keeps it allocated while the Buffer and its leases live"},
-    {NULL, NULL, 0, NULL}};
-
 int slab_init(PyObject *m)
 {
-    return type_add(m, &PySlab_Type) || PyModule_AddFunctions(m, module_methods) ? -1 : 0;
+    return type_add(m, &PySlab_Type);
 }

@@ -10,24 +10,16 @@ static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     int nb = 0, prio = 0, rc;
     cuc_device *dev;
     cuc_stream *s;
-    PyStream *o;
 
-    (void)type;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pi", names, &d, &nb, &prio) ||
-        device_arg(d, &dev))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pi", names, &d, &nb, &prio))
+        return NULL;
+    if (PyTuple_GET_SIZE(args) + (kw ? PyDict_GET_SIZE(kw) : 0) == 1 &&
+        PyObject_HasAttrString(d, "__cuda_stream__"))
+        return stream_obj(d); /* another library's stream, wrapped */
+    if (device_arg(d, &dev))
         return NULL;
     rc = cuc_stream_create(dev, nb ? CUC_STREAM_NON_BLOCKING : 0, prio, &s);
-    if (rc)
-        return py_raise(rc);
-    o = (PyStream *)PyStream_Type.tp_alloc(&PyStream_Type, 0);
-    if (!o) {
-        cuc_stream_destroy(s);
-        return NULL;
-    }
-    o->base.h = s;
-    o->base.pid = py_pid();
-    o->owned = 1;
-    return (PyObject *)o;
+    return rc ? py_raise(rc) : stream_own(s, NULL);
 }
 
 static void stream_dealloc(PyObject *self)
@@ -40,6 +32,7 @@ static void stream_dealloc(PyObject *self)
         cuc_stream_destroy(o->base.h);
     else if (!o->owned)
         live_del_ptr(o->base.h, self);
+    Py_CLEAR(o->keep);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -59,19 +52,16 @@ static PyObject *get_default(PyObject *arg, default_fn fn)
 
 static PyObject *st_legacy(PyObject *cls, PyObject *arg)
 {
-    (void)cls;
     return get_default(arg, cuc_stream_legacy);
 }
 
 static PyObject *st_per_thread(PyObject *cls, PyObject *arg)
 {
-    (void)cls;
     return get_default(arg, cuc_stream_per_thread);
 }
 
 static PyObject *st_default(PyObject *cls, PyObject *arg)
 {
-    (void)cls;
     return get_default(arg, cuc_stream_default);
 }
 
@@ -81,7 +71,6 @@ static PyObject *st_sync(PyObject *self, PyObject *noargs)
 {
     int rc;
 
-    (void)noargs;
     if (py_check_pid(((PyHandle *)self)->pid, "stream"))
         return NULL;
     Py_BEGIN_ALLOW_THREADS
@@ -94,7 +83,6 @@ static PyObject *st_query(PyObject *self, PyObject *noargs)
 {
     int rc, done = 0;
 
-    (void)noargs;
     if (py_check_pid(((PyHandle *)self)->pid, "stream"))
         return NULL;
     rc = cuc_stream_query(S(self), &done);
@@ -116,7 +104,6 @@ static PyObject *st_wait(PyObject *self, PyObject *ev)
 
 static PyObject *st_cuda_stream(PyObject *self, PyObject *noargs)
 {
-    (void)noargs;
     return Py_BuildValue("(iK)", 0, (unsigned long long)(uintptr_t)cuc_stream_handle(S(self)));
 }
 
@@ -125,7 +112,6 @@ static PyObject *st_reduce(PyObject *self, PyObject *noargs)
     cuc_msg *m = NULL;
     int rc;
 
-    (void)noargs;
     if (cuc_stream_kind(S(self)) == CUC_STREAM_CREATED)
         return py_raise_fmt(CUC_E_NOT_SERIALIZABLE, "a created stream (on device %s) is a "
                             "handle valid only in its process: send a cucore.Event(dev, "
@@ -137,27 +123,13 @@ static PyObject *st_reduce(PyObject *self, PyObject *noargs)
     return handle_reduce(rc ? rc : cuc_msg_add_stream(m, S(self)), m, 0);
 }
 
-static PyObject *get_device(PyObject *self, void *c)
-{
-    (void)c;
-    return device_wrap(cuc_stream_device(S(self)));
-}
+GETTER(get_device, 1, device_wrap(cuc_stream_device(S(self))))
 
-static PyObject *get_kind(PyObject *self, void *c)
-{
-    int k = cuc_stream_kind(S(self));
+GETTER(get_kind, 1, PyUnicode_FromString(cuc_stream_kind(S(self)) == CUC_STREAM_CREATED
+                                          ? "created" : cuc_stream_kind(S(self)) ==
+                                          CUC_STREAM_LEGACY_DEFAULT ? "legacy" : "per-thread"))
 
-    (void)c;
-    return PyUnicode_FromString(k == CUC_STREAM_LEGACY_DEFAULT       ? "legacy"
-                                : k == CUC_STREAM_PER_THREAD_DEFAULT ? "per-thread"
-                                                                     : "created");
-}
-
-static PyObject *get_handle(PyObject *self, void *c)
-{
-    (void)c;
-    return PyLong_FromVoidPtr(cuc_stream_handle(S(self)));
-}
+GETTER(get_handle, 1, PyLong_FromVoidPtr(cuc_stream_handle(S(self))))
 
 static PyObject *stream_repr(PyObject *self)
 {
@@ -193,7 +165,8 @@ int stream_init(PyObject *m)
     PyTypeObject *t = &PyStream_Type;
 
     t->tp_doc = "Stream(device, non_blocking=False, priority=0): a created stream "
-                "(this process only); Stream.legacy(dev) / Stream.per_thread(dev) pickle";
+                "(this process only); Stream(x): x's CUstream (x.__cuda_stream__()), "
+                "which x keeps; Stream.legacy(dev) / Stream.per_thread(dev) pickle";
     t->tp_new = stream_new;
     t->tp_dealloc = stream_dealloc;
     t->tp_repr = stream_repr;

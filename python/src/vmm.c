@@ -40,7 +40,6 @@ static PyObject *vmm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     cuc_vmm *v;
     int rc;
 
-    (void)type;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "On|On", names, &oo, &size, &po, &nch) ||
         device_arg(oo, &owner) || (po && peers_arg(po, peers, &npeers)))
         return NULL;
@@ -88,37 +87,17 @@ static void vmm_dealloc(PyObject *self)
 
 static PyObject *vmm_close(PyObject *self, PyObject *noargs)
 {
-    (void)noargs;
     if (py_check_pid(((PyHandle *)self)->pid, "VMM resource"))
         return NULL;
+    if (((PyVmm *)self)->exports)
+        return PyErr_Format(PyExc_BufferError, "close(): %zd DLPack capsule(s) or tensor(s) "
+                            "still use the VMM resource's memory (drop them first)",
+                            ((PyVmm *)self)->exports);
     if (((PyVmm *)self)->busy)
         return PyErr_Format(PyExc_BufferError, "close(): a copy on another thread is using "
                             "the VMM resource's memory");
     vmm_drop((PyVmm *)self);
     return Py_NewRef(Py_None);
-}
-
-static int vmm_span(PyObject *self, struct span *out)
-{
-    PyVmm *o = (PyVmm *)self;
-
-    if (!LIVE(self))
-        return -1;
-    out->ptr = cuc_vmm_ptr(V(o));
-    out->size = cuc_vmm_size(V(o));
-    out->dev = cuc_vmm_device(V(o));
-    out->busy = &o->busy;
-    return 0;
-}
-
-static PyObject *vmm_copy_from(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return mem_copy_from(self, vmm_span, args, kw);
-}
-
-static PyObject *vmm_to_bytes(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return mem_to_bytes(self, vmm_span, args, kw);
 }
 
 static PyObject *vmm_access(PyObject *self, PyObject *d)
@@ -130,11 +109,7 @@ static PyObject *vmm_access(PyObject *self, PyObject *d)
     if (!LIVE(self) || device_arg(d, &dev))
         return NULL;
     rc = cuc_vmm_access(V(self), dev, &flags);
-    if (rc)
-        return py_raise(rc);
-    return PyUnicode_FromString(flags == CUC_VMM_ACCESS_READWRITE ? "rw"
-                                : flags == CUC_VMM_ACCESS_READ    ? "r"
-                                                                  : "");
+    return rc ? py_raise(rc) : access_name((int)flags);
 }
 
 static PyObject *vmm_leases(PyObject *self, PyObject *noargs)
@@ -142,7 +117,6 @@ static PyObject *vmm_leases(PyObject *self, PyObject *noargs)
     size_t n;
     int rc;
 
-    (void)noargs;
     if (!LIVE(self))
         return NULL;
     rc = cuc_vmm_lease_count(V(self), &n);
@@ -154,37 +128,21 @@ static PyObject *vmm_reduce(PyObject *self, PyObject *noargs)
     cuc_msg *m = NULL;
     int rc;
 
-    (void)noargs;
     if (!LIVE(self))
         return NULL;
     rc = cuc_msg_create(&m);
     return handle_reduce(rc ? rc : cuc_msg_add_vmm(m, V(self)), m, 1);
 }
 
-static PyObject *get_ptr(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyLong_FromVoidPtr(cuc_vmm_ptr(V(self)));
-}
-
-static PyObject *get_size(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyLong_FromSize_t(cuc_vmm_size(V(self)));
-}
-
-static PyObject *get_device(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : device_wrap(cuc_vmm_device(V(self)));
-}
+GETTER(get_ptr, LIVE(self), PyLong_FromVoidPtr(cuc_vmm_ptr(V(self))))
+GETTER(get_size, LIVE(self), PyLong_FromSize_t(cuc_vmm_size(V(self))))
+GETTER(get_device, LIVE(self), device_wrap(cuc_vmm_device(V(self))))
 
 static PyObject *get_peers(PyObject *self, void *c)
 {
     size_t i, n;
     PyObject *t, *d;
 
-    (void)c;
     if (!LIVE(self))
         return NULL;
     n = cuc_vmm_peer_count(V(self));
@@ -200,17 +158,8 @@ static PyObject *get_peers(PyObject *self, void *c)
     return t;
 }
 
-static PyObject *get_imported(PyObject *self, void *c)
-{
-    (void)c;
-    return !LIVE(self) ? NULL : PyBool_FromLong(cuc_vmm_is_imported(V(self)));
-}
-
-static PyObject *get_closed(PyObject *self, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(V(self) == NULL);
-}
+GETTER(get_imported, LIVE(self), PyBool_FromLong(cuc_vmm_is_imported(V(self))))
+GETTER(get_closed, 1, PyBool_FromLong(V(self) == NULL))
 
 static PyGetSetDef vmm_getset[] = {
     {"ptr", get_ptr, NULL, NULL, NULL},
@@ -222,10 +171,12 @@ static PyGetSetDef vmm_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef vmm_methods[] = {
-    {"copy_from", (PyCFunction)(void (*)(void))vmm_copy_from, METH_VARARGS | METH_KEYWORDS,
+    {"copy_from", (PyCFunction)(void (*)(void))mem_copy_from, METH_VARARGS | METH_KEYWORDS,
      NULL},
-    {"to_bytes", (PyCFunction)(void (*)(void))vmm_to_bytes, METH_VARARGS | METH_KEYWORDS,
+    {"copy_to", (PyCFunction)(void (*)(void))mem_copy_to, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"to_bytes", (PyCFunction)(void (*)(void))mem_to_bytes, METH_VARARGS | METH_KEYWORDS,
      NULL},
+    {"fill", (PyCFunction)(void (*)(void))mem_fill, METH_VARARGS | METH_KEYWORDS, NULL},
     {"access", vmm_access, METH_O, "a device's access: \"rw\", \"r\" or \"\""},
     {"lease_count", vmm_leases, METH_NOARGS, NULL},
     {"close", vmm_close, METH_NOARGS, NULL},

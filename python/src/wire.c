@@ -1,6 +1,6 @@
-/* Python objects in cucore messages (wire.h): a table of the types a
- * message carries, each with its add, and a table of the record types a
- * message resolves to objects, each with its get. A pickle of an fd-free
+/* Python objects in cucore messages (wire.h): the types a message
+ * carries, each with its add, and a table of the record types a message
+ * resolves to objects, each with its get. A pickle of an fd-free
  * object is (cucore._load, (bytes,)), the bytes a cucore message, so a C
  * program reads it as is. */
 #include <unistd.h>
@@ -8,75 +8,43 @@
 #include "wire.h"
 
 #define PID_OK(o, what) (py_check_pid(((PyHandle *)(o))->pid, what) == 0)
+#define IS(o, T) PyObject_TypeCheck(o, &T)
 
-static int add_device(cuc_msg *m, PyObject *o)
-{
-    return cuc_msg_add_device(m, H(o));
-}
-
-static int add_stream(cuc_msg *m, PyObject *o)
-{
-    return PID_OK(o, "stream") ? cuc_msg_add_stream(m, H(o)) : 1;
-}
-
-static int add_event(cuc_msg *m, PyObject *o)
-{
-    return PID_OK(o, "event") ? cuc_msg_add_event(m, H(o)) : 1;
-}
-
-static int add_config(cuc_msg *m, PyObject *o)
-{
-    return cuc_msg_add_launch_config(m, &((PyLaunchConfig *)o)->cfg);
-}
-
-static int add_kernel(cuc_msg *m, PyObject *o)
-{
-    return cuc_msg_add_kernel(m, H(o));
-}
-
-static int add_pool(cuc_msg *m, PyObject *o)
-{
-    return PID_OK(o, "pool") ? cuc_msg_add_pool(m, H(o)) : 1;
-}
-
-/* Sent on only once its own lease is confirmed (as its pickle). */
-static int add_buffer(cuc_msg *m, PyObject *o)
-{
-    return buffer_ready((PyBuffer *)o) ? 1 : cuc_msg_add_buffer(m, H(o));
-}
-
-static int add_vmm(cuc_msg *m, PyObject *o)
-{
-    return handle_live(o, "VMM resource") ? 1 : cuc_msg_add_vmm(m, H(o));
-}
-
-static int add_fd(cuc_msg *m, PyObject *o)
+/* o into m: 0, a CUC_E_*, 1 (raised), or 2 (not a cucore object). A
+ * buffer is sent on only once its own lease is confirmed (as its pickle). */
+static int add(cuc_msg *m, PyObject *o)
 {
     int fd;
 
-    return fd_arg(o, &fd) ? 1 : cuc_msg_add_fd(m, fd, 0);
+    if (IS(o, PyDevice_Type))
+        return cuc_msg_add_device(m, H(o));
+    if (IS(o, PyKernel_Type))
+        return cuc_msg_add_kernel(m, H(o));
+    if (IS(o, PyStream_Type))
+        return PID_OK(o, "stream") ? cuc_msg_add_stream(m, H(o)) : 1;
+    if (IS(o, PyEvent_Type))
+        return PID_OK(o, "event") ? cuc_msg_add_event(m, H(o)) : 1;
+    if (IS(o, PyLaunchConfig_Type))
+        return cuc_msg_add_launch_config(m, &((PyLaunchConfig *)o)->cfg);
+    if (IS(o, PyPool_Type))
+        return PID_OK(o, "pool") ? cuc_msg_add_pool(m, H(o)) : 1;
+    if (IS(o, PyBuffer_Type))
+        return buffer_ready((PyBuffer *)o) ? 1 : cuc_msg_add_buffer(m, H(o));
+    if (IS(o, PyVmm_Type))
+        return handle_live(o, "VMM resource") ? 1 : cuc_msg_add_vmm(m, H(o));
+    if (PyLong_Check(o)) /* a plain fd */
+        return fd_arg(o, &fd) ? 1 : cuc_msg_add_fd(m, fd, 0);
+    return 2;
 }
-
-static const struct {
-    PyTypeObject *type;
-    int (*add)(cuc_msg *m, PyObject *o); /* 0, a CUC_E_*, or 1: raised */
-} adds[] = {
-    {&PyDevice_Type, add_device}, {&PyStream_Type, add_stream}, {&PyEvent_Type, add_event},
-    {&PyLaunchConfig_Type, add_config}, {&PyKernel_Type, add_kernel},
-    {&PyPool_Type, add_pool}, {&PyBuffer_Type, add_buffer}, {&PyVmm_Type, add_vmm},
-    {&PyLong_Type, add_fd}, /* a plain fd */
-};
 
 int wire_add(cuc_msg *m, PyObject *o)
 {
-    for (size_t i = 0; i < sizeof(adds) / sizeof(adds[0]); i++)
-        if (PyObject_TypeCheck(o, adds[i].type)) {
-            int rc = adds[i].add(m, o);
-            return rc == 1 || PyErr_Occurred() ? -1 : rc ? py_fail(rc) : 0;
-        }
-    PyErr_Format(PyExc_TypeError, "%.100s is not a cucore object (nor an fd)",
-                 Py_TYPE(o)->tp_name);
-    return -1;
+    int rc = add(m, o);
+
+    if (rc == 2)
+        PyErr_Format(PyExc_TypeError, "%.100s is not a cucore object (nor an fd)",
+                     Py_TYPE(o)->tp_name);
+    return rc == 1 || rc == 2 || PyErr_Occurred() ? -1 : rc ? py_fail(rc) : 0;
 }
 
 static PyObject *get_device(cuc_msg *m, size_t i)
@@ -256,7 +224,6 @@ static PyObject *py_load(PyObject *self, PyObject *arg)
     cuc_msg *m;
     int rc;
 
-    (void)self;
     o = singletons && PyBytes_CheckExact(arg) ? PyDict_GetItemWithError(singletons, arg)
                                                 : NULL;
     if (o)

@@ -257,7 +257,7 @@ def test_pool_and_buffer():
     with pytest.raises(ValueError):
         buf.size
     with pytest.raises(cucore.Error):
-        pool.allocate(0)
+        pool.allocate(-1)
     local = cucore.Pool(d, ipc=False)
     b = local.allocate(16)
     with pytest.raises(cucore.NotSerializableError):

@@ -33,6 +33,9 @@ def describe(o):
     if isinstance(o, cucore.VMM):
         return ("vmm", o.device.uuid, tuple(p.uuid for p in o.peers),
                 tuple(o.access(p) for p in o.peers), o.is_imported, o.to_bytes(size=64))
+    if isinstance(o, cucore.ArrayView):  # what share() sent: the bytes of its extent
+        data = o.mem.to_bytes(size=o.nbytes, offset=o.offset) if o.nbytes else b""
+        return ("array", o.device.uuid, o.shape, o.strides, o.dtype, data)
     return ("other", repr(o))
 
 
@@ -347,6 +350,10 @@ def handle(op, objs):
         return len(views)
     if op == "fds":
         return len(os.listdir("/proc/self/fd"))
+    if op == "count":  # (name,): the simulator's count of a driver call here
+        return sim_count(objs[0])
+    if op == "reshare":  # what we hold, shared on as itself (A -> B -> A): the pickles
+        return [pickle.dumps(cucore.share(o)) for o in HELD]
     if op == "load":  # (data, ...): pickles loaded and kept: the error, or how many
         try:
             HELD.extend(pickle.loads(d) for d in objs)

@@ -33,9 +33,10 @@ static void defaults_init(void)
         rc = cuc_device_get(i, &d);
         if (rc)
             break;
-        defaults[2 * i] = (struct cuc_stream){d, CU_STREAM_LEGACY, CUC_STREAM_LEGACY_DEFAULT, 0};
+        defaults[2 * i] =
+            (struct cuc_stream){d, CU_STREAM_LEGACY, CUC_STREAM_LEGACY_DEFAULT, 0, 0};
         defaults[2 * i + 1] =
-            (struct cuc_stream){d, CU_STREAM_PER_THREAD, CUC_STREAM_PER_THREAD_DEFAULT, 0};
+            (struct cuc_stream){d, CU_STREAM_PER_THREAD, CUC_STREAM_PER_THREAD_DEFAULT, 0, 0};
     }
     if (rc) {
         cuc__err_save(&defaults_failure, rc);
@@ -187,6 +188,35 @@ int cuc_stream_create(cuc_device *dev, unsigned flags, int priority, cuc_stream 
     s->dev = dev;
     s->kind = CUC_STREAM_CREATED;
     s->creator = cuc__pid();
+    s->foreign = 0;
+    *out = s;
+    return 0;
+}
+
+int cuc_stream_wrap(cuc_device *dev, void *handle, cuc_stream **out)
+{
+    CUC__CTX_KEEP(guard);
+    struct cuc_stream *s;
+    unsigned flags;
+    CUresult r;
+    int rc;
+
+    if (!dev || !out)
+        return cuc__seterr(CUC_E_INVALID, "cuc_stream_wrap: NULL argument");
+    if (!handle || handle == (void *)CU_STREAM_LEGACY || handle == (void *)CU_STREAM_PER_THREAD)
+        return default_stream(dev, handle == (void *)CU_STREAM_PER_THREAD, out);
+    rc = cuc__device_activate(&guard, dev);
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuStreamGetFlags((CUstream)handle, &flags);
+    if (r != CUDA_SUCCESS)
+        return cuc__cuda_err(r, "cuStreamGetFlags", "cuc_stream_wrap of stream %p on "
+                             "device %d (%s): not a stream the driver knows", handle,
+                             cuc_device_ordinal(dev), cuc_device_uuid_string(dev));
+    s = malloc(sizeof(*s));
+    if (!s)
+        return cuc__seterr(CUC_E_NOMEM, "out of memory for a stream");
+    *s = (struct cuc_stream){dev, (CUstream)handle, CUC_STREAM_CREATED, cuc__pid(), 1};
     *out = s;
     return 0;
 }
@@ -198,7 +228,7 @@ void cuc_stream_destroy(cuc_stream *s)
         return;
     /* The stream's context must be current for the driver to find it; if
      * that fails there is nothing better to do than free our part. */
-    if (s->creator == cuc__pid() && cuc__device_activate(&guard, s->dev) == 0)
+    if (!s->foreign && s->creator == cuc__pid() && cuc__device_activate(&guard, s->dev) == 0)
         CUC_DRV->cuStreamDestroy(s->cu); /* not the parent's, after fork */
     free(s);
 }

@@ -12,6 +12,7 @@ struct cuc_stream {
     CUstream cu;
     int kind; /* enum cuc_stream_kind */
     pid_t creator; /* fork rule: a child's destroy makes no driver call */
+    int foreign;   /* cuc_stream_wrap: the driver's stream is its maker's */
 };
 
 /* The stream a call orders its work on: s itself, or for NULL the legacy
