@@ -3,6 +3,7 @@
  * handles are refused rather than dereferenced. */
 #include "sim_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #define SIM_STREAM_MAGIC 0x5354524du /* "STRM" */
@@ -231,6 +232,11 @@ SIM_API CUresult CUDAAPI cuStreamGetFlags(CUstream hStream,
     if (!flags)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
+    if (!is_special(hStream) && !find_stream(hStream)) { /* sim/FACTS.md F45 */
+        fprintf(stderr, "sim: cuStreamGetFlags(%p): not a stream; the real driver "
+                "reads through it and crashes (sim/FACTS.md F45)\n", (void *)hStream);
+        abort();
+    }
     rc = sim_stream_check(hStream, &ctx);
     if (rc == CUDA_SUCCESS)
         *flags = is_special(hStream) ? CU_STREAM_DEFAULT

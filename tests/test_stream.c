@@ -9,6 +9,9 @@
 #include "check.h"
 #include "devices_test.h"
 #include "device/device.h"
+#include "../sim/cucore_sim.h"
+
+#include <dlfcn.h>
 
 
 static void test_created(void)
@@ -208,6 +211,28 @@ static void test_wait_event(void)
     cuc_stream_destroy(s);
 }
 
+/* cuc_stream_wrap of a live stream that the driver refuses (the sim's
+ * fault injection): CUC_E_DRIVER naming the call, nothing written. */
+static void wrap_refused(cuc_device *dev)
+{
+    void *h = dlopen(CUC_SIM_PATH, RTLD_NOW | RTLD_NOLOAD);
+    cucore_sim_fail_fn fail = h ? (cucore_sim_fail_fn)dlsym(h, "cucore_sim_fail") : NULL;
+    cuc_stream *s = (cuc_stream *)0x1234;
+    CUstream raw = NULL;
+
+    CHECK(fail != NULL);
+    if (!fail)
+        return;
+    CHECK(CUC_DRV->cuStreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, 0) == CUDA_SUCCESS);
+    CHECK(fail("cuStreamGetFlags:1:CUDA_ERROR_INVALID_HANDLE", NULL, 0) == 0);
+    CHECK_RC(cuc_stream_wrap(dev, raw, &s), CUC_E_DRIVER);
+    CHECK(fail("", NULL, 0) == 0);
+    CHECK(strstr(cuc_errmsg(), "cuc_stream_wrap") && strstr(cuc_errmsg(), "cuStreamGetFlags"));
+    CHECK(s == (cuc_stream *)0x1234);
+    CHECK(CUC_DRV->cuStreamDestroy(raw) == CUDA_SUCCESS);
+    dlclose(h);
+}
+
 /* A stream made with the driver (a framework's), wrapped: work and waits
  * go on it, it is not sent, and destroying the wrap leaves the driver's
  * stream alive; the default handles give the singletons; a handle the
@@ -249,9 +274,8 @@ static void test_wrap(void)
     CHECK(w == pt);
     cuc_stream_destroy(w); /* a singleton: no-op */
 
-    CHECK_RC(cuc_stream_wrap(devs[0], (void *)0xdead00, &s), CUC_E_DRIVER);
-    CHECK(strstr(cuc_errmsg(), "cuc_stream_wrap") && strstr(cuc_errmsg(), "cuStreamGetFlags"));
-    CHECK(s == (cuc_stream *)0x1234);
+    if (test_on_sim()) /* a refusal, made by the sim (a garbage handle: F45) */
+        wrap_refused(devs[0]);
     CHECK_RC(cuc_stream_wrap(NULL, raw, &s), CUC_E_INVALID);
     CHECK_RC(cuc_stream_wrap(devs[0], raw, NULL), CUC_E_INVALID);
 }

@@ -101,8 +101,9 @@ CUC_API int cuc_stream_create(cuc_device *dev, unsigned flags, int priority,
  * and CU_STREAM_LEGACY give dev's legacy default stream, and
  * CU_STREAM_PER_THREAD its per-thread one (the singletons). Any other
  * handle is a stream of kind CUC_STREAM_CREATED (not sent: a handle is
- * this process's) that the driver must know: asked for its flags with
- * dev current, it refuses a handle it does not know. The driver cannot
+ * this process's) and must be a live stream: its flags are read with dev
+ * current, and the driver does not validate a handle (a pointer that is
+ * not a stream crashes the process: sim/FACTS.md F45). The driver cannot
  * say which context a stream belongs to here: the handle must be one of
  * dev's primary context (work ordered on it makes dev current).
  * CUC_E_INVALID: dev or out NULL. CUC_E_DRIVER: the driver refused the

@@ -211,7 +211,7 @@ int cuc_stream_wrap(cuc_device *dev, void *handle, cuc_stream **out)
     r = CUC_DRV->cuStreamGetFlags((CUstream)handle, &flags);
     if (r != CUDA_SUCCESS)
         return cuc__cuda_err(r, "cuStreamGetFlags", "cuc_stream_wrap of stream %p on "
-                             "device %d (%s): not a stream the driver knows", handle,
+                             "device %d (%s): the driver refused it", handle,
                              cuc_device_ordinal(dev), cuc_device_uuid_string(dev));
     s = malloc(sizeof(*s));
     if (!s)
