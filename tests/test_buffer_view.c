@@ -72,6 +72,12 @@ static void test_local(void)
     CHECK_RC(cuc_buffer_view(v, 3000, 97, &tmp), CUC_E_INVALID);
     CHECK_OK(cuc_buffer_view(v, 24, 100, &vv));
     CHECK(cuc_buffer_offset(vv) == 1024 && vv->root == b);
+    /* the root: the allocation's buffer, a reference each */
+    tmp = cuc_buffer_root(vv);
+    CHECK(tmp == b && cuc_buffer_root(b) == b && b->refs == 5);
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    CHECK(b->refs == 3); /* the caller's, v's and vv's */
     CHECK_OK(cuc_memcpy(bytes, cuc_buffer_ptr(vv), 100, pt_stream(b)));
     {
         uint8_t all[4096];

@@ -316,6 +316,11 @@ CUC_API int cuc_buffer_is_imported(const cuc_buffer *buf);
 CUC_API int cuc_buffer_is_view(const cuc_buffer *buf);
 /* Where the buffer starts in its allocation: 0 but for a view. */
 CUC_API size_t cuc_buffer_offset(const cuc_buffer *buf);
+/* The buffer of buf's whole allocation, with one reference for the
+ * caller: buf itself for an allocation, a view's root otherwise (buf
+ * starts cuc_buffer_offset(buf) bytes into it). Many parts of one
+ * allocation so become one object to send: one record, one import. */
+CUC_API cuc_buffer *cuc_buffer_root(cuc_buffer *buf);
 
 /* Leases of this buffer not yet ended (sent from this process and not
  * released, as the channels have noticed so far). */

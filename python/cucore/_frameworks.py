@@ -200,7 +200,9 @@ _received = {}
 
 
 def _remember(mem):
-    _received[id(mem)] = weakref.ref(mem, lambda _, k=id(mem): _received.pop(k, None))
+    ref = _received.get(id(mem))
+    if ref is None or ref() is not mem:
+        _received[id(mem)] = weakref.ref(mem, lambda _, k=id(mem): _received.pop(k, None))
 
 
 def _adopt(ptr, nbytes, owner):
@@ -233,9 +235,9 @@ def wrap(device, ptr, size):
     the Buffer and its leases live. share() keeps the array itself alive,
     and takes pool and VMM memory too."""
     dev = _core.Device(device)
-    mem, _ = _core.adopt(ptr, size, None)
+    mem, off = _core.adopt(ptr, size, None)
     if isinstance(mem, _core.Buffer) and mem.is_wrapped and mem.device is dev:
-        return mem
+        return mem if off == 0 and size == mem.size else mem.view(off, size)
     raise Error("CUC_E_INVALID", "wrap(%s, %#x, %d): not cuMemAlloc memory of that device "
                 "(%s): share() takes an array of pool or VMM memory" %
                 (dev.uuid, ptr, size, "a pool's or VMM memory" if mem.device is dev
@@ -343,21 +345,26 @@ class ArrayView:
                                                          self.device.uuid)
 
 
+_INT = frozenset((int,))
+_MEMS = frozenset((_core.Buffer, _core.VMM, _core.Device))
+
+
 def _checked(mem, offset, nbytes, shape, strides, dtype):
     """The view's fields, from a peer's bytes: a view that reaches outside
-    its memory, or is not a view at all, is refused (CUC_E_BADMSG)."""
-    def ints(v):
-        return isinstance(v, tuple) and all(type(i) is int for i in v)
-    ok = (isinstance(mem, (_core.Buffer, _core.VMM, _core.Device)) and ints(shape) and
-          ints(strides) and ints(dtype) and len(dtype) == 3 and type(offset) is int and
-          type(nbytes) is int and len(shape) == len(strides) <= _MAX_DIMS)
+    its memory, or is not a view at all, is refused (CUC_E_BADMSG). Types
+    are checked exactly (one set of them), so that a bool or a float
+    cannot stand in for an int."""
+    ok = (type(mem) in _MEMS and type(shape) is tuple and type(strides) is tuple and
+          type(dtype) is tuple and len(dtype) == 3 and len(shape) == len(strides) <= _MAX_DIMS
+          and set(map(type, shape + strides + dtype + (offset, nbytes))) <= _INT)
     if ok:
         code, bits, lanes = dtype
         item = bits * lanes // 8
         ok = (0 <= code < 256 and 0 < bits < 256 and bits % 8 == 0 and 0 < lanes < 65536 and
-              all(n >= 0 for n in shape) and all(s >= 0 and s % item == 0 for s in strides))
+              min(shape, default=0) >= 0 and min(strides, default=0) >= 0 and
+              not any(s % item for s in strides))
     if ok:
-        size = 0 if isinstance(mem, _core.Device) else mem.size
+        size = 0 if type(mem) is _core.Device else mem.size
         ok = (nbytes == _extent(shape, strides, item) and 0 <= offset and
               (nbytes == 0 or offset + nbytes <= size))
     if not ok:

@@ -567,9 +567,10 @@ static void owner_release(void *arg)
 }
 
 /* adopt(ptr, size, owner) -> (mem, offset): size bytes at ptr, another
- * allocator's, as a Buffer (cuc_buffer_adopt; a view when interior,
- * offset 0) or, VMM memory with POSIX fds, a VMM resource of its chunks
- * (cuc_vmm_adopt) and ptr's offset in it; owner (None: the caller keeps
+ * allocator's: the Buffer of its allocation (cuc_buffer_adopt, then
+ * cuc_buffer_root: one object to pickle for all its parts) or, VMM memory
+ * with POSIX fds, a VMM resource of its chunks (cuc_vmm_adopt), and ptr's
+ * offset in it; owner (None: the caller keeps
  * the memory, as wrap() says) is kept until cucore no longer uses the
  * memory. Other kinds: the library's refusal naming the kind and what to
  * use. */
@@ -581,7 +582,7 @@ static PyObject *py_adopt(PyObject *self, PyObject *args)
     size_t off = 0;
     struct owner *o = NULL;
     cuc_device *dev;
-    cuc_buffer *b;
+    cuc_buffer *b = NULL, *part;
     cuc_vmm *v;
     void *ptr;
     int kind, rc;
@@ -602,8 +603,10 @@ static PyObject *py_adopt(PyObject *self, PyObject *args)
         rc = cuc_device_get(0, &dev);
     if (!rc && kind == CUC_MEMORY_VMM_FD)
         rc = cuc_vmm_adopt(dev, ptr, (size_t)size, fn, o, &v, &off);
-    else if (!rc)
-        rc = cuc_buffer_adopt(dev, ptr, (size_t)size, fn, o, &b);
+    else if (!rc && !(rc = cuc_buffer_adopt(dev, ptr, (size_t)size, fn, o, &part))) {
+        b = cuc_buffer_root(part), off = cuc_buffer_offset(part); /* before part's unref */
+        (void)cuc_buffer_unref_async(part, NULL);
+    }
     Py_END_ALLOW_THREADS
     if (rc) {
         free(o);

@@ -100,3 +100,4 @@ int cuc_buffer_view(cuc_buffer *parent, size_t offset, size_t size, cuc_buffer *
 
 int cuc_buffer_is_view(const cuc_buffer *b) { return b->root != NULL; }
 size_t cuc_buffer_offset(const cuc_buffer *b) { return b->offset; }
+cuc_buffer *cuc_buffer_root(cuc_buffer *b) { return cuc_buffer_ref(b->root ? b->root : b); }
