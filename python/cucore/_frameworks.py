@@ -427,7 +427,7 @@ _REBUILD = {"torch": _rebuild_torch, "cupy": _rebuild_cupy, "numba": _rebuild_nu
 
 # ---- torch: a tensor over its whole storage (one import per storage) ----
 
-_tls = threading.local()  # .waited: (device, stream) pairs waited for in this dumps
+_tls = threading.local()  # .waited: devices whose current stream this dumps waited for
 
 
 def _torch_wait(t, stream):
@@ -437,14 +437,16 @@ def _torch_wait(t, stream):
     import torch
     if stream is not None:
         return _wait(stream, t.device)
-    s = torch.cuda.current_stream(t.device)
+    dev = t.get_device()
     waited = getattr(_tls, "waited", None)
     if waited is not None:
-        key = (s.device_index, s.cuda_stream)
-        if key in waited:
+        if dev in waited:  # no reducer changes a current stream within one dumps
             return
-        waited.add(key)
-    s.synchronize()
+        waited.add(dev)
+    torch.cuda.current_stream(dev).synchronize()
+
+
+_torch_names = {}  # torch.dtype -> its name in torch ("float32")
 
 
 def _torch_shared(t, stream, grad):
@@ -459,9 +461,11 @@ def _torch_shared(t, stream, grad):
                            "tensor before serializing (e.g., putting it on the queue).")
     storage = t.untyped_storage()
     base, nbytes = storage.data_ptr(), storage.nbytes()
-    meta = (str(t.dtype)[len("torch."):], tuple(t.size()), tuple(t.stride()),
-            t.storage_offset(), bool(grad and t.requires_grad),
-            bool(grad and isinstance(t, torch.nn.Parameter)))
+    name = _torch_names.get(t.dtype)
+    if name is None:
+        name = _torch_names[t.dtype] = str(t.dtype)[len("torch."):]
+    meta = (name, tuple(t.size()), tuple(t.stride()), t.storage_offset(),
+            bool(grad and t.requires_grad), bool(grad and isinstance(t, torch.nn.Parameter)))
     if nbytes == 0:
         mem, offset = _core.Device(t.device), 0
     else:
