@@ -365,7 +365,9 @@ def _checked(mem, offset, nbytes, shape, strides, dtype):
               not any(s % item for s in strides))
     if ok:
         size = 0 if type(mem) is _core.Device else mem.size
-        ok = (nbytes == _extent(shape, strides, item) and 0 <= offset and
+        span = (0 if 0 in shape else  # _extent's, strides known >= 0
+                sum([(n - 1) * st for n, st in zip(shape, strides)]) + item)
+        ok = (nbytes == span and 0 <= offset and
               (nbytes == 0 or offset + nbytes <= size))
     if not ok:
         raise Error("CUC_E_BADMSG", "a shared array that does not fit its memory: offset %r, "
@@ -396,8 +398,10 @@ def _rebuild_torch(view, meta):
     if view.nbytes == 0:
         t = torch.empty_strided(size, stride, dtype=dtype,
                                 device=torch.device("cuda", view.device.ordinal))
-    else:  # the tensor over its whole storage, as the sender's
-        storage = torch.from_dlpack(view).untyped_storage()
+    else:  # the tensor over its whole storage, as the sender's; a capsule
+        # (no stream to order: the sender waited for its work, and nothing
+        # here has used the memory yet) spares torch's stream lookups
+        storage = torch.from_dlpack(view.__dlpack__(stream=-1)).untyped_storage()
         t = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, size,
                                                                     stride)
     if param:
