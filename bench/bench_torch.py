@@ -22,8 +22,9 @@ lease wait.
 Each figure is printed as bench_report.h's lines do, and, where
 CUCORE_BENCH_JSONL names a file, one JSON line each: bench "bench_torch",
 figure "tensors, K=...", unit "ns" per tensor, "torch" (plain
-torch.multiprocessing), "cucore" (the same program with install), and
-"cucore_buffer" (cucore's own Buffer path)."""
+torch.multiprocessing), "python" (the same program with
+cucore.install("torch"): cucore from Python), and "cucore_buffer"
+(cucore's own Buffer path)."""
 import argparse
 import json
 import os
@@ -107,7 +108,7 @@ def _line(figure, torch_ns, cuc_ns, buf_ns, note):
     if path:
         with open(path, "a") as f:
             f.write(json.dumps({"bench": "bench_torch", "driver": "cuda", "figure": figure,
-                                "unit": "ns", "torch": torch_ns, "cucore": cuc_ns,
+                                "unit": "ns", "torch": torch_ns, "python": cuc_ns,
                                 "cucore_buffer": buf_ns, "note": note}) + "\n")
 
 
