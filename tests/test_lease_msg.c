@@ -2,7 +2,8 @@
  * begins each attached lease on that channel, a release or the channel's
  * end ends it exactly once, a failed send ends it with SEND_FAILED, a
  * message holds its objects until destroyed, a received message knows its
- * channel and keeps it alive past cuc_channel_destroy(). */
+ * channel and keeps it alive past cuc_channel_destroy(); deferred
+ * releases (a share point's) wait for a flush. */
 #include "check.h"
 #include "cucore.h"
 #include "device/device.h"
@@ -151,6 +152,45 @@ static void test_send_twice(void)
     CHECK(o1.refs == 0 && o2.refs == 0);
 }
 
+static void count_wake(void *arg) { ++*(int *)arg; }
+
+/* Deferred releases (a share point's connection): released ids wait in
+ * the table, the first one wakes the flusher once, and a flush sends
+ * them all; the exporter's leases end only then. */
+static void test_deferred(void)
+{
+    struct obj o[3] = {{0}};
+    cuc_channel *a, *b;
+    cuc_msg *got[3];
+    uint64_t ids[3];
+    int wakes = 0;
+
+    CHECK_OK(cuc_channel_pair(&a, &b));
+    cuc__leases_defer_releases(b->leases, count_wake, &wakes);
+    for (int i = 0; i < 3; i++) {
+        cuc_msg *m = leased_msg(&o[i], &ids[i]);
+        CHECK_OK(cuc_channel_send(a, m));
+        cuc_msg_destroy(m);
+        CHECK_OK(cuc_channel_recv(b, 1000, &got[i]));
+    }
+    CHECK(!cuc__leases_pending(b->leases));
+    CHECK_OK(cuc__leases_release(b->leases, &ids[0], 1));
+    CHECK_OK(cuc__leases_release(b->leases, &ids[1], 2));
+    CHECK(wakes == 1 && cuc__leases_pending(b->leases));
+    CHECK_RC(cuc_channel_lease_wait(a, 0, 50), CUC_E_TIMEOUT); /* none sent yet */
+    CHECK(leases(a) == 3 && o[0].ended == 0);
+    CHECK_OK(cuc__leases_flush(b->leases));
+    CHECK(!cuc__leases_pending(b->leases));
+    CHECK_OK(cuc_channel_lease_wait(a, 0, 1000));
+    for (int i = 0; i < 3; i++) {
+        CHECK(o[i].ended == 1 && o[i].last_id == ids[i] && o[i].last_why == CUC__LEASE_RELEASED);
+        cuc_msg_destroy(got[i]);
+    }
+    CHECK_OK(cuc__leases_flush(b->leases)); /* nothing queued: nothing sent */
+    cuc_channel_destroy(b);
+    cuc_channel_destroy(a);
+}
+
 static void test_bad_args(void)
 {
     struct obj o = {0};
@@ -176,6 +216,7 @@ int main(void)
     test_release();
     test_close_ends();
     test_send_twice();
+    test_deferred();
     test_bad_args();
     FD_CHECK_NO_LEAK();
     return test_finish();

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A lease id is its message's block and its attachment's index there
  * (wire.h): the leases of one sent message are one grant, found by the
@@ -141,6 +142,7 @@ static void leases_free(struct cuc__ref *r)
     cuc__htab_free(&l->by_block);
     cuc__htab_free(&l->by_seq);
     cuc_msg_destroy(l->claims);
+    free(l->rel);
     cuc__link_unref(l->link);
     pthread_mutex_destroy(&l->qlock);
     pthread_mutex_destroy(&l->lock);
@@ -741,30 +743,91 @@ struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__le
     return g;
 }
 
-/* Sends the queued claims (qlock held). */
+/* Sends release messages of ids[0..n) (qlock held). */
+static int send_releases_locked(struct cuc__leases *l, const uint64_t *ids, size_t n)
+{
+    size_t done = 0;
+    int rc = 0;
+
+    while (!rc && done < n) {
+        cuc_msg *m;
+        if (cuc__link_is_closed(l->link))
+            break; /* closed here: the peer has ended these leases */
+        rc = cuc__release_msg_build(ids, n, &done, &m);
+        if (rc)
+            break;
+        rc = cuc__link_send(l->link, m);
+        cuc_msg_destroy(m);
+        if (rc && cuc__link_is_closed(l->link))
+            rc = 0, done = n;
+    }
+    return rc;
+}
+
+/* Sends the queued claims, then the queued releases (qlock held). */
 static int flush_locked(struct cuc__leases *l)
 {
     cuc_msg *m = l->claims;
-    int rc;
+    size_t nrel = l->nrel;
+    int rc = 0;
 
-    if (!m)
-        return 0;
-    __atomic_store_n(&l->claims, NULL, __ATOMIC_RELEASE);
-    rc = cuc__link_is_closed(l->link) ? 0 : cuc__link_send(l->link, m);
-    cuc_msg_destroy(m);
-    return rc && cuc__link_is_closed(l->link) ? 0 : rc;
+    if (m) {
+        __atomic_store_n(&l->claims, NULL, __ATOMIC_RELEASE);
+        rc = cuc__link_is_closed(l->link) ? 0 : cuc__link_send(l->link, m);
+        cuc_msg_destroy(m);
+        if (rc && cuc__link_is_closed(l->link))
+            rc = 0;
+    }
+    if (!rc && nrel) {
+        __atomic_store_n(&l->nrel, 0, __ATOMIC_RELEASE);
+        rc = send_releases_locked(l, l->rel, nrel);
+    }
+    return rc;
+}
+
+int cuc__leases_pending(const struct cuc__leases *l)
+{
+    return __atomic_load_n(&l->claims, __ATOMIC_ACQUIRE) != NULL ||
+           __atomic_load_n(&l->nrel, __ATOMIC_ACQUIRE) != 0;
 }
 
 int cuc__leases_flush(struct cuc__leases *l)
 {
     int rc;
 
-    if (!__atomic_load_n(&l->claims, __ATOMIC_ACQUIRE))
+    if (!cuc__leases_pending(l))
         return 0; /* the usual case: nothing queued */
     pthread_mutex_lock(&l->qlock);
     rc = flush_locked(l);
     pthread_mutex_unlock(&l->qlock);
     return rc;
+}
+
+void cuc__leases_defer_releases(struct cuc__leases *l, void (*wake)(void *), void *arg)
+{
+    pthread_mutex_lock(&l->qlock);
+    l->wake = wake;
+    l->wake_arg = arg;
+    pthread_mutex_unlock(&l->qlock);
+}
+
+/* Queues ids[0..n) (qlock held); *first: the queue was empty. */
+static int queue_releases_locked(struct cuc__leases *l, const uint64_t *ids, size_t n,
+                                 int *first)
+{
+    if (l->nrel + n > l->rel_cap) {
+        size_t cap = l->rel_cap ? l->rel_cap : 64;
+        uint64_t *p;
+        while (cap < l->nrel + n)
+            cap *= 2;
+        if (!(p = realloc(l->rel, cap * sizeof(*p))))
+            return send_releases_locked(l, ids, n); /* no room: at once */
+        l->rel = p, l->rel_cap = cap;
+    }
+    *first = l->nrel == 0 && !l->claims;
+    memcpy(l->rel + l->nrel, ids, n * sizeof(*ids));
+    __atomic_store_n(&l->nrel, l->nrel + n, __ATOMIC_RELEASE);
+    return 0;
 }
 
 int cuc__leases_queue_claim(struct cuc__leases *l, const uint8_t token[16], uint32_t flags)
@@ -788,27 +851,21 @@ int cuc__leases_queue_claim(struct cuc__leases *l, const uint8_t token[16], uint
 
 int cuc__leases_release(struct cuc__leases *l, const uint64_t *ids, size_t n)
 {
-    size_t done = 0;
-    int rc = 0;
+    void (*wake)(void *);
+    int rc = 0, first = 0;
 
     /* Inherited through fork: the leases are the parent's, and a frame from
      * here would break its channel's sequence (DESIGN.md, "Fork"). */
     if (l->link->owner != cuc__pid())
         return 0;
     pthread_mutex_lock(&l->qlock); /* a claim queued goes before its release */
-    rc = flush_locked(l);
-    while (!rc && done < n) {
-        cuc_msg *m;
-        if (cuc__link_is_closed(l->link))
-            break; /* closed here: the peer has ended these leases */
-        rc = cuc__release_msg_build(ids, n, &done, &m);
-        if (rc)
-            break;
-        rc = cuc__link_send(l->link, m);
-        cuc_msg_destroy(m);
-        if (rc && cuc__link_is_closed(l->link))
-            rc = 0, done = n;
-    }
+    wake = l->wake;
+    if (wake)
+        rc = queue_releases_locked(l, ids, n, &first);
+    else if (!(rc = flush_locked(l)))
+        rc = send_releases_locked(l, ids, n);
     pthread_mutex_unlock(&l->qlock);
+    if (first)
+        wake(l->wake_arg);
     return rc;
 }

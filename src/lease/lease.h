@@ -69,6 +69,13 @@ struct cuc__leases {
      * qlock, which also orders them before any release on the link */
     pthread_mutex_t qlock;
     cuc_msg *claims;
+    /* releases queued under qlock (cuc__leases_defer_releases: a share
+     * point's connection), sent after the claims at the next flush; wake
+     * is told (no lock held) when the first is queued */
+    uint64_t *rel;
+    size_t nrel, rel_cap;
+    void (*wake)(void *arg);
+    void *wake_arg;
 };
 
 /* Most objects a table keeps for its peer (images it said it holds). */
@@ -174,12 +181,20 @@ struct cuc__lease_gauge *cuc__leases_gauge(struct cuc__leases *l, struct cuc__le
  * empty). A share point's claims of many attaches so travel as one
  * message. 0 or 1, or a failure. */
 int cuc__leases_queue_claim(struct cuc__leases *l, const uint8_t token[16], uint32_t flags);
-/* Sends the queued claims (0 when none). */
+/* Sends the queued claims, then the queued releases (0 when none). */
 int cuc__leases_flush(struct cuc__leases *l);
+/* Nonzero while claims or releases wait for a flush (a hint: no lock). */
+int cuc__leases_pending(const struct cuc__leases *l);
+/* From now on releases on l are queued, not sent: the next flush sends
+ * them (cuc__leases_flush), wake(arg) being called when the queue was
+ * empty, so that a share point's thread sends the releases of many frees
+ * as one message. Before the table is used. */
+void cuc__leases_defer_releases(struct cuc__leases *l, void (*wake)(void *), void *arg);
 
 /* Tells the peer that this process no longer uses ids[0..n): release
  * messages on the link (which stays open while the table lives, also after
- * the user destroyed the channel). 0 without sending once the link was
+ * the user destroyed the channel), now or, deferred, at the next flush
+ * (cuc__leases_defer_releases). 0 without sending once the link was
  * closed for good, and in a child that inherited the table through fork
  * (the leases are the parent's). */
 int cuc__leases_release(struct cuc__leases *l, const uint64_t *ids, size_t n);

@@ -152,7 +152,7 @@ void cuc__share_flush_claims(struct cuc__share *p)
 
     pthread_mutex_lock(&p->lock);
     for (struct cuc__share_exp *e = p->exps; e && n < CUC_ARRAY_LEN(q); e = e->next)
-        if (!e->closed && __atomic_load_n(&e->ch->leases->claims, __ATOMIC_ACQUIRE)) {
+        if (!e->closed && cuc__leases_pending(e->ch->leases)) {
             cuc__leases_ref(e->ch->leases);
             q[n++] = e->ch->leases;
         }
@@ -360,7 +360,17 @@ static int connect_greeted(struct cuc__share *p, const struct cuc_share_record *
     }
 }
 
-/* A connection to the share point of r. */
+/* A connection's queued releases wake the thread, which sends them. */
+static void wake_point(void *arg)
+{
+    struct cuc__share *p = arg;
+
+    if (!atomic_load(&p->stopping))
+        cuc__share_wake(p);
+}
+
+/* A connection to the share point of r; its releases go out in batches
+ * (the thread sends what the frees queued meanwhile). */
 static int connect_exp(struct cuc__share *p, const struct cuc_share_record *r,
                        struct cuc__share_exp **out)
 {
@@ -379,6 +389,7 @@ static int connect_exp(struct cuc__share *p, const struct cuc_share_record *r,
     memcpy(e->path, r->path, sizeof(e->path));
     e->ch = ch;
     e->pid = ch->link->peer_pid;
+    cuc__leases_defer_releases(ch->leases, wake_point, p);
     *out = e;
     return 0;
 }
@@ -812,7 +823,6 @@ static int attach_plain(struct cuc__share *p, struct cuc__share_exp *e, const cu
     /* no held record: the records as they are, in one copy */
     rc = count_held(b) ? rebuild(b, held_pool_here, (void *)b, &o)
                        : cuc__msg_from_bytes_after(bytes, len, &o);
-    (void)cuc__leases_flush(e->ch->leases); /* on its way while the memory is mapped */
     if (rc) { /* claimed, nothing used: given back */
         (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
         cuc__gate_unref(g);

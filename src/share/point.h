@@ -146,8 +146,8 @@ int cuc__share_read_exp(struct cuc__share *p, struct cuc__share_exp *e);
 void cuc__share_exp_closed(struct cuc__share *p, struct cuc__share_exp *e, int why);
 /* Frees the exporters that are closed and waited on by nobody (p->lock held). */
 void cuc__share_reap_exps_locked(struct cuc__share *p);
-/* Sends the claims queued on every exporter connection (the thread, once
- * woken). */
+/* Sends the claims and releases queued on every exporter connection (the
+ * thread, once woken). */
 void cuc__share_flush_claims(struct cuc__share *p);
 /* Ends every exporter connection (the stop). */
 void cuc__share_attach_end(struct cuc__share *p);
