@@ -76,21 +76,21 @@ def sim_count(name):
     return out.value
 
 
-def sim_count_settled(name, quiet=0.3, timeout=10):
-    """sim_count(NAME) once it has not moved for QUIET seconds: earlier
-    tests' frees, run late by a background thread (slow under a
-    sanitizer), must not land inside a count."""
-    import time
+def close_many_frees(ordinal):
+    """The simulator's cuMemFreeAsync calls of one Buffer.close_many of
+    four buffers of a new pool, one closed before and each named twice (3
+    frees, all before it returns); None off the simulator. Run in a fresh
+    process, where no other test's frees can land in the count."""
+    import cucore
 
-    deadline = time.time() + timeout
-    last = sim_count(name)
-    while last is not None and time.time() < deadline:
-        time.sleep(quiet)
-        now = sim_count(name)
-        if now == last:
-            break
-        last = now
-    return last
+    dev = cucore.Device(ordinal)
+    pool = cucore.Pool(dev)
+    bufs = [pool.allocate(32) for _ in range(4)]
+    bufs[1].close()
+    before = sim_count("cuMemFreeAsync")
+    cucore.Buffer.close_many((b for b in bufs + bufs), stream=cucore.Stream(dev))
+    assert all(b.closed for b in bufs)
+    return None if before is None else sim_count("cuMemFreeAsync") - before
 
 
 def libcucore():
