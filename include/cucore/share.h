@@ -19,10 +19,9 @@
  * process: it accepts peers of the same uid only (SO_PEERCRED; a peer in
  * another user namespace without a uid map is refused), answers their
  * claims, and reads their releases. The same thread reads the answers of
- * the share points this process attached from, and sends them the claims
- * and releases this process's attaches and frees queued meanwhile, many
- * in one message (a first use of attached memory sends its claim at
- * once). Nothing is decided by a pid
+ * the share points this process attached from, and sends them the
+ * releases this process's frees queued meanwhile, many in one message (an
+ * attach sends its claim at once). Nothing is decided by a pid
  * or a clock another process reads: an exporter is alive while its socket
  * accepts, so processes in other PID, mount or time namespaces that see
  * the same socket directory share as processes on the host do

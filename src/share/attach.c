@@ -823,6 +823,7 @@ static int attach_plain(struct cuc__share *p, struct cuc__share_exp *e, const cu
     /* no held record: the records as they are, in one copy */
     rc = count_held(b) ? rebuild(b, held_pool_here, (void *)b, &o)
                        : cuc__msg_from_bytes_after(bytes, len, &o);
+    (void)cuc__leases_flush(e->ch->leases); /* on its way while the memory is mapped */
     if (rc) { /* claimed, nothing used: given back */
         (void)send_claim(e->ch, token, CUC__CLAIM_GIVE_BACK);
         cuc__gate_unref(g);
