@@ -27,6 +27,10 @@ from ._core import (Device, Stream, Event, Kernel, LaunchConfig, Pool, Buffer, V
 from . import _core
 from ._frameworks import share, install, wrap, Shared, ArrayView
 from . import _frameworks
+from multiprocessing.reduction import ForkingPickler as _ForkingPickler
+
+# multiprocessing (Pipe, Queue, Pool) sends a list of Buffers as one detach
+_frameworks._wrap_dumps(_ForkingPickler)
 
 __version__ = version
 
@@ -41,8 +45,8 @@ _load.__module__ = _attach.__module__ = "cucore"
 
 class BufferBatch(list):
     """A list of buffers; it pickles as a plain list (the receiver gets a
-    list), which costs no round trip a buffer any more: kept for older
-    callers."""
+    list), through multiprocessing as one detach, as any list of Buffers
+    does: kept for older callers."""
 
     def __reduce__(self):
         return (list, (list(self),))

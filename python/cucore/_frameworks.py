@@ -19,6 +19,7 @@ kernel_from_numba here: what another library's object is, is found here.
 """
 import collections
 import copyreg
+import operator
 import os
 import re
 import struct
@@ -431,7 +432,9 @@ _REBUILD = {"torch": _rebuild_torch, "cupy": _rebuild_cupy, "numba": _rebuild_nu
 
 # ---- torch: a tensor over its whole storage (one import per storage) ----
 
-_tls = threading.local()  # .waited: devices whose current stream this dumps waited for
+# the ForkingPickler.dumps under way: .waited, the devices whose current
+# stream it waited for; .batch, its _batch_of
+_tls = threading.local()
 
 
 def _torch_wait(t, stream):
@@ -533,8 +536,10 @@ def _install_torch():
 
 
 def _wrap_dumps(pickler):
-    """Marks each ForkingPickler.dumps, so that the tensors of one dumps
-    wait for their stream once."""
+    """Marks each ForkingPickler.dumps (multiprocessing's: Pipe, Queue,
+    Pool), so that the tensors of one dumps wait for their stream once,
+    and the Buffers of a list or tuple dumped whole, from its first item
+    on, are detached together (_batch_of)."""
     if getattr(pickler.dumps, "_cucore", False):
         return
     plain = pickler.dumps.__func__
@@ -542,14 +547,57 @@ def _wrap_dumps(pickler):
     def dumps(cls, obj, protocol=None):
         outer = getattr(_tls, "waited", None)
         if outer is None:
-            _tls.waited = set()
+            _tls.waited, _tls.batch = set(), _batch_of(obj)
         try:
             return plain(cls, obj, protocol)
         finally:
             if outer is None:
-                _tls.waited = None
+                _tls.waited = _tls.batch = None
     dumps._cucore = True
     pickler.dumps = classmethod(dumps)
+    pickler.register(_core.Buffer, _reduce_buffer)
+
+
+class _Batch:
+    """Buffers detached together: pickled once (pickle's memo), it loads as
+    the tuple of them, each buffer as its item."""
+    __slots__ = ("reduced",)
+
+    def __init__(self, reduced):
+        self.reduced = reduced
+
+    def __reduce__(self):
+        return self.reduced
+
+
+def _batch_of(obj):
+    """(a _Batch, {id(buffer): its index}) for a list or tuple whose first
+    item is a Buffer: its Buffers detached as one message (one hold, one
+    claim, one message to attach), or None. A Buffer that cannot be
+    detached leaves them to pickle one by one (and raise there)."""
+    if not isinstance(obj, (list, tuple)) or not obj or type(obj[0]) is not _core.Buffer:
+        return None
+    bufs, index = [], {}
+    for x in obj:
+        if type(x) is _core.Buffer and id(x) not in index:
+            index[id(x)] = len(bufs)
+            bufs.append(x)
+    if len(bufs) < 2:
+        return None
+    try:
+        return _Batch(_core.Buffer._detach_many(bufs)), index
+    except Error:
+        return None
+
+
+def _reduce_buffer(b):
+    """A Buffer in ForkingPickler: its item of the dump's batch, else
+    itself."""
+    batch = getattr(_tls, "batch", None)
+    i = batch[1].get(id(b)) if batch else None
+    if i is None:
+        return b.__reduce__()
+    return (operator.getitem, (batch[0], i))
 
 
 # ---- cuda.core ----

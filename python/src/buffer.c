@@ -141,6 +141,25 @@ static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
     return bad ? NULL : Py_NewRef(Py_None);
 }
 
+/* Buffer._detach_many(buffers): a list of buffers detached as one message
+ * (one hold, one claim): (loader, (bytes,)), which loads as the tuple of
+ * them, in order (multiprocessing's batches: cucore/_frameworks.py). */
+static PyObject *buf_detach_many(PyObject *cls, PyObject *list)
+{
+    cuc_msg *m = NULL;
+    int rc = PyList_CheckExact(list) ? cuc_msg_create(&m) : CUC_E_INVALID;
+
+    for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(list); i++) {
+        PyObject *o = PyList_GET_ITEM(list, i);
+        if (!PyObject_TypeCheck(o, &PyBuffer_Type) || buffer_ready((PyBuffer *)o)) {
+            cuc_msg_destroy(m);
+            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "not a Buffer");
+        }
+        rc = cuc_msg_add_buffer(m, (cuc_buffer *)H(o));
+    }
+    return handle_reduce(rc, m, 1);
+}
+
 static PyObject *buf_enter(PyObject *self, PyObject *noargs)
 {
     return handle_live(self, "buffer") ? NULL : Py_NewRef(self);
@@ -256,6 +275,7 @@ static PyMethodDef buf_methods[] = {
      NULL},
     {"__dlpack_device__", mem_dlpack_device, METH_NOARGS, NULL},
     {"__reduce__", buf_reduce, METH_NOARGS, NULL},
+    {"_detach_many", buf_detach_many, METH_O | METH_STATIC, NULL},
     {NULL, NULL, 0, NULL}};
 
 int buffer_init(PyObject *m)

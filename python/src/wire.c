@@ -47,29 +47,20 @@ int wire_add(cuc_msg *m, PyObject *o)
     return rc == 1 || rc == 2 || PyErr_Occurred() ? -1 : rc ? py_fail(rc) : 0;
 }
 
-static PyObject *get_device(cuc_msg *m, size_t i)
-{
-    cuc_device *d;
-    int rc = cuc_msg_get_device(m, i, &d);
-
-    return rc ? py_raise(rc) : device_wrap(d);
-}
-
-static PyObject *get_stream(cuc_msg *m, size_t i)
-{
-    cuc_stream *s;
-    int rc = cuc_msg_get_stream(m, i, &s);
-
-    return rc ? py_raise(rc) : stream_wrap_default(s);
-}
-
-static PyObject *get_event(cuc_msg *m, size_t i)
-{
-    cuc_event *e;
-    int rc = cuc_msg_get_event(m, i, &e);
-
-    return rc ? py_raise(rc) : event_wrap(e);
-}
+/* get_NAME(m, i): record i as its object (cuc_msg_get_NAME, then its wrap). */
+#define MSG_GETTER(name, T, get, wrap)                                     \
+    static PyObject *name(cuc_msg *m, size_t i)                            \
+    {                                                                      \
+        T x;                                                               \
+        int rc = get(m, i, &x);                                            \
+        return rc ? py_raise(rc) : wrap(x);                                \
+    }
+MSG_GETTER(get_device, cuc_device *, cuc_msg_get_device, device_wrap)
+MSG_GETTER(get_stream, cuc_stream *, cuc_msg_get_stream, stream_wrap_default)
+MSG_GETTER(get_event, cuc_event *, cuc_msg_get_event, event_wrap)
+MSG_GETTER(get_pool, cuc_pool *, cuc_msg_get_pool, pool_wrap)
+/* A buffer, a view (or a slab's buffer), or wrapped cuMemAlloc memory. */
+MSG_GETTER(get_buffer, cuc_buffer *, cuc_msg_get_buffer, buffer_wrap)
 
 static PyObject *get_config(cuc_msg *m, size_t i)
 {
@@ -89,23 +80,6 @@ static PyObject *get_kernel(cuc_msg *m, size_t i)
     rc = cuc_msg_get_kernel(m, i, &k);
     Py_END_ALLOW_THREADS
     return rc ? py_raise(rc) : kernel_wrap(k);
-}
-
-static PyObject *get_pool(cuc_msg *m, size_t i)
-{
-    cuc_pool *p;
-    int rc = cuc_msg_get_pool(m, i, &p);
-
-    return rc ? py_raise(rc) : pool_wrap(p);
-}
-
-/* A buffer, a view (or a slab's buffer), or wrapped cuMemAlloc memory. */
-static PyObject *get_buffer(cuc_msg *m, size_t i)
-{
-    cuc_buffer *b;
-    int rc = cuc_msg_get_buffer(m, i, &b);
-
-    return rc ? py_raise(rc) : buffer_wrap(b);
 }
 
 static PyObject *get_vmm(cuc_msg *m, size_t i)

@@ -83,6 +83,44 @@ def test_same_pickle_two_receivers():
     assert settle_fds(base) == base
 
 
+def test_a_list_of_buffers_detaches_once():
+    """multiprocessing's pickler (Pipe, Queue) sends a list of Buffers as
+    one detach: one hold, one claim; the receiver gets the list, each
+    buffer with its bytes and a lease of its own (closing one ends that
+    one). A list led by something else pickles buffer by buffer; a closed
+    buffer in a list is refused as alone."""
+    from multiprocessing.reduction import ForkingPickler
+
+    pool = cucore.Pool(0)
+    child = Child("spawn", None)
+    try:
+        bufs = [pool.allocate(64 + i) for i in range(5)]
+        for i, b in enumerate(bufs):
+            b.copy_from(bytes([i + 1]) * (64 + i))
+        holds = cucore._core._share_stats()["holds"]
+        data = bytes(ForkingPickler.dumps(bufs + [bufs[2]]))  # a repeat is one buffer
+        assert cucore._core._share_stats()["holds"] == holds + 1
+        assert child.call("load", data) == 1
+        assert wait_leases(pool, 5) == 5
+        child.call("close_first")
+        assert wait_leases(pool, 4) == 4
+        got = child.call("describe", Raw(data))  # the same bytes again: leases of its own
+        assert got == [("buffer", cucore.Device(0).uuid, 64 + i, True, bytes([i + 1]) * (64 + i))
+                       for i in (0, 1, 2, 3, 4, 2)]
+        child.call("drop")
+        assert wait_leases(pool, 0) == 0
+        holds = cucore._core._share_stats()["holds"]
+        ForkingPickler.dumps(["led by a string"] + bufs)
+        assert cucore._core._share_stats()["holds"] == holds + 5
+        bufs[3].close()
+        with pytest.raises(ValueError, match="closed"):
+            ForkingPickler.dumps(bufs)
+    finally:
+        child.close()
+        for b in bufs:
+            b.close()
+
+
 def test_late_second_receiver_gets_an_error():
     """A pickle loaded by receiver A, which released it, and then loaded by
     receiver B: no lease of it lives, so B gets a clear error naming the

@@ -213,6 +213,9 @@ def handle(op, objs):
     if op == "repickle":  # keep it, and pickle it on (A -> B -> C)
         HELD.extend(objs)
         return [pickle.dumps(o) for o in objs]
+    if op == "close_first":  # the first buffer we hold (a list's first too)
+        flat(HELD)[0].close()
+        return 0
     if op == "drop":
         for o in flat(HELD):
             if hasattr(o, "close"):
