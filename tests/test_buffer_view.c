@@ -17,30 +17,15 @@
  *  - a message holding buffers of two pools, one of them twice, and views
  *    of one (its holds dropped a run of one pool at a time): nothing is
  *    freed while the message lives, everything once it is destroyed. */
-#include <dlfcn.h>
 #include <sys/mman.h>
 
 #include "pool_test.h"
 #include "msg_hex.h"
-#include "../sim/cucore_sim.h"
+#include "sim_test.h"
 #include "memory/buffer.h"
 #include "wire/records.h"
 
 static cuc_device *dev0;
-
-/* The simulator's count of calls of name so far. */
-static unsigned long long sim_calls(const char *name)
-{
-    void *h = dlopen(CUC_SIM_PATH, RTLD_NOW | RTLD_NOLOAD);
-    cucore_sim_calls_fn f;
-    unsigned long long n = 0;
-
-    CHECK(h != NULL);
-    f = (cucore_sim_calls_fn)(uintptr_t)dlsym(h, "cucore_sim_calls");
-    CHECK(f != NULL && f(name, &n) == 0);
-    dlclose(h);
-    return n;
-}
 
 /* ---- local views ---- */
 
@@ -355,15 +340,12 @@ static void test_sim_oversize(void)
     CHECK_OK(cuc_buffer_unref_async(got, NULL));
     /* the driver that cannot say how large: refused, import undone */
     {
-        void *h = dlopen(CUC_SIM_PATH, RTLD_NOW | RTLD_NOLOAD);
-        cucore_sim_fail_fn fail = (cucore_sim_fail_fn)(uintptr_t)dlsym(h, "cucore_sim_fail");
-        CHECK(fail != NULL && fail("cuMemGetAddressRange:1", NULL, 0) == 0);
+        sim_fail("cuMemGetAddressRange:1");
         m = msg_received(CUC_RECORD_BUFFER_VIEW, pl, 112);
         CHECK_RC(cuc_msg_get_buffer(m, 0, &got), CUC_E_DRIVER);
         CHECK_ERRMSG("cuMemGetAddressRange");
         cuc_msg_destroy(m);
-        CHECK(fail(NULL, NULL, 0) == 0);
-        dlclose(h);
+        sim_fail(NULL);
     }
     CHECK(pt_maps_count() == maps);
     cuc_pool_unref(ip);

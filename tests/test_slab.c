@@ -19,13 +19,12 @@
  *    fds back to the baseline.
  * The fault and call-count parts need the simulator; the rest runs on a
  * real GPU too. */
-#include <dlfcn.h>
 #include <signal.h>
 
 #include "pool_test.h"
 #include "memory/buffer.h"
 #include "cucore/slab.h"
-#include "../sim/cucore_sim.h"
+#include "sim_test.h"
 #include "channel_test.h"
 
 #define RECV_MS 30000
@@ -34,34 +33,6 @@
 #define SLAB (64 * 1024)  /* 256 buffers a slab */
 #define KSLABS 4          /* ceil(1000 / 256) */
 #define NEXTRA (KSLABS * 256 - NB + 1) /* the last slab's tail, then one more */
-
-static void *sim_sym(const char *name)
-{
-    void *h = dlopen(CUC_SIM_PATH, RTLD_NOW | RTLD_NOLOAD), *f;
-
-    CHECK(h != NULL);
-    f = dlsym(h, name);
-    CHECK(f != NULL);
-    dlclose(h);
-    return f;
-}
-
-static unsigned long long sim_calls(const char *name)
-{
-    cucore_sim_calls_fn f = (cucore_sim_calls_fn)(uintptr_t)sim_sym("cucore_sim_calls");
-    unsigned long long n = 0;
-
-    CHECK(f(name, &n) == 0);
-    return n;
-}
-
-static void sim_fail(const char *spec)
-{
-    cucore_sim_fail_fn f = (cucore_sim_fail_fn)(uintptr_t)sim_sym("cucore_sim_fail");
-    char why[256];
-
-    CHECK(f(spec, why, sizeof(why)) == 0);
-}
 
 static size_t slabs_of(cuc_slab *s, size_t *used)
 {

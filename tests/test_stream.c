@@ -9,9 +9,7 @@
 #include "check.h"
 #include "devices_test.h"
 #include "device/device.h"
-#include "../sim/cucore_sim.h"
-
-#include <dlfcn.h>
+#include "sim_test.h"
 
 
 static void test_created(void)
@@ -215,22 +213,16 @@ static void test_wait_event(void)
  * fault injection): CUC_E_DRIVER naming the call, nothing written. */
 static void wrap_refused(cuc_device *dev)
 {
-    void *h = dlopen(CUC_SIM_PATH, RTLD_NOW | RTLD_NOLOAD);
-    cucore_sim_fail_fn fail = h ? (cucore_sim_fail_fn)dlsym(h, "cucore_sim_fail") : NULL;
     cuc_stream *s = (cuc_stream *)0x1234;
     CUstream raw = NULL;
 
-    CHECK(fail != NULL);
-    if (!fail)
-        return;
     CHECK(CUC_DRV->cuStreamCreateWithPriority(&raw, CU_STREAM_NON_BLOCKING, 0) == CUDA_SUCCESS);
-    CHECK(fail("cuStreamGetFlags:1:CUDA_ERROR_INVALID_HANDLE", NULL, 0) == 0);
+    sim_fail("cuStreamGetFlags:1:CUDA_ERROR_INVALID_HANDLE");
     CHECK_RC(cuc_stream_wrap(dev, raw, &s), CUC_E_DRIVER);
-    CHECK(fail("", NULL, 0) == 0);
+    sim_fail(NULL);
     CHECK(strstr(cuc_errmsg(), "cuc_stream_wrap") && strstr(cuc_errmsg(), "cuStreamGetFlags"));
     CHECK(s == (cuc_stream *)0x1234);
     CHECK(CUC_DRV->cuStreamDestroy(raw) == CUDA_SUCCESS);
-    dlclose(h);
 }
 
 /* A stream made with the driver (a framework's), wrapped: work and waits
