@@ -136,7 +136,6 @@ static int wait_free(struct cuc__share *p, struct cuc__share_wait *w)
     return replied;
 }
 
-/* Sends one claim of token on ch. */
 /* Sends a claim of token on ch now, after those queued there. */
 static int send_claim(cuc_channel *ch, const uint8_t *token, uint32_t flags)
 {
@@ -145,7 +144,7 @@ static int send_claim(cuc_channel *ch, const uint8_t *token, uint32_t flags)
     return rc < 0 ? rc : cuc__leases_flush(ch->leases);
 }
 
-void cuc__share_flush_claims(struct cuc__share *p)
+void cuc__share_flush_queued(struct cuc__share *p)
 {
     struct cuc__leases *q[64];
     size_t n = 0;

@@ -148,7 +148,7 @@ void cuc__share_exp_closed(struct cuc__share *p, struct cuc__share_exp *e, int w
 void cuc__share_reap_exps_locked(struct cuc__share *p);
 /* Sends the claims and releases queued on every exporter connection (the
  * thread, once woken). */
-void cuc__share_flush_claims(struct cuc__share *p);
+void cuc__share_flush_queued(struct cuc__share *p);
 /* Ends every exporter connection (the stop). */
 void cuc__share_attach_end(struct cuc__share *p);
 

@@ -391,7 +391,7 @@ static void *thread_main(void *arg)
             break;
         if (n > 0)
             handle(p, &s, &listen_after);
-        cuc__share_flush_claims(p);
+        cuc__share_flush_queued(p);
         drop_half_sent(p);
         pthread_mutex_lock(&p->lock);
         cuc__share_reap_exps_locked(p);
