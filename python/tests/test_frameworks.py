@@ -14,9 +14,6 @@ import os
 import pickle
 import signal
 import struct
-import subprocess
-import sys
-import textwrap
 import time
 from multiprocessing.reduction import ForkingPickler
 
@@ -24,7 +21,7 @@ import pytest
 
 import cucore
 import fake_array as fa
-from test_multiproc import Child, N, Raw
+from test_multiproc import Child, N, exit_with_a_lease
 from test_objects import PTX
 
 DEV = 1 % N
@@ -465,7 +462,7 @@ def test_exit_waits_for_adopted_memorys_leases(child):
     thread while the exit holds the GIL); with a shorter time it says what
     it gave up."""
     for wait_s, releases in ((20, True), (0.3, False)):
-        p = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        _, described, err, took = exit_with_a_lease(child, """
             import pickle, sys, cucore, fake_array as fa
             cucore.install(fa.FakeCAI, exit_wait_s=%r)
             mem = fa.Memory("legacy", 0, 4096)
@@ -475,22 +472,11 @@ def test_exit_waits_for_adopted_memorys_leases(child):
             sys.stdout.flush()
             del x, mem
             sys.stdin.readline()
-        """ % wait_s)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        data = bytes.fromhex(p.stdout.readline().decode())
-        child.call("hold", Raw(data))
-        assert child.call("describe_held")[-1][5] == b"exit-wait-array!"
-        p.stdin.write(b"exit\n")
-        p.stdin.flush()
-        start = time.monotonic()
-        if releases:
-            time.sleep(0.5)
-            assert p.poll() is None  # it waits for the lease
-            child.call("drop")
-        _, err = p.communicate(timeout=60)
-        assert p.returncode == 0, err
+        """ % wait_s, releases)
+        assert described[5] == b"exit-wait-array!"
         assert b"waiting up to" in err
         if releases:
-            assert b"still held" not in err and time.monotonic() - start < 15
+            assert b"still held" not in err and took < 15
         else:
             assert b"1 leases of 1 processes still held after 300 ms" in err, err
             child.call("drop")

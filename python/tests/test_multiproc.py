@@ -7,6 +7,9 @@ import multiprocessing
 import os
 import pickle
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -276,6 +279,31 @@ def wait_claimed(n, timeout=10):
     while claimed() < n and time.time() < deadline:
         time.sleep(0.01)
     assert claimed() >= n
+
+
+def exit_with_a_lease(child, script, releases, env=None):
+    """SCRIPT, run in a new process, prints one pickle as hex, then exits
+    at a line on stdin. CHILD holds what it pickled; the exporter is told
+    to exit and, with RELEASES, CHILD drops it half a second later, while
+    the exporter must still wait for the lease. Returns (CHILD's hold
+    count, what it describes of the object, the exporter's stderr, seconds
+    from the exit line to the end)."""
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    data = bytes.fromhex(p.stdout.readline().decode())
+    held = child.call("hold", Raw(data))
+    described = child.call("describe_held")[-1]
+    p.stdin.write(b"exit\n")
+    p.stdin.flush()
+    start = time.monotonic()
+    if releases:
+        time.sleep(0.5)
+        assert p.poll() is None  # it waits for the lease
+        child.call("drop")
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    return held, described, err, time.monotonic() - start
 
 
 def warm_share_point():
