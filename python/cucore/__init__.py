@@ -27,10 +27,12 @@ from ._core import (Device, Stream, Event, Kernel, LaunchConfig, Pool, Buffer, V
 from . import _core
 from ._frameworks import share, install, wrap, Shared, ArrayView
 from . import _frameworks
-from multiprocessing.reduction import ForkingPickler as _ForkingPickler
 
-# multiprocessing (Pipe, Queue, Pool) sends a list of Buffers as one detach
-_frameworks._wrap_dumps(_ForkingPickler)
+# multiprocessing (Pipe, Queue, Pool) sends a list of Buffers as one
+# detach: its pickler is wrapped once it is imported (only programs that
+# use it pay for its import)
+_frameworks.after_import("multiprocessing.reduction",
+                         lambda m: _frameworks._wrap_dumps(m.ForkingPickler))
 
 __version__ = version
 

@@ -19,10 +19,12 @@ kernel_from_numba here: what another library's object is, is found here.
 """
 import collections
 import copyreg
+import importlib.util
 import operator
 import os
 import re
 import struct
+import sys
 import threading
 import weakref
 
@@ -51,12 +53,12 @@ def _contiguous(shape, itemsize):
 
 def _extent(shape, strides, itemsize):
     """Bytes from the first element to past the last (0 when empty)."""
-    if any(n == 0 for n in shape):
+    if 0 in shape:
         return 0
-    if any(s < 0 for s in strides):
+    if strides and min(strides) < 0:
         raise Error("CUC_E_INVALID", "an array with negative strides is not shared as "
                     "itself: share a copy of it")
-    return sum((n - 1) * s for n, s in zip(shape, strides)) + itemsize
+    return sum([(n - 1) * s for n, s in zip(shape, strides)]) + itemsize
 
 
 def _from_cai(cai):
@@ -366,9 +368,7 @@ def _checked(mem, offset, nbytes, shape, strides, dtype):
               not any(s % item for s in strides))
     if ok:
         size = 0 if type(mem) is _core.Device else mem.size
-        span = (0 if 0 in shape else  # _extent's, strides known >= 0
-                sum([(n - 1) * st for n, st in zip(shape, strides)]) + item)
-        ok = (nbytes == span and 0 <= offset and
+        ok = (nbytes == _extent(shape, strides, item) and 0 <= offset and
               (nbytes == 0 or offset + nbytes <= size))
     if not ok:
         raise Error("CUC_E_BADMSG", "a shared array that does not fit its memory: offset %r, "
@@ -533,6 +533,37 @@ def _install_torch():
         elif kind is not None:
             ForkingPickler.register(cls, on_storage(plain, kind == "typed"))
     _wrap_dumps(ForkingPickler)
+
+
+class _AfterImport:
+    """A one-shot import hook (sys.meta_path): fn(module) right after the
+    module named is imported."""
+
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)  # the finders after this one
+        if spec is not None and spec.loader is not None:
+            run, fn = spec.loader.exec_module, self.fn
+
+            def exec_module(module):
+                run(module)
+                fn(module)
+            spec.loader.exec_module = exec_module  # this spec's own loader
+        return spec
+
+
+def after_import(name, fn):
+    """fn(module) once module name is imported: now, if it is."""
+    mod = sys.modules.get(name)
+    if mod is not None:
+        fn(mod)
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, fn))
 
 
 def _wrap_dumps(pickler):

@@ -18,7 +18,8 @@ import pytest
 import cucore
 import workers
 from conftest import fd_count
-from test_multiproc import Child, Raw, token_of, wait_claimed, warm_share_point
+from test_multiproc import (Child, Raw, exit_with_a_lease, token_of, wait_claimed,
+                            warm_share_point)
 
 N = len(cucore.devices())
 
@@ -119,6 +120,26 @@ def test_a_list_of_buffers_detaches_once():
         child.close()
         for b in bufs:
             b.close()
+
+
+@pytest.mark.parametrize("first", ["cucore", "multiprocessing"])
+def test_multiprocessing_pickler_wrapped_in_either_import_order(first):
+    """import cucore does not import multiprocessing; its pickler is
+    wrapped (the list batching above) whichever of the two comes first."""
+    code = textwrap.dedent("""
+        import sys
+        if %r == "multiprocessing":
+            import multiprocessing.reduction
+        import cucore
+        print("multiprocessing" in sys.modules)
+        import multiprocessing.reduction as r
+        print(getattr(r.ForkingPickler.dumps, "_cucore", False),
+              r.ForkingPickler._extra_reducers.get(cucore.Buffer) is not None)
+    """ % first)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(first == "multiprocessing"), "True", "True"]
 
 
 def test_late_second_receiver_gets_an_error():
@@ -452,29 +473,18 @@ def test_exit_waits_for_leases_as_told():
     try:
         for wait_ms, releases in ((0, False), (20000, True)):
             env = dict(os.environ, CUCORE_SHARE_EXIT_WAIT_MS=str(wait_ms))
-            p = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+            held, described, err, took = exit_with_a_lease(child, """
                 import pickle, sys, cucore
                 buf = cucore.Pool(0).allocate(16)
                 buf.copy_from(b"exit-wait-bytes!")
                 sys.stdout.buffer.write(pickle.dumps(buf).hex().encode() + b"\\n")
                 sys.stdout.flush()
                 sys.stdin.readline()
-            """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env)
-            data = bytes.fromhex(p.stdout.readline().decode())
-            assert child.call("hold", Raw(data)) == 1
-            assert child.call("describe_held")[0][4] == b"exit-wait-bytes!"  # confirmed
-            p.stdin.write(b"exit\n")
-            p.stdin.flush()
-            start = time.monotonic()
+            """, releases, env)
+            assert held == 1
+            assert described[4] == b"exit-wait-bytes!"  # confirmed
             if releases:
-                time.sleep(0.5)
-                assert p.poll() is None  # it waits for the lease
-                child.call("drop")
-            _, err = p.communicate(timeout=60)
-            assert p.returncode == 0
-            if releases:
-                assert b"still held" not in err and time.monotonic() - start < 15
+                assert b"still held" not in err and took < 15
             else:
                 assert b"1 leases of 1 processes still held" in err, err
                 child.call("drop")
