@@ -147,13 +147,18 @@ static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
 static PyObject *buf_detach_many(PyObject *cls, PyObject *list)
 {
     cuc_msg *m = NULL;
-    int rc = PyList_CheckExact(list) ? cuc_msg_create(&m) : CUC_E_INVALID;
+    int rc;
 
+    if (!PyList_CheckExact(list))
+        return PyErr_Format(PyExc_TypeError, "Buffer._detach_many takes a list of Buffers");
+    rc = cuc_msg_create(&m);
     for (Py_ssize_t i = 0; !rc && i < PyList_GET_SIZE(list); i++) {
         PyObject *o = PyList_GET_ITEM(list, i);
         if (!PyObject_TypeCheck(o, &PyBuffer_Type) || buffer_ready((PyBuffer *)o)) {
             cuc_msg_destroy(m);
-            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "not a Buffer");
+            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "Buffer._detach_many: "
+                                                          "item %zd is a %.100s, not a Buffer",
+                                                          i, Py_TYPE(o)->tp_name);
         }
         rc = cuc_msg_add_buffer(m, (cuc_buffer *)H(o));
     }

@@ -113,6 +113,10 @@ def test_a_list_of_buffers_detaches_once():
         holds = cucore._core._share_stats()["holds"]
         ForkingPickler.dumps(["led by a string"] + bufs)
         assert cucore._core._share_stats()["holds"] == holds + 5
+        with pytest.raises(TypeError, match="takes a list of Buffers"):
+            cucore.Buffer._detach_many(tuple(bufs))
+        with pytest.raises(TypeError, match="item 1 is a int, not a Buffer"):
+            cucore.Buffer._detach_many([bufs[0], 7])
         bufs[3].close()
         with pytest.raises(ValueError, match="closed"):
             ForkingPickler.dumps(bufs)
