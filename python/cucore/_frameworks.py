@@ -19,6 +19,7 @@ kernel_from_numba here: what another library's object is, is found here.
 """
 import collections
 import copyreg
+import gc
 import importlib.util
 import operator
 import os
@@ -260,6 +261,8 @@ class Shared:
 
     def __reduce__(self):
         _, nbytes, shape, strides, dtype = self.desc
+        if self.framework == "torch":
+            return (_load_tensor, (self.mem, self.offset, nbytes, self.meta))
         return (_load_array, (self.mem, self.offset, nbytes, shape, strides, dtype,
                               self.framework, self.meta))
 
@@ -390,26 +393,6 @@ def _load_array(mem, offset, nbytes, shape, strides, dtype, framework, meta):
         return view  # the receiver lacks that framework: cucore's view of it
 
 
-def _rebuild_torch(view, meta):
-    import torch
-    dtype_name, size, stride, offset, requires_grad, param = meta
-    dtype = getattr(torch, dtype_name)
-    if not isinstance(dtype, torch.dtype):
-        raise Error("CUC_E_BADMSG", "a shared tensor of dtype %r" % dtype_name)
-    if view.nbytes == 0:
-        t = torch.empty_strided(size, stride, dtype=dtype,
-                                device=torch.device("cuda", view.device.ordinal))
-    else:  # the tensor over its whole storage, as the sender's; a capsule
-        # (no stream to order: the sender waited for its work, and nothing
-        # here has used the memory yet) spares torch's stream lookups
-        storage = torch.from_dlpack(view.__dlpack__(stream=-1)).untyped_storage()
-        t = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, size,
-                                                                    stride)
-    if param:
-        return torch.nn.Parameter(t, requires_grad=requires_grad)
-    return t.requires_grad_(requires_grad)
-
-
 def _rebuild_cupy(view, meta):
     import cupy
     with cupy.cuda.Device(view.device.ordinal):
@@ -426,14 +409,15 @@ def _rebuild_cudacore(view, meta):
     return _cc_module().Buffer.from_handle(view.ptr, view.nbytes, owner=view)
 
 
-_REBUILD = {"torch": _rebuild_torch, "cupy": _rebuild_cupy, "numba": _rebuild_numba,
+_REBUILD = {"cupy": _rebuild_cupy, "numba": _rebuild_numba,
             "cuda.core": _rebuild_cudacore}
 
 
 # ---- torch: a tensor over its whole storage (one import per storage) ----
 
 # the ForkingPickler.dumps under way: .waited, the devices whose current
-# stream it waited for; .batch, its _batch_of
+# stream it waited for; .batch, its _batch_of; the loads under way:
+# .storages, _torch_storage's
 _tls = threading.local()
 
 
@@ -441,7 +425,6 @@ def _torch_wait(t, stream):
     """Waits for the tensor's producer: stream, else PyTorch's current
     stream of its device, once per ForkingPickler.dumps (install): no
     reducer queues GPU work between the tensors of one dumps."""
-    import torch
     if stream is not None:
         return _wait(stream, t.device)
     dev = t.get_device()
@@ -450,14 +433,16 @@ def _torch_wait(t, stream):
         if dev in waited:  # no reducer changes a current stream within one dumps
             return
         waited.add(dev)
-    torch.cuda.current_stream(dev).synchronize()
+    _torch.cuda.current_stream(dev).synchronize()
 
 
+_torch = None  # the torch module, once a tensor was shared or loaded
 _torch_names = {}  # torch.dtype -> its name in torch ("float32")
 
 
-def _torch_shared(t, stream, grad):
-    import torch
+def _torch_parts(t, stream, grad):
+    """(mem, offset, nbytes, meta) of a CUDA tensor: its whole storage as
+    (part of) the memory that carries it, and what _load_tensor needs."""
     if not t.is_cuda:
         raise Error("CUC_E_INVALID", "a CPU tensor: cucore shares CUDA memory (pickle a "
                     "CPU tensor as usual)")
@@ -471,14 +456,83 @@ def _torch_shared(t, stream, grad):
     name = _torch_names.get(t.dtype)
     if name is None:
         name = _torch_names[t.dtype] = str(t.dtype)[len("torch."):]
+    param = grad and type(t) is not _torch.Tensor and isinstance(t, _torch.nn.Parameter)
     meta = (name, tuple(t.size()), tuple(t.stride()), t.storage_offset(),
-            bool(grad and t.requires_grad), bool(grad and isinstance(t, torch.nn.Parameter)))
+            bool(grad and t.requires_grad), param)
     if nbytes == 0:
-        mem, offset = _core.Device(t.device), 0
-    else:
-        _torch_wait(t, stream)
-        mem, offset = _adopt(base, nbytes, storage)
-    return Shared(mem, offset, ArrayDesc(base, nbytes, (nbytes,), (1,), _U8), "torch", meta)
+        return _core.Device(t.device), 0, 0, meta
+    _torch_wait(t, stream)
+    mem, offset = _adopt(base, nbytes, storage)
+    return mem, offset, nbytes, meta
+
+
+def _torch_shared(t, stream, grad):
+    global _torch
+    import torch
+    _torch = torch
+    mem, offset, nbytes, meta = _torch_parts(t, stream, grad)
+    return Shared(mem, offset, ArrayDesc(t.untyped_storage().data_ptr(), nbytes, (nbytes,),
+                                         (1,), _U8), "torch", meta)
+
+
+def _torch_storage(mem, offset, nbytes):
+    """A torch storage of nbytes at offset in received memory: within one
+    ForkingPickler.loads, a slice of the one storage over the whole memory
+    (one DLPack import a memory), the same storage for the same range (the
+    sender's views of one storage stay views of one)."""
+    cache = getattr(_tls, "storages", None)
+    if cache is None:
+        return _torch.from_dlpack(ArrayView(mem, offset, nbytes, (nbytes,), (1,), _U8)
+                                  .__dlpack__(stream=-1)).untyped_storage()
+    key = (id(mem), offset, nbytes)
+    st = cache.get(key)
+    if st is None:
+        whole = cache.get(id(mem))
+        if whole is None:  # a capsule: no stream to order (the sender waited)
+            _remember(mem)
+            whole = cache[id(mem)] = _torch.from_dlpack(
+                ArrayView(mem, 0, mem.size, (mem.size,), (1,), _U8).__dlpack__(stream=-1)
+            ).untyped_storage()
+        st = cache[key] = whole[offset:offset + nbytes]
+    return st
+
+
+def _load_tensor(mem, offset, nbytes, meta):
+    """The tensor a sender's _torch_parts describe, over its storage in
+    received memory (a peer's bytes: a range outside the memory, or a
+    layout outside the storage, is refused); its bytes as an ArrayView
+    where this process lacks PyTorch."""
+    global _torch
+    if _torch is None:
+        try:
+            import torch
+        except ImportError:
+            return _load_array(mem, offset, nbytes, (nbytes,), (1,), _U8, "array", None)
+        _torch = torch
+    empty = type(mem) is _core.Device and offset == 0 == nbytes
+    if not (empty or type(mem) in _MEMS and type(offset) is int and type(nbytes) is int and
+            0 <= offset and 0 < nbytes and offset + nbytes <= mem.size):
+        raise Error("CUC_E_BADMSG", "a shared tensor outside its memory: %r bytes at offset "
+                    "%r of a %s" % (nbytes, offset, type(mem).__name__))
+    try:
+        dtype_name, size, stride, soff, requires_grad, param = meta
+        dtype = getattr(_torch, dtype_name) if type(dtype_name) is str else None
+        if not isinstance(dtype, _torch.dtype):
+            raise TypeError("dtype %r" % (dtype_name,))
+        if not (type(size) is tuple and type(stride) is tuple and len(size) == len(stride)
+                and min(stride, default=0) >= 0 and type(soff) is int and soff >= 0):
+            raise ValueError("size %r, stride %r, offset %r" % (size, stride, soff))
+        dev = _torch.device("cuda", mem.ordinal if empty else mem.device.ordinal)
+        if empty:
+            t = _torch.empty_strided(size, stride, dtype=dtype, device=dev)
+        else:  # set_ checks the layout against the storage (not resizable)
+            t = _torch.empty(0, dtype=dtype, device=dev).set_(
+                _torch_storage(mem, offset, nbytes), soff, size, stride)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise Error("CUC_E_BADMSG", "a shared tensor that is not one (%s): %r" % (e, meta))
+    if param is True:
+        return _torch.nn.Parameter(t, requires_grad=requires_grad is True)
+    return t.requires_grad_(requires_grad is True)
 
 
 def _storage_of(tensor):
@@ -496,7 +550,9 @@ _exit_wait_ms = None  # install()'s, else $CUCORE_SHARE_EXIT_WAIT_MS
 
 
 def _install_torch():
+    global _torch
     import torch
+    _torch = torch
     import torch.multiprocessing.reductions as red
     from multiprocessing.reduction import ForkingPickler
 
@@ -510,7 +566,7 @@ def _install_torch():
         def reduce(t):
             if not t.is_cuda or t.layout != torch.strided or t.is_nested:
                 return plain(t)  # CPU (and sparse, nested) tensors: torch's own
-            return _torch_shared(t, None, grad=True).__reduce__()
+            return (_load_tensor, _torch_parts(t, None, grad=True))
         return reduce
 
     def on_storage(plain, typed):
@@ -566,26 +622,64 @@ def after_import(name, fn):
         sys.meta_path.insert(0, _AfterImport(name, fn))
 
 
+_gc_lock = threading.Lock()
+_gc_paused = [0, False]  # dumps and loads under way; whether the collector was on
+
+
+def _gc_pause():
+    with _gc_lock:
+        if _gc_paused[0] == 0:
+            _gc_paused[1] = gc.isenabled()
+            gc.disable()
+        _gc_paused[0] += 1
+
+
+def _gc_resume():
+    with _gc_lock:
+        _gc_paused[0] -= 1
+        if _gc_paused[0] == 0 and _gc_paused[1]:
+            gc.enable()
+
+
 def _wrap_dumps(pickler):
-    """Marks each ForkingPickler.dumps (multiprocessing's: Pipe, Queue,
-    Pool), so that the tensors of one dumps wait for their stream once,
-    and the Buffers of a list or tuple dumped whole, from its first item
-    on, are detached together (_batch_of)."""
+    """Wraps multiprocessing's ForkingPickler (Pipe, Queue, Pool): in each
+    dumps the tensors wait for their stream once, and the Buffers of a
+    list or tuple dumped whole, from its first item on, are detached
+    together (_batch_of); in each loads the tensors of one memory share
+    one import (_torch_storage). Both run with the cyclic collector
+    paused: the objects they make are kept, not garbage, and a collection
+    among them walks every object of the process (all of PyTorch's: it
+    cost more than the tensors themselves)."""
     if getattr(pickler.dumps, "_cucore", False):
         return
-    plain = pickler.dumps.__func__
+    plain_dumps, plain_loads = pickler.dumps.__func__, pickler.loads
 
     def dumps(cls, obj, protocol=None):
         outer = getattr(_tls, "waited", None)
         if outer is None:
+            _gc_pause()
             _tls.waited, _tls.batch = set(), _batch_of(obj)
         try:
-            return plain(cls, obj, protocol)
+            return plain_dumps(cls, obj, protocol)
         finally:
             if outer is None:
                 _tls.waited = _tls.batch = None
+                _gc_resume()
+
+    def loads(data, *args, **kwargs):
+        outer = getattr(_tls, "storages", None)
+        if outer is None:
+            _gc_pause()
+            _tls.storages = {}
+        try:
+            return plain_loads(data, *args, **kwargs)
+        finally:
+            if outer is None:
+                _tls.storages = None
+                _gc_resume()
     dumps._cucore = True
     pickler.dumps = classmethod(dumps)
+    pickler.loads = staticmethod(loads)
     pickler.register(_core.Buffer, _reduce_buffer)
 
 

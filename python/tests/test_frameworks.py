@@ -480,3 +480,29 @@ def test_exit_waits_for_adopted_memorys_leases(child):
         else:
             assert b"1 leases of 1 processes still held after 300 ms" in err, err
             child.call("drop")
+
+
+def test_tensor_record_without_torch_and_hostile():
+    """A torch tensor's record (cucore._frameworks._load_tensor's
+    arguments, as a peer sends them) loads as an ArrayView of its storage's
+    bytes where this process lacks PyTorch; a range outside its memory, or
+    a memory that is not one, is refused before anything is imported."""
+    pytest.importorskip("cucore")
+    try:
+        import torch  # noqa: F401
+        pytest.skip("PyTorch is installed here: test_gpu_frameworks.py covers the tensors")
+    except ImportError:
+        pass
+    from cucore import _frameworks as fw
+    buf = cucore.Pool(DEV).allocate(4096)
+    buf.copy_from(pattern(4096, 5))
+    meta = ("float32", (16,), (1,), 0, False, False)
+    view = fw._load_tensor(buf, 1024, 64, meta)
+    assert isinstance(view, fw.ArrayView) and view.ptr == buf.ptr + 1024
+    assert view.shape == (64,) and view.dtype == (1, 8, 1)
+    assert view.mem.to_bytes(size=64, offset=1024) == pattern(4096, 5)[1024:1088]
+    for args in [(buf, 4090, 64), (buf, -8, 64), (buf, 0, 1 << 40), ("buf", 0, 64),
+                 (buf, 0.0, 64), (cucore.Device(DEV), 0, 64)]:
+        with pytest.raises(cucore.Error) as e:
+            fw._load_tensor(*args, meta)
+        assert e.value.code == "CUC_E_BADMSG", args

@@ -133,6 +133,7 @@ if __name__ == "__main__":
     while cucore._core.adopted_count() > base and time.time() < deadline:
         time.sleep(0.05)
     want = {k: t.torch_describe(v) for k, v in ts.items()}
+    want["one storage"] = t.one_storage(ts)
     print(json.dumps({"got": got, "want": want, "kinds": kinds,
                       "uuid": cucore.Device(dev).uuid,
                       "left": cucore._core.adopted_count() - base}))
@@ -148,12 +149,20 @@ def torch_describe(x):
             x.storage_offset(), x.requires_grad, x.detach().float().cpu().tolist()]
 
 
+def one_storage(ts):
+    """Whether the views of one storage (the float32 base and its offset
+    slice) are over one storage (one StorageImpl) here, as the sender's."""
+    return ts["float32"].untyped_storage()._cdata == ts["offset"].untyped_storage()._cdata
+
+
 def torch_consumer(q_in, q_out):
     while True:
         ts = q_in.get()
         if ts is None:
             return
-        q_out.put({k: torch_describe(v) for k, v in ts.items()})
+        got = {k: torch_describe(v) for k, v in ts.items()}
+        got["one storage"] = one_storage(ts)
+        q_out.put(got)
         del ts
 
 
@@ -175,6 +184,33 @@ def test_torch_tensors_through_a_spawn_queue(expandable):
     assert out["got"]["cpu"][1] == "cpu"
     assert set(out["kinds"].values()) == {"VMM" if expandable else "Buffer"}
     assert out["left"] <= 0  # every lease ended once the consumer dropped them
+
+
+def test_hostile_tensor_records():
+    """A tensor's record as a peer sends it (_load_tensor's arguments):
+    a range outside its memory, a layout outside its storage, a negative
+    stride or a dtype that is not one is refused (CUC_E_BADMSG); a true
+    one loads as the tensor, over the bytes sent."""
+    need("torch")
+    import torch
+    from cucore import _frameworks as fw
+    buf = cucore.Pool(0).allocate(4096)
+    buf.copy_from(bytes(range(256)) * 16)
+    ok = ("uint8", (4, 8), (8, 1), 2, False, False)
+    t = fw._load_tensor(buf, 1024, 64, ok)
+    assert t.dtype == torch.uint8 and t.shape == (4, 8) and t.storage_offset() == 2
+    assert t.untyped_storage().nbytes() == 64 and t.data_ptr() == buf.ptr + 1026
+    assert bytes(t.cpu().flatten().tolist()) == bytes(range(2, 34))
+    bad = [((buf, 4090, 64), ok), ((buf, -1, 64), ok), ((buf, 0, 0), ok),
+           (("buf", 0, 64), ok), ((buf, 0, 64), ("float32", (32,), (1,), 0, False, False)),
+           ((buf, 0, 64), ("uint8", (8,), (-1,), 7, False, False)),
+           ((buf, 0, 64), ("uint8", (8,), (1,), 60, False, False)),
+           ((buf, 0, 64), ("Tensor", (8,), (1,), 0, False, False)),
+           ((buf, 0, 64), ("uint8", [8], (1,), 0, False, False)), ((buf, 0, 64), None)]
+    for args, meta in bad:
+        with pytest.raises(cucore.Error) as e:
+            fw._load_tensor(*args, meta)
+        assert e.value.code == "CUC_E_BADMSG", (args, meta)
 
 
 # ---- CuPy and numba through share() ----
