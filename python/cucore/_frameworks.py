@@ -438,6 +438,7 @@ def _torch_wait(t, stream):
 
 _torch = None  # the torch module, once a tensor was shared or loaded
 _torch_names = {}  # torch.dtype -> its name in torch ("float32")
+_torch_devices = {}  # ordinal -> torch.device
 
 
 def _torch_parts(t, stream, grad):
@@ -522,7 +523,10 @@ def _load_tensor(mem, offset, nbytes, meta):
         if not (type(size) is tuple and type(stride) is tuple and len(size) == len(stride)
                 and min(stride, default=0) >= 0 and type(soff) is int and soff >= 0):
             raise ValueError("size %r, stride %r, offset %r" % (size, stride, soff))
-        dev = _torch.device("cuda", mem.ordinal if empty else mem.device.ordinal)
+        ordinal = mem.ordinal if empty else mem.device.ordinal
+        dev = _torch_devices.get(ordinal)
+        if dev is None:
+            dev = _torch_devices[ordinal] = _torch.device("cuda", ordinal)
         if empty:
             t = _torch.empty_strided(size, stride, dtype=dtype, device=dev)
         else:  # set_ checks the layout against the storage (not resizable)
