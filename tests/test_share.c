@@ -13,7 +13,12 @@
  *  - a child SIGKILLed while it holds the leases: they end, the frees run;
  *  - bytes attached after their hold expired: CUC_E_NOT_FOUND naming the
  *    token, and the memory is never handed out (the pointer getter fails);
- *  - in the detaching process: the objects themselves.
+ *  - in the detaching process: the objects themselves;
+ *  - an imported buffer dropped while the child's share point runs: no
+ *    synchronize in the dropping thread (its release waits for the free
+ *    on the share point's thread, memory/settle.h), and the same buffer
+ *    attached again at once (other bytes of it) holds its bytes: the
+ *    import waits for the queued free of its pointer first.
  * The child gets the bytes on stdin (length-prefixed) and the parent's
  * UUIDs in its arguments. */
 #include <pthread.h>
@@ -22,6 +27,7 @@
 
 #include "pool_test.h"
 #include "share_test.h"
+#include "sim_test.h"
 #include "vmm_test.h"
 
 #define KiB ((size_t)1 << 10)
@@ -156,6 +162,37 @@ static int child_attach(int argc, char **argv)
     for (int k = 0; k < 4; k++)
         CHECK_OK(cuc_buffer_unref_async(b[k], NULL));
     cuc_vmm_unref(v);
+    return test_finish();
+}
+
+/* The child of two detaches of one pool buffer: the first dropped, the
+ * second attached at once. */
+static int child_settle(int argc, char **argv)
+{
+    int phase = atoi(argv[1]), sim = test_on_sim();
+    unsigned long long syncs = 0;
+    size_t len[2];
+    void *bytes[2];
+    cuc_buffer *b;
+    cuc_msg *m;
+
+    (void)argc;
+    for (int k = 0; k < 2; k++)
+        CHECK((bytes[k] = get_blob(0, &len[k])) != NULL);
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(cuc_share_attach(bytes[k], len[k], &m));
+        free(bytes[k]);
+        CHECK_OK(cuc_msg_get_buffer(m, 0, &b));
+        cuc_msg_destroy(m);
+        EXPECT(pt_holds(b, seed_of(phase, O_BUF)));
+        if (sim)
+            syncs = sim_calls("cuStreamSynchronize");
+        CHECK_OK(cuc_buffer_unref_async(b, NULL));
+        if (sim) /* the free is queued; the share point's thread waits for it */
+            EXPECT(sim_calls("cuStreamSynchronize") == syncs);
+    }
+    printf("ok\n");
+    fflush(stdout);
     return test_finish();
 }
 
@@ -335,6 +372,37 @@ static void scenario_expired(void)
     printf("expired: ok\n");
 }
 
+/* One pool buffer detached twice, to a child that drops the first and
+ * attaches the second at once; the leases end, the frees run. */
+static void scenario_settle(int phase)
+{
+    struct objs o;
+    FILE *from;
+    cuc_msg *m;
+    size_t len;
+    void *bytes;
+    pid_t pid;
+    int to;
+
+    make_objs(&o, phase);
+    pid = start_child(NULL, "settle", phase, 0, &to, &from);
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(cuc_msg_create(&m));
+        CHECK_OK(cuc_msg_add_buffer(m, o.buf));
+        CHECK_OK(cuc_share_detach(m, &bytes, &len));
+        cuc_msg_destroy(m);
+        put_blob(to, bytes, len);
+        free(bytes);
+    }
+    close(to);
+    expect_line(from, "ok");
+    fclose(from);
+    CHECK(wait_child(pid) == 0);
+    drop_objs(&o);
+    end_objs(&o);
+    printf("settle (phase %d): ok\n", phase);
+}
+
 /* In the detaching process the records resolve to the objects. */
 static void scenario_here(void)
 {
@@ -378,6 +446,8 @@ int main(int argc, char **argv)
             return child_attach(argc - 3, argv + 3);
         if (strcmp(argv[2], "expired") == 0)
             return child_expired(argc - 3, argv + 3);
+        if (strcmp(argv[2], "settle") == 0)
+            return child_settle(argc - 3, argv + 3);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -390,6 +460,7 @@ int main(int argc, char **argv)
     scenario_pipe(1);
     scenario_file(2);
     scenario_two_children(3);
+    scenario_settle(4);
     CHECK_OK(cuc_share_stop(WAIT_MS));
     cuc_share_opts_init(&opts);
     opts.hold_ms = 200; /* holds nobody claims end soon */

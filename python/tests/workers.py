@@ -3,6 +3,7 @@ multiprocessing Pipe, a ProcessPoolExecutor or Dask) and report what each
 resolved to here, by UUID, and the bytes they read."""
 import os
 import pickle
+import time
 
 HELD = []  # objects a child keeps (the leases stay while they live)
 KEPT = {}  # a listener, a channel: what the cucore Channel ops keep
@@ -256,6 +257,8 @@ def handle(op, objs):
                     o.close(stream=stream if how == "stream" else None)
                 except cucore.Error as e:
                     codes.append(e.code)
+            if how == "close":
+                time.sleep(0.2)  # the share point's thread waits for the frees meanwhile
         finally:
             assert lib.cucore_sim_fail(b"", None, 0) == 0
         closed = [o.closed for o in HELD]
@@ -282,7 +285,6 @@ def handle(op, objs):
         HELD.append(pool)
         return pickle.dumps(pool)
     if op == "fork_sleeper":  # a fork child that sleeps, holding what it inherited: its pid
-        import time
         pid = os.fork()
         if pid == 0:
             time.sleep(120)
@@ -397,7 +399,6 @@ def handle(op, objs):
             pool.lease_wait(0, timeout=10)
         return True
     if op == "pump_channel":  # the channel kept open: its releases read by pumping it
-        import time
         deadline = time.time() + 10
         while KEPT["channel"].lease_count() and time.time() < deadline:
             KEPT["channel"].pump(timeout=0.05)

@@ -263,18 +263,6 @@ int cuc__buffer_unkept_locked(cuc_buffer *b)
     return 1;
 }
 
-void cuc__upstream_release(struct cuc__upstream *up, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!up[i].leases)
-            continue;
-        /* A channel already closed has nobody left to tell. */
-        cuc__leases_release(up[i].leases, &up[i].id, 1);
-        cuc__leases_unref(up[i].leases);
-        up[i].leases = NULL;
-    }
-}
-
 /* Moves the extra upstream leases out (pool->lock held). */
 static struct cuc__upstream *take_extra_locked(cuc_buffer *b, size_t *n)
 {
@@ -413,16 +401,6 @@ static int adopted_free_memory(cuc_buffer *b)
     return 0;
 }
 
-void cuc__upstream_keep(struct cuc__upstream *up, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!up[i].leases)
-            continue;
-        cuc__leases_unref(up[i].leases);
-        up[i].leases = NULL;
-    }
-}
-
 void cuc__buffer_note_kept(void)
 {
     cuc__adderr("; its leases are kept, not released (the exporter keeps the "
@@ -548,6 +526,46 @@ static int view_now(const cuc_buffer *b)
     return b->root && !b->free_after;
 }
 
+/* The driver's part of releasing b, a pool allocation of this process or
+ * imported: an import freed on its device's legacy stream, while a settler
+ * runs, leaves the wait for its free to it (*settling, settle.h) instead
+ * of synchronizing here. */
+static int free_own(cuc_buffer *b, cuc_stream *stream, int *settling)
+{
+    int rc;
+
+    *settling = 0;
+    if (!b->imported || !b->size ||
+        (stream && (stream->kind != CUC_STREAM_LEGACY_DEFAULT || stream->dev != b->pool->dev)))
+        return cuc__buffer_free_memory(b, stream, 1);
+    rc = cuc__buffer_free_memory(b, stream, 0);
+    if (!rc && !(*settling = cuc__settle_freeing(b->pool->dev)))
+        rc = cuc__settle_sync(b->pool->dev);
+    return rc;
+}
+
+/* b's upstream leases (its anchor, and extra[0..nextra), freed here) once
+ * its release is done: kept when the free failed (rc), left to the settler
+ * (settling), else released. The settler's fallback's failure, or 0. */
+static int release_upstream(cuc_buffer *b, struct cuc__upstream *extra, size_t nextra, int rc,
+                            int settling)
+{
+    int rc2 = 0, rc3 = 0;
+
+    if (rc && b->imported) { /* the memory may still be in use here: no release */
+        cuc__upstream_keep(&b->anchor, 1);
+        cuc__upstream_keep(extra, nextra);
+    } else if (settling) {
+        rc2 = cuc__settle_release(b->pool->dev, &b->anchor, 1);
+        rc3 = nextra ? cuc__settle_release(b->pool->dev, extra, nextra) : 0;
+    } else {
+        cuc__upstream_release(&b->anchor, 1);
+        cuc__upstream_release(extra, nextra);
+    }
+    free(extra);
+    return rc2 ? rc2 : rc3;
+}
+
 static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
 {
     cuc_pool *pool = b->pool;
@@ -555,7 +573,7 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
     struct cuc__upstream *extra;
     struct cuc__err_saved saved;
     size_t nextra;
-    int rc;
+    int rc, settling = 0, rc2;
 
     if (b->root)
         return release_view(b, stream); /* its own errors: a view frees nothing */
@@ -563,7 +581,7 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
         cuc__err_save(&saved, 0);
     rc = b->ipc       ? cuc__ipc_free_memory(b, stream)
          : b->adopted ? adopted_free_memory(b)
-                      : cuc__buffer_free_memory(b, stream, 1);
+                      : free_own(b, stream, &settling);
     if (rc && b->imported)
         cuc__buffer_note_kept();
     pthread_mutex_lock(&pool->lock);
@@ -575,14 +593,15 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
         note_lost_locked(pool, b->size);
     pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->lock);
-    if (rc && b->imported) {
-        /* the memory may still be in use here: no release */
-        cuc__upstream_keep(&b->anchor, 1);
-        cuc__upstream_keep(extra, nextra);
-        free(extra);
-    } else {
-        cuc__upstream_release(&b->anchor, 1);
-        release_extra(extra, nextra);
+    rc2 = release_upstream(b, extra, nextra, rc, settling);
+    if (rc2 && !rc) {
+        rc = rc2;
+        cuc__buffer_note_kept();
+        if (!has_caller) {
+            pthread_mutex_lock(&pool->lock);
+            note_lost_locked(pool, b->size);
+            pthread_mutex_unlock(&pool->lock);
+        }
     }
     free(b->ipc);
     cuc__buffer_obj_free(b);

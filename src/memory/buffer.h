@@ -11,6 +11,7 @@
 #include "lease/gate.h"
 #include "lease/lease.h"
 #include "memory/pool.h"
+#include "memory/settle.h"
 
 enum cuc__buf_state {
     CUC__BUF_LIVE = 0,     /* references held */
@@ -18,13 +19,6 @@ enum cuc__buf_state {
     CUC__BUF_FREEING = 2   /* the free is under way: not to be found */
 };
 
-/* Where an imported buffer came from: the lease table it reports to (a
- * reference) and the lease id to release there. leases NULL: no lease
- * (from plain bytes). */
-struct cuc__upstream {
-    struct cuc__leases *leases;
-    uint64_t id;
-};
 
 /* The legacy-IPC identity of a wrapped or opened allocation (a root of a
  * legacy pool, pool.h): found in pool->bufs by (exporter, gen) through the
@@ -139,14 +133,8 @@ int cuc__buffer_free_memory(cuc_buffer *b, cuc_stream *stream, int sync);
 /* cuMemFreeAsync of b's memory on s, whose device is current (no deferred
  * free's event to wait for). */
 int cuc__buffer_free_on(cuc_buffer *b, cuc_stream *s);
-/* Drops each upstream lease's table without releasing it: after a failed
- * free of an imported buffer, whose memory may still be in use, the lease
- * stays with the exporter until the channel closes. */
-void cuc__upstream_keep(struct cuc__upstream *up, size_t n);
 /* Appends to this thread's message that the leases were kept. */
 void cuc__buffer_note_kept(void);
-/* Releases each upstream lease of up[0..n) and drops its table. */
-void cuc__upstream_release(struct cuc__upstream *up, size_t n);
 
 /* buffer_share.c: b's pointer export data, computed by the driver the
  * first time and cached (b is then findable by it in its pool). */

@@ -13,6 +13,7 @@
  * Wrapped legacy-IPC memory (buffer_ipc.c) travels as an ipc buffer
  * record and imports through its device's legacy pool the same way. */
 #include "memory/buffer.h"
+#include "memory/settle.h"
 #include "wire/records.h"
 
 #include <stdlib.h>
@@ -186,6 +187,8 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, ui
     int rc;
 
     rc = cuc__device_activate(g, pool->dev);
+    if (!rc)
+        rc = cuc__settle_before_import(pool->dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuMemPoolImportPointer(&ptr, pool->cu, &copy);

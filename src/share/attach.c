@@ -359,15 +359,6 @@ static int connect_greeted(struct cuc__share *p, const struct cuc_share_record *
     }
 }
 
-/* A connection's queued releases wake the thread, which sends them. */
-static void wake_point(void *arg)
-{
-    struct cuc__share *p = arg;
-
-    if (!atomic_load(&p->stopping))
-        cuc__share_wake(p);
-}
-
 /* A connection to the share point of r; its releases go out in batches
  * (the thread sends what the frees queued meanwhile). */
 static int connect_exp(struct cuc__share *p, const struct cuc_share_record *r,
@@ -388,7 +379,7 @@ static int connect_exp(struct cuc__share *p, const struct cuc_share_record *r,
     memcpy(e->path, r->path, sizeof(e->path));
     e->ch = ch;
     e->pid = ch->link->peer_pid;
-    cuc__leases_defer_releases(ch->leases, wake_point, p);
+    cuc__leases_defer_releases(ch->leases, cuc__share_wake_cb, p);
     *out = e;
     return 0;
 }

@@ -115,6 +115,17 @@ static inline void cuc__share_wake(struct cuc__share *p)
     (void)!write(p->wake, &one, sizeof(one));
 }
 
+/* cuc__share_wake as a callback (arg: the point), once it is stopping not:
+ * what a connection's queued releases and the settler's queued frees
+ * (memory/settle.h) call. */
+static inline void cuc__share_wake_cb(void *arg)
+{
+    struct cuc__share *p = arg;
+
+    if (!atomic_load(&p->stopping))
+        cuc__share_wake(p);
+}
+
 /* serve.c */
 /* cuc_share_detach on the running share point p. */
 int cuc__share_detach(struct cuc__share *p, const cuc_msg *m, void **bytes, size_t *len);

@@ -8,6 +8,7 @@
 #include "os/clock.h"
 #include "os/dir.h"
 #include "os/fd.h"
+#include "memory/settle.h"
 #include "os/proc.h"
 
 #include <errno.h>
@@ -29,6 +30,8 @@
 /* How long the thread leaves a listener alone that it could not accept
  * from (no fd free). */
 #define ACCEPT_BACKOFF_MS 100
+/* How soon the thread looks again while frees wait for their event. */
+#define SETTLE_POLL_NS 50000
 
 static struct cuc__share point = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = -1};
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
@@ -160,6 +163,7 @@ static int start_locked(struct cuc__share *p, const cuc_share_opts *o)
         goto fail;
     }
     p->running = 1;
+    cuc__settle_start(cuc__share_wake_cb, p);
     (void)cuc__dir_each(p->dir, CUC__SHARE_SOCK_PREFIX, CUC__SHARE_SOCK_SUFFIX,
                         remove_if_stale, NULL);
     return 0;
@@ -379,18 +383,23 @@ static void handle(struct cuc__share *p, const struct pollset *s, int64_t *liste
 static void *thread_main(void *arg)
 {
     struct cuc__share *p = arg;
+    /* while frees wait for their event: look again this soon */
+    static const struct timespec settle_poll = {0, SETTLE_POLL_NS};
     struct pollset s = {0};
     int64_t listen_after = -1;
+    int settling = 0;
 
     while (!atomic_load(&p->stopping)) {
         int64_t next = build(p, &s, listen_after);
-        int n = poll(s.fds, s.n, cuc__remaining(next));
+        int n = settling ? ppoll(s.fds, s.n, &settle_poll, NULL)
+                         : poll(s.fds, s.n, cuc__remaining(next));
         if (n < 0 && errno != EINTR)
             cuc__nap(10, -1);
         if (atomic_load(&p->stopping))
             break;
         if (n > 0)
             handle(p, &s, &listen_after);
+        settling = cuc__settle_run(); /* its releases go with the flush */
         cuc__share_flush_queued(p);
         drop_half_sent(p);
         pthread_mutex_lock(&p->lock);
@@ -453,6 +462,8 @@ int cuc_share_stop(int timeout_ms)
     atomic_store(&p->stopping, 1);
     cuc__share_wake(p);
     pthread_join(p->thread, NULL);
+    cuc__settle_stop(); /* the frees complete before the exporters hear we go */
+    cuc__share_flush_queued(p);
     cuc__share_serve_end(p);
     cuc__share_attach_end(p);
     pthread_mutex_lock(&p->lock);
@@ -486,6 +497,7 @@ static void child_after_fork(void)
     pthread_mutex_unlock(&p->lock);
     if (!p->running)
         return;
+    cuc__settle_forget();
     null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0)
         return;

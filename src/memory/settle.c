@@ -1,0 +1,347 @@
+/* An importer's releases after its frees complete (settle.h). A device's
+ * queue holds the upstream leases of the frees queued on its legacy stream
+ * since the settler's last turn; a turn records one event behind them and
+ * moves them to a fenced batch, released when the event is seen complete.
+ * Each device also counts its frees queued and those known complete, so
+ * that an import waits for a queued free of the same pointer (sim/FACTS.md
+ * F29). */
+#include "memory/settle.h"
+
+#include "driver/driver.h"
+#include "exec/stream.h"
+#include "lease/lease.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* How long a turn spins on an event it has just recorded before leaving
+ * it to a later turn: the frees behind it take a few µs on an idle GPU. */
+#define SPIN_NS 20000
+
+struct batch {
+    CUevent ev; /* recorded behind the frees; NULL while queued */
+    uint64_t upto; /* the device's frees this batch covers, counted */
+    struct cuc__upstream *up;
+    size_t n, cap;
+    struct batch *next;
+};
+
+struct devq {
+    cuc_device *dev;
+    uint64_t added, done; /* frees queued, and of them known complete */
+    struct batch *queued; /* since the last turn */
+    struct devq *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void (*wake_fn)(void *);
+static void *wake_arg;
+static struct devq *devs;     /* one a device, kept (lock) */
+static struct fence {         /* recorded batches: the settler's alone */
+    struct devq *q;
+    struct batch *b;
+    struct fence *next;
+} *fenced;
+
+static struct devq *devq_locked(cuc_device *dev)
+{
+    struct devq *q = devs;
+
+    while (q && q->dev != dev)
+        q = q->next;
+    if (!q && (q = calloc(1, sizeof(*q))) != NULL) {
+        q->dev = dev;
+        q->next = devs;
+        devs = q;
+    }
+    return q;
+}
+
+static void done_locked(struct devq *q, uint64_t upto)
+{
+    if (q->done < upto)
+        q->done = upto;
+}
+
+/* Appends up[0..n) to q's open batch (lock held): 0, or -1 without memory. */
+static int queue_locked(struct devq *q, struct cuc__upstream *up, size_t n)
+{
+    struct batch *b = q->queued;
+
+    if (!b && !(b = q->queued = calloc(1, sizeof(*b))))
+        return -1;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        struct cuc__upstream *p;
+        while (cap < b->n + n)
+            cap *= 2;
+        if (!(p = realloc(b->up, cap * sizeof(*p))))
+            return -1;
+        b->up = p, b->cap = cap;
+    }
+    memcpy(b->up + b->n, up, n * sizeof(*up));
+    b->n += n;
+    for (size_t i = 0; i < n; i++)
+        up[i].leases = NULL; /* taken over */
+    return 0;
+}
+
+int cuc__settle_sync(cuc_device *dev)
+{
+    CUC__CTX_RESTORE(guard);
+    cuc_stream *s;
+    CUresult r;
+    int rc = cuc__stream_or_legacy(dev, NULL, &s);
+
+    if (!rc)
+        rc = cuc__device_activate(&guard, dev);
+    if (rc)
+        return rc;
+    r = CUC_DRV->cuStreamSynchronize(s->cu);
+    return r == CUDA_SUCCESS ? 0
+                             : cuc__cuda_err(r, "cuStreamSynchronize", "after freeing imported "
+                                             "memory of device %s", dev->uuid_str);
+}
+
+void cuc__upstream_release(struct cuc__upstream *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!up[i].leases)
+            continue;
+        /* A channel already closed has nobody left to tell. */
+        cuc__leases_release(up[i].leases, &up[i].id, 1);
+        cuc__leases_unref(up[i].leases);
+        up[i].leases = NULL;
+    }
+}
+
+void cuc__upstream_keep(struct cuc__upstream *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!up[i].leases)
+            continue;
+        cuc__leases_unref(up[i].leases);
+        up[i].leases = NULL;
+    }
+}
+
+/* The frees behind up[0..n) are complete (ok) or unknown: released, or
+ * kept (never released: the memory may still be in use here). */
+static void settled(struct cuc__upstream *up, size_t n, int ok)
+{
+    if (ok)
+        cuc__upstream_release(up, n);
+    else
+        cuc__upstream_keep(up, n);
+}
+
+int cuc__settle_freeing(cuc_device *dev)
+{
+    struct devq *q = NULL;
+
+    pthread_mutex_lock(&lock);
+    if (wake_fn && (q = devq_locked(dev)) != NULL)
+        q->added++;
+    pthread_mutex_unlock(&lock);
+    return q != NULL;
+}
+
+int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n)
+{
+    void (*wake)(void *) = NULL;
+    void *arg = NULL;
+    struct devq *q;
+    uint64_t upto;
+    int rc;
+
+    pthread_mutex_lock(&lock);
+    if (wake_fn && (q = devq_locked(dev)) != NULL) {
+        int first = !q->queued;
+        if (queue_locked(q, up, n) == 0) {
+            wake = first ? wake_fn : NULL;
+            arg = wake_arg;
+            pthread_mutex_unlock(&lock);
+            if (wake)
+                wake(arg);
+            return 0;
+        }
+    }
+    q = devq_locked(dev); /* counted by cuc__settle_freeing: there */
+    upto = q ? q->added : 0;
+    pthread_mutex_unlock(&lock);
+    rc = cuc__settle_sync(dev); /* the settler gone, or no memory to queue: here */
+    if (!rc && q) {
+        pthread_mutex_lock(&lock);
+        done_locked(q, upto);
+        pthread_mutex_unlock(&lock);
+    }
+    settled(up, n, rc == 0);
+    return rc;
+}
+
+int cuc__settle_before_import(cuc_device *dev)
+{
+    uint64_t upto = 0;
+    struct devq *q;
+    int rc;
+
+    pthread_mutex_lock(&lock);
+    for (q = devs; q && q->dev != dev; q = q->next)
+        ;
+    if (q && q->done < q->added)
+        upto = q->added;
+    pthread_mutex_unlock(&lock);
+    if (!upto)
+        return 0; /* the usual case: no free queued since the last look */
+    rc = cuc__settle_sync(dev);
+    if (!rc) {
+        pthread_mutex_lock(&lock);
+        done_locked(q, upto);
+        pthread_mutex_unlock(&lock);
+    }
+    return rc;
+}
+
+/* Records an event behind q's open batch b (taken out of q, lock not
+ * held) and fences it; without an event, synchronizes and settles it. */
+static void fence(struct devq *q, struct batch *b)
+{
+    CUC__CTX_RESTORE(guard);
+    struct fence *f = malloc(sizeof(*f));
+    cuc_stream *s;
+    int rc = f ? cuc__stream_or_legacy(q->dev, NULL, &s) : CUC_E_NOMEM;
+
+    if (!rc)
+        rc = cuc__device_activate(&guard, q->dev);
+    if (!rc && CUC_DRV->cuEventCreate(&b->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        rc = CUC_E_DRIVER, b->ev = NULL;
+    if (!rc && CUC_DRV->cuEventRecord(b->ev, s->cu) != CUDA_SUCCESS)
+        rc = CUC_E_DRIVER;
+    if (!rc) {
+        *f = (struct fence){q, b, fenced};
+        fenced = f;
+        return;
+    }
+    free(f);
+    if (b->ev)
+        CUC_DRV->cuEventDestroy(b->ev);
+    rc = cuc__settle_sync(q->dev);
+    pthread_mutex_lock(&lock);
+    if (!rc)
+        done_locked(q, b->upto);
+    pthread_mutex_unlock(&lock);
+    settled(b->up, b->n, rc == 0);
+    free(b->up);
+    free(b);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Releases what f kept if its event completed (spinning up to spin_ns):
+ * 1 when settled (f to be freed), 0 while it waits. */
+static int try_settle(struct fence *f, int64_t spin_ns)
+{
+    int64_t until = spin_ns ? now_ns() + spin_ns : 0;
+    CUresult r;
+
+    while ((r = CUC_DRV->cuEventQuery(f->b->ev)) == CUDA_ERROR_NOT_READY && until &&
+           now_ns() < until)
+        sched_yield();
+    if (r == CUDA_ERROR_NOT_READY)
+        return 0;
+    CUC_DRV->cuEventDestroy(f->b->ev);
+    pthread_mutex_lock(&lock);
+    if (r == CUDA_SUCCESS)
+        done_locked(f->q, f->b->upto);
+    pthread_mutex_unlock(&lock);
+    settled(f->b->up, f->b->n, r == CUDA_SUCCESS);
+    free(f->b->up);
+    free(f->b);
+    return 1;
+}
+
+int cuc__settle_run(void)
+{
+    struct fence **pf = &fenced, *f;
+    struct fence *had = fenced; /* the earlier turns' fences, behind the new */
+    int old = 0;
+
+    for (;;) { /* each device's open batch, fenced */
+        struct devq *q;
+        struct batch *b = NULL;
+        pthread_mutex_lock(&lock);
+        for (q = devs; q && !q->queued; q = q->next)
+            ;
+        if (q) {
+            b = q->queued;
+            q->queued = NULL;
+            b->upto = q->added;
+        }
+        pthread_mutex_unlock(&lock);
+        if (!b)
+            break;
+        fence(q, b);
+    }
+    while ((f = *pf) != NULL) { /* the new ones (first) may spin a little */
+        old = old || f == had;
+        if (try_settle(f, old ? 0 : SPIN_NS)) {
+            *pf = f->next;
+            free(f);
+        } else {
+            pf = &f->next;
+        }
+    }
+    return fenced != NULL;
+}
+
+void cuc__settle_start(void (*wake)(void *), void *arg)
+{
+    pthread_mutex_lock(&lock);
+    wake_fn = wake;
+    wake_arg = arg;
+    pthread_mutex_unlock(&lock);
+}
+
+void cuc__settle_stop(void)
+{
+    pthread_mutex_lock(&lock);
+    wake_fn = NULL;
+    wake_arg = NULL;
+    pthread_mutex_unlock(&lock);
+    (void)cuc__settle_run(); /* what was queued, fenced */
+    for (struct fence *f = fenced, *next; f; f = next) {
+        next = f->next;
+        CUresult r = CUC_DRV->cuEventSynchronize(f->b->ev);
+        CUC_DRV->cuEventDestroy(f->b->ev);
+        pthread_mutex_lock(&lock);
+        if (r == CUDA_SUCCESS)
+            done_locked(f->q, f->b->upto);
+        pthread_mutex_unlock(&lock);
+        settled(f->b->up, f->b->n, r == CUDA_SUCCESS);
+        free(f->b->up);
+        free(f->b);
+        free(f);
+    }
+    fenced = NULL;
+}
+
+void cuc__settle_forget(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+    /* the parent's state, perhaps mid-change at the fork: left, not freed */
+    memcpy(&lock, &fresh, sizeof(lock));
+    wake_fn = NULL;
+    wake_arg = NULL;
+    devs = NULL;
+    fenced = NULL;
+}

@@ -1,0 +1,72 @@
+/* An importer's releases after its frees complete (settle.c): the
+ * exporter may reuse a pool allocation once an importer released it, and
+ * the driver wants the importer's stream-ordered free complete by then
+ * (cuda.h, cuMemPoolImportPointer). Without a settler each free on a
+ * legacy stream is synchronized before its release; while a settler runs
+ * (a share point's thread) the releases wait here instead, behind one
+ * event a device a turn, and the caller's thread does not wait for the
+ * GPU. */
+#ifndef CUC_MEMORY_SETTLE_H
+#define CUC_MEMORY_SETTLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cucore/device.h"
+
+struct cuc__leases;
+
+/* Where an imported buffer came from: the lease table it reports to (a
+ * reference) and the lease id to release there. leases NULL: no lease
+ * (from plain bytes). */
+struct cuc__upstream {
+    struct cuc__leases *leases;
+    uint64_t id;
+};
+
+/* Releases each upstream lease of up[0..n) and drops its table. */
+void cuc__upstream_release(struct cuc__upstream *up, size_t n);
+/* Drops each upstream lease's table without releasing it: after a failed
+ * free of an imported buffer, whose memory may still be in use, the lease
+ * stays with the exporter until the channel closes. */
+void cuc__upstream_keep(struct cuc__upstream *up, size_t n);
+
+/* Right after an imported buffer's cuMemFreeAsync on dev's legacy stream
+ * (before the buffer can no longer be found): 1 when a settler runs, and
+ * the free is counted as queued (imports of dev wait for it); 0 when none
+ * does: the caller synchronizes (cuc__settle_sync) and releases. */
+int cuc__settle_freeing(cuc_device *dev);
+/* Then, for a free that cuc__settle_freeing counted: its upstream leases
+ * up[0..n) are released once it is complete, by the settler, or here once
+ * the stream is synchronized (the settler gone meanwhile, no memory to
+ * queue them). The leases are taken over (up[i].leases set NULL). 0, or
+ * the synchronize's failure, which keeps the leases (never released: the
+ * memory may still be in use). */
+int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n);
+/* cuStreamSynchronize of dev's legacy stream (dev made current meanwhile):
+ * 0, or the failure, named. */
+int cuc__settle_sync(cuc_device *dev);
+
+/* Before a pool pointer is imported on dev: a free of it still queued
+ * there would unmap the new import (sim/FACTS.md F29), so any free queued
+ * since the last synchronize is waited for (one cuStreamSynchronize). 0,
+ * or its failure. */
+int cuc__settle_before_import(cuc_device *dev);
+
+/* The settler's turn: an event recorded on each device with frees queued
+ * since the last turn, and the releases of those whose event completed.
+ * Returns 1 while some still wait (look again soon), else 0. One thread
+ * only: the one that registered. */
+int cuc__settle_run(void);
+
+/* Registers the settler: wake(arg) is called (no lock held) when the
+ * first release waits. */
+void cuc__settle_start(void (*wake)(void *), void *arg);
+/* Unregisters it, after waiting for every queued free (synchronize) and
+ * releasing what they kept; on the settler's thread, or after it ended. */
+void cuc__settle_stop(void);
+/* In a forked child: forgets what the parent queued (its leases are the
+ * parent's), and the settler. */
+void cuc__settle_forget(void);
+
+#endif
