@@ -188,7 +188,7 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, ui
 
     rc = cuc__device_activate(g, pool->dev);
     if (!rc)
-        rc = cuc__settle_before_import(pool->dev);
+        rc = cuc__settle_wait(pool->dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuMemPoolImportPointer(&ptr, pool->cu, &copy);

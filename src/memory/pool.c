@@ -2,6 +2,7 @@
  * around an imported pool, references, the table of IPC pools by id,
  * getters. */
 #include "memory/pool.h"
+#include "memory/settle.h"
 #include "os/clock.h"
 #include "os/fd.h"
 #include "os/proc.h"
@@ -458,8 +459,11 @@ void cuc_pool_unref(cuc_pool *p)
      * exported pool's memory while other processes still map it. */
     /* Inherited through fork: the driver's pool is the parent's; an
      * adopted one its creator's. */
-    if (p->creator == cuc__pid() && !p->adopted && cuc__device_activate(&guard, p->dev) == 0)
+    if (p->creator == cuc__pid() && !p->adopted && cuc__device_activate(&guard, p->dev) == 0) {
+        if (p->imported)
+            (void)cuc__settle_wait(p->dev); /* else its fds stay (settle.h) */
         CUC_DRV->cuMemPoolDestroy(p->cu);
+    }
     pool_free(p);
 }
 

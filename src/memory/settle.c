@@ -12,14 +12,8 @@
 #include "lease/lease.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-/* How long a turn spins on an event it has just recorded before leaving
- * it to a later turn: the frees behind it take a few µs on an idle GPU. */
-#define SPIN_NS 20000
 
 struct batch {
     CUevent ev; /* recorded behind the frees; NULL while queued */
@@ -39,6 +33,7 @@ struct devq {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void (*wake_fn)(void *);
 static void *wake_arg;
+static int busy; /* fences wait: the settler looks again soon, unwoken (lock) */
 static struct devq *devs;     /* one a device, kept (lock) */
 static struct fence {         /* recorded batches: the settler's alone */
     struct devq *q;
@@ -161,7 +156,7 @@ int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n)
     if (wake_fn && (q = devq_locked(dev)) != NULL) {
         int first = !q->queued;
         if (queue_locked(q, up, n) == 0) {
-            wake = first ? wake_fn : NULL;
+            wake = first && !busy ? wake_fn : NULL;
             arg = wake_arg;
             pthread_mutex_unlock(&lock);
             if (wake)
@@ -182,7 +177,7 @@ int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n)
     return rc;
 }
 
-int cuc__settle_before_import(cuc_device *dev)
+int cuc__settle_wait(cuc_device *dev)
 {
     uint64_t upto = 0;
     struct devq *q;
@@ -238,24 +233,12 @@ static void fence(struct devq *q, struct batch *b)
     free(b);
 }
 
-static int64_t now_ns(void)
+/* Releases what f kept if its event completed: 1 when settled (f to be
+ * freed), 0 while it waits. */
+static int try_settle(struct fence *f)
 {
-    struct timespec t;
+    CUresult r = CUC_DRV->cuEventQuery(f->b->ev);
 
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-/* Releases what f kept if its event completed (spinning up to spin_ns):
- * 1 when settled (f to be freed), 0 while it waits. */
-static int try_settle(struct fence *f, int64_t spin_ns)
-{
-    int64_t until = spin_ns ? now_ns() + spin_ns : 0;
-    CUresult r;
-
-    while ((r = CUC_DRV->cuEventQuery(f->b->ev)) == CUDA_ERROR_NOT_READY && until &&
-           now_ns() < until)
-        sched_yield();
     if (r == CUDA_ERROR_NOT_READY)
         return 0;
     CUC_DRV->cuEventDestroy(f->b->ev);
@@ -272,8 +255,6 @@ static int try_settle(struct fence *f, int64_t spin_ns)
 int cuc__settle_run(void)
 {
     struct fence **pf = &fenced, *f;
-    struct fence *had = fenced; /* the earlier turns' fences, behind the new */
-    int old = 0;
 
     for (;;) { /* each device's open batch, fenced */
         struct devq *q;
@@ -291,15 +272,17 @@ int cuc__settle_run(void)
             break;
         fence(q, b);
     }
-    while ((f = *pf) != NULL) { /* the new ones (first) may spin a little */
-        old = old || f == had;
-        if (try_settle(f, old ? 0 : SPIN_NS)) {
+    while ((f = *pf) != NULL) {
+        if (try_settle(f)) {
             *pf = f->next;
             free(f);
         } else {
             pf = &f->next;
         }
     }
+    pthread_mutex_lock(&lock);
+    busy = fenced != NULL && wake_fn;
+    pthread_mutex_unlock(&lock);
     return fenced != NULL;
 }
 
@@ -316,6 +299,7 @@ void cuc__settle_stop(void)
     pthread_mutex_lock(&lock);
     wake_fn = NULL;
     wake_arg = NULL;
+    busy = 0;
     pthread_mutex_unlock(&lock);
     (void)cuc__settle_run(); /* what was queued, fenced */
     for (struct fence *f = fenced, *next; f; f = next) {
@@ -342,6 +326,7 @@ void cuc__settle_forget(void)
     memcpy(&lock, &fresh, sizeof(lock));
     wake_fn = NULL;
     wake_arg = NULL;
+    busy = 0;
     devs = NULL;
     fenced = NULL;
 }

@@ -47,16 +47,18 @@ int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n);
  * 0, or the failure, named. */
 int cuc__settle_sync(cuc_device *dev);
 
-/* Before a pool pointer is imported on dev: a free of it still queued
- * there would unmap the new import (sim/FACTS.md F29), so any free queued
- * since the last synchronize is waited for (one cuStreamSynchronize). 0,
- * or its failure. */
-int cuc__settle_before_import(cuc_device *dev);
+/* Waits for the frees queued on dev since the last synchronize (one
+ * cuStreamSynchronize; none when there are none): before a pool pointer
+ * is imported there (a queued free of it would unmap the new import:
+ * sim/FACTS.md F29), and before an imported pool is destroyed (the driver
+ * keeps its resources until its frees complete). 0, or the failure. */
+int cuc__settle_wait(cuc_device *dev);
 
 /* The settler's turn: an event recorded on each device with frees queued
  * since the last turn, and the releases of those whose event completed.
- * Returns 1 while some still wait (look again soon), else 0. One thread
- * only: the one that registered. */
+ * Returns 1 while some still wait: the settler looks again soon, and is
+ * not woken meanwhile (the frees queued meanwhile go with its next turn).
+ * One thread only: the one that registered. */
 int cuc__settle_run(void);
 
 /* Registers the settler: wake(arg) is called (no lock held) when the

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -30,8 +31,10 @@
 /* How long the thread leaves a listener alone that it could not accept
  * from (no fd free). */
 #define ACCEPT_BACKOFF_MS 100
-/* How soon the thread looks again while frees wait for their event. */
-#define SETTLE_POLL_NS 50000
+/* How soon the thread looks again while frees wait for their event (the
+ * thread's timer slack made small enough for it). */
+#define SETTLE_POLL_NS 10000
+#define SETTLE_TIMER_SLACK_NS 1000
 
 static struct cuc__share point = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = -1};
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
@@ -388,6 +391,8 @@ static void *thread_main(void *arg)
     struct pollset s = {0};
     int64_t listen_after = -1;
     int settling = 0;
+
+    (void)prctl(PR_SET_TIMERSLACK, SETTLE_TIMER_SLACK_NS);
 
     while (!atomic_load(&p->stopping)) {
         int64_t next = build(p, &s, listen_after);
