@@ -461,7 +461,7 @@ void cuc_pool_unref(cuc_pool *p)
      * adopted one its creator's. */
     if (p->creator == cuc__pid() && !p->adopted && cuc__device_activate(&guard, p->dev) == 0) {
         if (p->imported)
-            (void)cuc__settle_wait(p->dev); /* else its fds stay (settle.h) */
+            (void)cuc__settle_wait(p->dev); /* else its fd stays (settle.h) */
         CUC_DRV->cuMemPoolDestroy(p->cu);
     }
     pool_free(p);

@@ -2,9 +2,11 @@
  * queue holds the upstream leases of the frees queued on its legacy stream
  * since the settler's last turn; a turn records one event behind them and
  * moves them to a fenced batch, released when the event is seen complete.
- * Each device also counts its frees queued and those known complete, so
- * that an import waits for a queued free of the same pointer (sim/FACTS.md
- * F29). */
+ * Each device also counts its frees queued and those a synchronize of its
+ * legacy stream has passed since: an import of a pointer, or an imported
+ * pool's destroy, synchronizes first when a free was queued since
+ * (sim/FACTS.md F29, F46): an event seen complete is enough for a release,
+ * not for those. */
 #include "memory/settle.h"
 
 #include "driver/driver.h"
@@ -25,7 +27,7 @@ struct batch {
 
 struct devq {
     cuc_device *dev;
-    uint64_t added, done; /* frees queued, and of them known complete */
+    uint64_t added, synced; /* frees queued; of them, synchronized since */
     struct batch *queued; /* since the last turn */
     struct devq *next;
 };
@@ -55,10 +57,10 @@ static struct devq *devq_locked(cuc_device *dev)
     return q;
 }
 
-static void done_locked(struct devq *q, uint64_t upto)
+static void synced_locked(struct devq *q, uint64_t upto)
 {
-    if (q->done < upto)
-        q->done = upto;
+    if (q->synced < upto)
+        q->synced = upto;
 }
 
 /* Appends up[0..n) to q's open batch (lock held): 0, or -1 without memory. */
@@ -170,7 +172,7 @@ int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n)
     rc = cuc__settle_sync(dev); /* the settler gone, or no memory to queue: here */
     if (!rc && q) {
         pthread_mutex_lock(&lock);
-        done_locked(q, upto);
+        synced_locked(q, upto);
         pthread_mutex_unlock(&lock);
     }
     settled(up, n, rc == 0);
@@ -186,7 +188,7 @@ int cuc__settle_wait(cuc_device *dev)
     pthread_mutex_lock(&lock);
     for (q = devs; q && q->dev != dev; q = q->next)
         ;
-    if (q && q->done < q->added)
+    if (q && q->synced < q->added)
         upto = q->added;
     pthread_mutex_unlock(&lock);
     if (!upto)
@@ -194,7 +196,7 @@ int cuc__settle_wait(cuc_device *dev)
     rc = cuc__settle_sync(dev);
     if (!rc) {
         pthread_mutex_lock(&lock);
-        done_locked(q, upto);
+        synced_locked(q, upto);
         pthread_mutex_unlock(&lock);
     }
     return rc;
@@ -226,7 +228,7 @@ static void fence(struct devq *q, struct batch *b)
     rc = cuc__settle_sync(q->dev);
     pthread_mutex_lock(&lock);
     if (!rc)
-        done_locked(q, b->upto);
+        synced_locked(q, b->upto);
     pthread_mutex_unlock(&lock);
     settled(b->up, b->n, rc == 0);
     free(b->up);
@@ -242,10 +244,6 @@ static int try_settle(struct fence *f)
     if (r == CUDA_ERROR_NOT_READY)
         return 0;
     CUC_DRV->cuEventDestroy(f->b->ev);
-    pthread_mutex_lock(&lock);
-    if (r == CUDA_SUCCESS)
-        done_locked(f->q, f->b->upto);
-    pthread_mutex_unlock(&lock);
     settled(f->b->up, f->b->n, r == CUDA_SUCCESS);
     free(f->b->up);
     free(f->b);
@@ -306,10 +304,6 @@ void cuc__settle_stop(void)
         next = f->next;
         CUresult r = CUC_DRV->cuEventSynchronize(f->b->ev);
         CUC_DRV->cuEventDestroy(f->b->ev);
-        pthread_mutex_lock(&lock);
-        if (r == CUDA_SUCCESS)
-            done_locked(f->q, f->b->upto);
-        pthread_mutex_unlock(&lock);
         settled(f->b->up, f->b->n, r == CUDA_SUCCESS);
         free(f->b->up);
         free(f->b);
