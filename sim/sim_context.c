@@ -67,6 +67,7 @@ SIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
         sim_events_ctx_gone(&sim_ctx[dev]);
         sim_functions_ctx_gone(&sim_ctx[dev]);
         sim_allocs_ctx_gone(&sim_ctx[dev]);
+        sim_pool_retire_locked(); /* its queued work done (FACTS.md F46) */
     }
     sim_unlock();
     return rc;
@@ -152,6 +153,8 @@ static CUresult sync_current(void)
         return rc;
     sim_lock();
     rc = sim_ctx_current(&c);
+    if (!rc)
+        sim_pool_retire_locked();
     sim_unlock();
     return rc; /* all work is synchronous */
 }

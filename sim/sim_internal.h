@@ -237,6 +237,9 @@ enum sim_range sim_alloc_range(uintptr_t p, size_t n);
 /* dev_side: the copy needs device memory there (HtoD's destination,
  * DtoH's source). */
 enum sim_range sim_pool_range(uintptr_t p, size_t n, int dev, int dev_side);
+/* A synchronize passed the imported pointers' frees: a destroyed pool
+ * they kept goes now (FACTS.md F46). Under the lock. */
+void sim_pool_retire_locked(void);
 enum sim_range sim_vmm_range(uintptr_t p, size_t n, int write);
 
 /* What a pointer is, for cuMemGetAddressRange and cuPointerGetAttribute

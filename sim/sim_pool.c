@@ -88,6 +88,9 @@ struct CUmemPoolHandle_st {
     struct sim_block *blocks;
     struct sim_import *imports;
     size_t nlive; /* allocations or imported pointers outstanding */
+    size_t nunretired; /* imported pointers freed that no synchronize has
+                        * passed since (FACTS.md F46): they keep a destroyed
+                        * pool */
     unsigned char access[SIM_MAX_GPUS];
     int reuse[3];
     uint64_t release_threshold;
@@ -139,6 +142,18 @@ static void pool_release(struct CUmemPoolHandle_st *p)
         close(p->fd);
     p->magic = 0;
     free(p);
+}
+
+void sim_pool_retire_locked(void)
+{
+    struct CUmemPoolHandle_st *p = sim_pools, *next;
+
+    for (; p; p = next) {
+        next = p->next;
+        p->nunretired = 0;
+        if (p->destroyed && p->nlive == 0)
+            pool_release(p);
+    }
 }
 
 static void link_pool(struct CUmemPoolHandle_st *p)
@@ -527,7 +542,7 @@ SIM_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
         /* Outstanding allocations keep the memory until they are freed,
          * as the driver documents. */
         p->destroyed = 1;
-        if (p->nlive == 0)
+        if (p->nlive == 0 && p->nunretired == 0)
             pool_release(p);
     }
     sim_unlock();
@@ -1015,6 +1030,7 @@ SIM_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
             *ip = imp->next;
             free(imp);
             p->nlive--;
+            p->nunretired++;
             found = 1;
         }
         if (!found) {
@@ -1022,7 +1038,7 @@ SIM_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
             goto out;
         }
     }
-    if (p->destroyed && p->nlive == 0)
+    if (p->destroyed && p->nlive == 0 && p->nunretired == 0)
         pool_release(p);
 out:
     sim_unlock();

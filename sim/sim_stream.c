@@ -173,8 +173,18 @@ static CUresult stream_simple(CUstream hStream)
 
 SIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 {
+    struct CUctx_st *ctx;
+    CUresult rc = sim_check_init();
+
     SIM_FAULT(cuStreamSynchronize);
-    return stream_simple(hStream);
+    if (rc)
+        return rc;
+    sim_lock();
+    rc = sim_stream_check(hStream, &ctx);
+    if (!rc)
+        sim_pool_retire_locked();
+    sim_unlock();
+    return rc;
 }
 
 SIM_API CUresult CUDAAPI cuStreamQuery(CUstream hStream)

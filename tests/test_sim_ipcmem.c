@@ -236,6 +236,7 @@ static void test_ranges_pool_vmm(void)
     range_none(ia + 1000);
     CU_OK(D.cuMemFreeAsync(ia, NULL));
     range_none(ia);
+    CU_OK(D.cuStreamSynchronize(NULL)); /* else the pool's fd stays (FACTS.md F46) */
     CU_OK(D.cuMemPoolDestroy(imp));
     CU_OK(D.cuMemFreeAsync(a, NULL));
     range_none(a);

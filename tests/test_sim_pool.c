@@ -487,17 +487,21 @@ static void test_export_local(void)
 
 /* What an IPC pool costs in fds and what its pointer exports hold
  * (sim/FACTS.md F28, F25): 48 bytes written, the last 16 as the caller
- * left them, the same 48 for two exports of one pointer. */
+ * left them, the same 48 for two exports of one pointer; an imported
+ * pool destroyed after its pointer's free keeps its fd until a
+ * synchronize (F46). */
 static void test_fds_and_export_bytes(void)
 {
     CUmemPoolProps p = dev_props(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 4 * MiB);
     CUmemPoolPtrExportData d1, d2;
     CUmemoryPool pool, imp;
     CUdeviceptr a, i1, i2;
-    int fd, n0 = test_fd_count();
+    int fd, n0;
     static const unsigned char fill1[16] = {0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5,
                                             0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0xa5};
 
+    CU_OK(D.cuStreamSynchronize(NULL)); /* earlier tests' imported pools go (F46) */
+    n0 = test_fd_count();
     for (int round = 0; round < 2; round++) {
         CU_OK(D.cuMemPoolCreate(&pool, &p));
         CHECK(test_fd_count() == n0);
@@ -526,6 +530,11 @@ static void test_fds_and_export_bytes(void)
         }
         CU_OK(D.cuMemFreeAsync(i1, NULL));
         CU_OK(D.cuMemPoolDestroy(imp));
+        /* the imported pool's fd stays until a synchronize passed its
+         * pointer's free (FACTS.md F46) */
+        CHECK(test_fd_count() == n0 + 3);
+        CU_OK(D.cuStreamSynchronize(NULL));
+        CHECK(test_fd_count() == n0 + 2);
         CU_OK(D.cuMemFreeAsync(a, NULL));
         close(fd);
         CU_OK(D.cuMemPoolDestroy(pool));

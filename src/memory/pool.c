@@ -460,8 +460,8 @@ void cuc_pool_unref(cuc_pool *p)
     /* Inherited through fork: the driver's pool is the parent's; an
      * adopted one its creator's. */
     if (p->creator == cuc__pid() && !p->adopted && cuc__device_activate(&guard, p->dev) == 0) {
-        if (p->imported)
-            (void)cuc__settle_wait(p->dev); /* else its fd stays (settle.h) */
+        if (p->imported) /* its frees synchronized, else its fd stays (settle.h) */
+            (void)cuc__settle_sync(p->dev);
         CUC_DRV->cuMemPoolDestroy(p->cu);
     }
     pool_free(p);
