@@ -540,8 +540,8 @@ def wait_state(pid, state, timeout=10):
             try:
                 with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
                     out.add(f.read().rsplit(")", 1)[1].split()[0])
-            except FileNotFoundError:  # a thread that ended
-                pass
+            except (FileNotFoundError, ProcessLookupError):  # a thread that ended
+                pass  # (ESRCH: it ended between the listing and the read)
         return out
 
     deadline = time.time() + timeout
