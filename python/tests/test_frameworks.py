@@ -506,3 +506,49 @@ def test_tensor_record_without_torch_and_hostile():
         with pytest.raises(cucore.Error) as e:
             fw._load_tensor(*args, meta)
         assert e.value.code == "CUC_E_BADMSG", args
+
+
+class _CollectorAtDump:
+    seen = []
+
+    def __reduce__(self):
+        _CollectorAtDump.seen.append(gc.isenabled())
+        return (int, (7,))
+
+
+class _CollectorAtLoad:
+    def __reduce__(self):
+        return (gc.isenabled, ())  # called by the loads: the collector's state then
+
+
+def test_forking_pickler_pauses_the_collector():
+    """multiprocessing's ForkingPickler, as cucore wraps it, dumps and
+    loads with the cyclic collector paused and leaves it as it found it:
+    on, or off where the program turned it off; with two threads in
+    dumps at once, on once both are done."""
+    import threading
+    assert getattr(ForkingPickler.dumps.__func__, "_cucore", False)  # wrapped
+    seen = _CollectorAtDump.seen
+    seen.clear()
+    assert gc.isenabled()
+    assert ForkingPickler.loads(ForkingPickler.dumps([_CollectorAtDump()])) == [7]
+    assert ForkingPickler.loads(ForkingPickler.dumps(_CollectorAtLoad())) is False
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        ForkingPickler.dumps([_CollectorAtDump()])
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
+    both = threading.Barrier(2)
+
+    class Meet:
+        def __reduce__(self):
+            both.wait(10)  # the two dumps overlap here
+            return (int, (1,))
+    threads = [threading.Thread(target=ForkingPickler.dumps, args=([Meet()],)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert gc.isenabled()

@@ -350,8 +350,8 @@ def test_failed_free_keeps_the_exporters_lease(how):
         bufs = [pool.allocate(64) for _ in range(k)]
         assert child.call("hold", *bufs) == k
         wait_claimed(k)
-        closed, codes = child.call("close_failing", how, spec)
-        assert closed == [True] * k
+        closed, codes, faults = child.call("close_failing", how, spec)
+        assert closed == [True] * k and faults > 0
         assert codes == {"close_many": ["CUC_E_DRIVER"], "stream": ["CUC_E_DRIVER"] * k,
                          "close": []}[how]
         time.sleep(0.2)  # releases, had they been sent, would have arrived
@@ -359,11 +359,31 @@ def test_failed_free_keeps_the_exporters_lease(how):
         more = pool.allocate(64)
         assert child.call("hold", more) == 1
         assert wait_leases(pool, k + 1) == k + 1
-        assert child.call("close_failing", how, "")[0] == [True]
+        assert child.call("close_failing", how, "")[:2] == ([True], [])
         assert wait_leases(pool, k) == k  # the later release went through
     finally:
         child.close()
     pool.lease_wait(0, timeout=30)  # the child's connection closed: its leases end
+
+
+def test_close_without_events_synchronizes():
+    """A child whose close() of received buffers cannot record the share
+    point thread's event (the simulator's fault) has that thread
+    synchronize instead: nothing raised, and every lease ends."""
+    if workers.sim_lib() is None:
+        pytest.skip("injects a fault into the simulator")
+    k = 8
+    pool = cucore.Pool(0)
+    child = Child("spawn", None)
+    try:
+        bufs = [pool.allocate(64) for _ in range(k)]
+        assert child.call("hold", *bufs) == k
+        wait_claimed(k)
+        closed, codes, faults = child.call("close_failing", "close", "cuEventRecord:1+")
+        assert closed == [True] * k and codes == [] and faults > 0  # the event failed
+        assert wait_leases(pool, 0) == 0
+    finally:
+        child.close()
 
 
 def test_close_and_close_many_mixed():

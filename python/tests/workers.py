@@ -241,6 +241,7 @@ def handle(op, objs):
         HELD.clear()
         return n
     if op == "close_failing":  # (how, spec): what we hold closed while SPEC fails calls
+        import ctypes
         how, spec = objs
         lib = sim_lib()
         stream = cucore.Stream(HELD[0].device)
@@ -259,11 +260,13 @@ def handle(op, objs):
                     codes.append(e.code)
             if how == "close":
                 time.sleep(0.2)  # the share point's thread waits for the frees meanwhile
+            lib.cucore_sim_faults.restype = ctypes.c_ulonglong
+            faults = lib.cucore_sim_faults()
         finally:
             assert lib.cucore_sim_fail(b"", None, 0) == 0
         closed = [o.closed for o in HELD]
         HELD.clear()
-        return closed, codes
+        return closed, codes, faults
     if op == "inherited":  # objects this process inherited through fork
         out = []
         for o in HELD:
