@@ -253,9 +253,10 @@ static int try_settle(struct fence *f)
 int cuc__settle_run(void)
 {
     struct fence **pf = &fenced, *f;
+    struct devq *q;
+    int pending;
 
     for (;;) { /* each device's open batch, fenced */
-        struct devq *q;
         struct batch *b = NULL;
         pthread_mutex_lock(&lock);
         for (q = devs; q && !q->queued; q = q->next)
@@ -278,10 +279,15 @@ int cuc__settle_run(void)
             pf = &f->next;
         }
     }
+    /* Frees queued during this turn woke nobody (busy): the next turn,
+     * soon, takes them; once none waits, the next one queued wakes. */
     pthread_mutex_lock(&lock);
-    busy = fenced != NULL && wake_fn;
+    for (q = devs; q && !q->queued; q = q->next)
+        ;
+    busy = (fenced != NULL || q != NULL) && wake_fn;
+    pending = fenced != NULL || q != NULL;
     pthread_mutex_unlock(&lock);
-    return fenced != NULL;
+    return pending;
 }
 
 void cuc__settle_start(void (*wake)(void *), void *arg)
