@@ -229,6 +229,15 @@ static int child_expired(int argc, char **argv)
 
 /* ---- the parent's scenarios ---- */
 
+/* The child's stdin closed, its line read, its exit 0. */
+static void child_says(pid_t pid, int to, FILE *from, const char *line)
+{
+    close(to);
+    expect_line(from, line);
+    fclose(from);
+    CHECK(wait_child(pid) == 0);
+}
+
 /* The parent checks what the child wrote back (before dropping). */
 static void check_written(const struct objs *o, int phase)
 {
@@ -253,10 +262,7 @@ static void scenario_pipe(int phase)
     pid = start_child(NULL, "attach", phase, 0, &to, &from);
     put_blob(to, bytes, len);
     free(bytes);
-    close(to);
-    expect_line(from, "ok");
-    fclose(from);
-    CHECK(wait_child(pid) == 0);
+    child_says(pid, to, from, "ok");
     check_written(&o, phase);
     drop_objs(&o);
     end_objs(&o);
@@ -293,10 +299,7 @@ static void scenario_file(int phase)
     }
     close(fd);
     unlink(path);
-    close(to);
-    expect_line(from, "ok");
-    fclose(from);
-    CHECK(wait_child(pid) == 0);
+    child_says(pid, to, from, "ok");
     end_objs(&o);
     printf("file (phase %d): ok\n", phase);
 }
@@ -364,10 +367,7 @@ static void scenario_expired(void)
     pid = start_child(NULL, "expired", 9, 0, &to, &from);
     put_blob(to, bytes, len);
     free(bytes);
-    close(to);
-    expect_line(from, "refused");
-    fclose(from);
-    CHECK(wait_child(pid) == 0);
+    child_says(pid, to, from, "refused");
     end_objs(&o);
     printf("expired: ok\n");
 }
@@ -394,10 +394,7 @@ static void scenario_settle(int phase)
         put_blob(to, bytes, len);
         free(bytes);
     }
-    close(to);
-    expect_line(from, "ok");
-    fclose(from);
-    CHECK(wait_child(pid) == 0);
+    child_says(pid, to, from, "ok");
     drop_objs(&o);
     end_objs(&o);
     printf("settle (phase %d): ok\n", phase);

@@ -307,18 +307,28 @@ def sim_calls(name):
     return n
 
 
+def held_by_child(k):
+    """(pool, child): a spawned child that holds k buffers of 64 bytes of
+    the pool, its claims of them seen here."""
+    pool = cucore.Pool(0)
+    child = Child("spawn", None)
+    try:
+        assert child.call("hold", *[pool.allocate(64) for _ in range(k)]) == k
+        wait_claimed(k)
+    except BaseException:
+        child.close()
+        raise
+    return pool, child
+
+
 def test_close_many_unmaps_before_it_returns():
     """A child holding imported buffers closes them with Buffer.close_many:
     every import is unmapped (the simulator's cuMemFreeAsync counted in
     the child) and their stream waited for once before the call returns;
     their releases follow and the exporter's leases end."""
     k = 64
-    pool = cucore.Pool(0)
-    child = Child("spawn", None)
+    pool, child = held_by_child(k)
     try:
-        bufs = [pool.allocate(64) for _ in range(k)]
-        assert child.call("hold", *bufs) == k
-        wait_claimed(k)
         closed, (frees, syncs) = child.call("close_many")
         assert closed == [True] * k
         if frees is not None:
@@ -343,13 +353,9 @@ def test_failed_free_keeps_the_exporters_lease(how):
     if workers.sim_lib() is None:
         pytest.skip("injects a fault into the simulator")
     k = 8
-    pool = cucore.Pool(0)
-    child = Child("spawn", None)
     spec = "cuEventRecord:1+,cuStreamSynchronize:1+" if how == "close" else "cuStreamSynchronize:1+"
+    pool, child = held_by_child(k)
     try:
-        bufs = [pool.allocate(64) for _ in range(k)]
-        assert child.call("hold", *bufs) == k
-        wait_claimed(k)
         closed, codes, faults = child.call("close_failing", how, spec)
         assert closed == [True] * k and faults > 0
         assert codes == {"close_many": ["CUC_E_DRIVER"], "stream": ["CUC_E_DRIVER"] * k,
@@ -373,12 +379,8 @@ def test_close_without_events_synchronizes():
     if workers.sim_lib() is None:
         pytest.skip("injects a fault into the simulator")
     k = 8
-    pool = cucore.Pool(0)
-    child = Child("spawn", None)
+    pool, child = held_by_child(k)
     try:
-        bufs = [pool.allocate(64) for _ in range(k)]
-        assert child.call("hold", *bufs) == k
-        wait_claimed(k)
         closed, codes, faults = child.call("close_failing", "close", "cuEventRecord:1+")
         assert closed == [True] * k and codes == [] and faults > 0  # the event failed
         assert wait_leases(pool, 0) == 0
