@@ -437,6 +437,16 @@ def _torch_wait(t, stream):
 
 
 _torch = None  # the torch module, once a tensor was shared or loaded
+
+
+def _torch_module():
+    """The torch module, imported once (ImportError where it is not)."""
+    global _torch
+    if _torch is None:
+        import torch
+        _torch = torch
+    return _torch
+
 _torch_names = {}  # torch.dtype -> its name in torch ("float32")
 _torch_devices = {}  # ordinal -> torch.device
 
@@ -468,9 +478,7 @@ def _torch_parts(t, stream, grad):
 
 
 def _torch_shared(t, stream, grad):
-    global _torch
-    import torch
-    _torch = torch
+    _torch_module()
     mem, offset, nbytes, meta = _torch_parts(t, stream, grad)
     return Shared(mem, offset, ArrayDesc(t.untyped_storage().data_ptr(), nbytes, (nbytes,),
                                          (1,), _U8), "torch", meta)
@@ -483,19 +491,23 @@ def _torch_storage(mem, offset, nbytes):
     sender's views of one storage stay views of one)."""
     cache = getattr(_tls, "storages", None)
     if cache is None:
-        return _torch.from_dlpack(ArrayView(mem, offset, nbytes, (nbytes,), (1,), _U8)
-                                  .__dlpack__(stream=-1)).untyped_storage()
+        return _dlpack_storage(mem, offset, nbytes)
     key = (id(mem), offset, nbytes)
     st = cache.get(key)
     if st is None:
         whole = cache.get(id(mem))
-        if whole is None:  # a capsule: no stream to order (the sender waited)
+        if whole is None:
             _remember(mem)
-            whole = cache[id(mem)] = _torch.from_dlpack(
-                ArrayView(mem, 0, mem.size, (mem.size,), (1,), _U8).__dlpack__(stream=-1)
-            ).untyped_storage()
+            whole = cache[id(mem)] = _dlpack_storage(mem, 0, mem.size)
         st = cache[key] = whole[offset:offset + nbytes]
     return st
+
+
+def _dlpack_storage(mem, offset, nbytes):
+    """A torch storage over nbytes at offset of received memory, through a
+    DLPack capsule (no stream to order: the sender waited for its work)."""
+    view = ArrayView(mem, offset, nbytes, (nbytes,), (1,), _U8)
+    return _torch.from_dlpack(view.__dlpack__(stream=-1)).untyped_storage()
 
 
 def _load_tensor(mem, offset, nbytes, meta):
@@ -503,13 +515,10 @@ def _load_tensor(mem, offset, nbytes, meta):
     received memory (a peer's bytes: a range outside the memory, or a
     layout outside the storage, is refused); its bytes as an ArrayView
     where this process lacks PyTorch."""
-    global _torch
-    if _torch is None:
-        try:
-            import torch
-        except ImportError:
-            return _load_array(mem, offset, nbytes, (nbytes,), (1,), _U8, "array", None)
-        _torch = torch
+    try:
+        _torch_module()
+    except ImportError:
+        return _load_array(mem, offset, nbytes, (nbytes,), (1,), _U8, "array", None)
     empty = type(mem) is _core.Device and offset == 0 == nbytes
     if not (empty or type(mem) in _MEMS and type(offset) is int and type(nbytes) is int and
             0 <= offset and 0 < nbytes and offset + nbytes <= mem.size):
@@ -554,9 +563,7 @@ _exit_wait_ms = None  # install()'s, else $CUCORE_SHARE_EXIT_WAIT_MS
 
 
 def _install_torch():
-    global _torch
-    import torch
-    _torch = torch
+    torch = _torch_module()
     import torch.multiprocessing.reductions as red
     from multiprocessing.reduction import ForkingPickler
 

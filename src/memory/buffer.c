@@ -526,6 +526,13 @@ static int view_now(const cuc_buffer *b)
     return b->root && !b->free_after;
 }
 
+/* 1 if stream (NULL: the legacy one) is the legacy default stream of b's
+ * device, which orders a later free there after what it has queued. */
+static int on_legacy(const cuc_buffer *b, const cuc_stream *stream)
+{
+    return !stream || (stream->kind == CUC_STREAM_LEGACY_DEFAULT && stream->dev == b->pool->dev);
+}
+
 /* The driver's part of releasing b, a pool allocation of this process or
  * imported: an import freed on its device's legacy stream, while a settler
  * runs, leaves the wait for its free to it (*settling, settle.h) instead
@@ -535,8 +542,7 @@ static int free_own(cuc_buffer *b, cuc_stream *stream, int *settling)
     int rc;
 
     *settling = 0;
-    if (!b->imported || !b->size ||
-        (stream && (stream->kind != CUC_STREAM_LEGACY_DEFAULT || stream->dev != b->pool->dev)))
+    if (!b->imported || !b->size || !on_legacy(b, stream))
         return cuc__buffer_free_memory(b, stream, 1);
     rc = cuc__buffer_free_memory(b, stream, 0);
     if (!rc && !(*settling = cuc__settle_freeing(b->pool->dev)))
@@ -661,7 +667,7 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
     /* The later free goes on this device's legacy stream, which orders it
      * after everything already queued there: only another stream needs an
      * event (two driver calls now, two more then, per buffer). */
-    if (!rc && (s->kind != CUC_STREAM_LEGACY_DEFAULT || s->dev != pool->dev))
+    if (!rc && !on_legacy(b, s))
         rc = order_after(b, s, &ev);
     pthread_mutex_lock(&pool->lock);
     if (!rc && b->refs == 0 && ev) {
@@ -740,8 +746,7 @@ int cuc_buffer_unref_async(cuc_buffer *b, cuc_stream *stream)
         b->state = CUC__BUF_FREEING;
         return release_view_locked(b, stream, 0);
     }
-    if (kept && (!stream || (stream->kind == CUC_STREAM_LEGACY_DEFAULT &&
-                             stream->dev == pool->dev))) {
+    if (kept && on_legacy(b, stream)) {
         /* the later free goes on a legacy stream, after all it has queued:
          * no event to make, nothing to do unlocked */
         b->state = CUC__BUF_DEFERRED;

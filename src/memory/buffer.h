@@ -19,7 +19,6 @@ enum cuc__buf_state {
     CUC__BUF_FREEING = 2   /* the free is under way: not to be found */
 };
 
-
 /* The legacy-IPC identity of a wrapped or opened allocation (a root of a
  * legacy pool, pool.h): found in pool->bufs by (exporter, gen) through the
  * buffer's node, and, wrapped here, in pool->bases by its base through

@@ -135,6 +135,17 @@ static void settled(struct cuc__upstream *up, size_t n, int ok)
         cuc__upstream_keep(up, n);
 }
 
+/* b's frees complete (ok) or unknown: its event destroyed, its leases
+ * settled, b freed. */
+static void batch_end(struct batch *b, int ok)
+{
+    if (b->ev)
+        CUC_DRV->cuEventDestroy(b->ev);
+    settled(b->up, b->n, ok);
+    free(b->up);
+    free(b);
+}
+
 int cuc__settle_freeing(cuc_device *dev)
 {
     struct devq *q = NULL;
@@ -225,14 +236,13 @@ static void fence(struct devq *q, struct batch *b)
     free(f);
     if (b->ev)
         CUC_DRV->cuEventDestroy(b->ev);
+    b->ev = NULL;
     rc = cuc__settle_sync(q->dev);
     pthread_mutex_lock(&lock);
     if (!rc)
         synced_locked(q, b->upto);
     pthread_mutex_unlock(&lock);
-    settled(b->up, b->n, rc == 0);
-    free(b->up);
-    free(b);
+    batch_end(b, rc == 0);
 }
 
 /* Releases what f kept if its event completed: 1 when settled (f to be
@@ -243,10 +253,7 @@ static int try_settle(struct fence *f)
 
     if (r == CUDA_ERROR_NOT_READY)
         return 0;
-    CUC_DRV->cuEventDestroy(f->b->ev);
-    settled(f->b->up, f->b->n, r == CUDA_SUCCESS);
-    free(f->b->up);
-    free(f->b);
+    batch_end(f->b, r == CUDA_SUCCESS);
     return 1;
 }
 
@@ -308,11 +315,7 @@ void cuc__settle_stop(void)
     (void)cuc__settle_run(); /* what was queued, fenced */
     for (struct fence *f = fenced, *next; f; f = next) {
         next = f->next;
-        CUresult r = CUC_DRV->cuEventSynchronize(f->b->ev);
-        CUC_DRV->cuEventDestroy(f->b->ev);
-        settled(f->b->up, f->b->n, r == CUDA_SUCCESS);
-        free(f->b->up);
-        free(f->b);
+        batch_end(f->b, CUC_DRV->cuEventSynchronize(f->b->ev) == CUDA_SUCCESS);
         free(f);
     }
     fenced = NULL;

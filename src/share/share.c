@@ -5,10 +5,10 @@
  * importer's), which this file calls and which never call it. */
 #include "share/point.h"
 #include "base/error.h"
+#include "memory/settle.h"
 #include "os/clock.h"
 #include "os/dir.h"
 #include "os/fd.h"
-#include "memory/settle.h"
 #include "os/proc.h"
 
 #include <errno.h>
@@ -386,7 +386,6 @@ static void handle(struct cuc__share *p, const struct pollset *s, int64_t *liste
 static void *thread_main(void *arg)
 {
     struct cuc__share *p = arg;
-    /* while frees wait for their event: look again this soon */
     static const struct timespec settle_poll = {0, SETTLE_POLL_NS};
     struct pollset s = {0};
     int64_t listen_after = -1;
