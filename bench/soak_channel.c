@@ -17,9 +17,14 @@
  *   CUCORE_DRIVER=sim build/bench/soak_channel [MESSAGES [CLIENTS [THREADS]]]
  *
  * Defaults: 1000000 messages, 16 clients, 8 threads. ctest runs a small
- * setting (label "soak"). */
+ * setting (label "soak"): eight server threads import and drop one
+ * client's pool at once, which the simulator aborts on unless imports
+ * and destroys are serialized (sim/FACTS.md F47). A crash prints its
+ * backtrace; a server fd left open is named. */
 #include <dirent.h>
 #include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -65,6 +70,44 @@ static int fd_count(void)
         n += e->d_name[0] != '.';
     closedir(d);
     return n - 1;
+}
+
+/* What fd refers to ("?" when it cannot be read), into out[cap]. */
+static void fd_target(int fd, char *out, size_t cap)
+{
+    char link[64];
+    ssize_t n;
+
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    n = readlink(link, out, cap - 1);
+    out[n < 0 ? 0 : n] = 0;
+    if (n < 0)
+        snprintf(out, cap, "?");
+}
+
+#define MAX_FDS 1024
+static char fd_was[MAX_FDS][96]; /* the server's fds at its start */
+
+static void fd_remember(void)
+{
+    for (int fd = 0; fd < MAX_FDS; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            fd_target(fd, fd_was[fd], sizeof(fd_was[fd]));
+}
+
+/* Names each fd open now that was not, or was another file, at the start:
+ * what a leak is made of. */
+static void fd_print_new(void)
+{
+    char now[96];
+
+    for (int fd = 0; fd < MAX_FDS; fd++) {
+        if (fcntl(fd, F_GETFD) < 0)
+            continue;
+        fd_target(fd, now, sizeof(now));
+        if (strcmp(now, fd_was[fd]) != 0)
+            fprintf(stderr, "soak_channel: server: fd %d -> %s, new\n", fd, now);
+    }
 }
 
 /* Mappings of files (memfds and device files: what an import maps). */
@@ -352,6 +395,7 @@ static int server_main(const char *self, uint64_t total, uint32_t nclients,
         DIE("%llu messages over %u channels", (unsigned long long)total, nch);
     warm_up();
     base = fd_count();
+    fd_remember();
     maps = maps_count();
     atomic_store(&peak_fds, base);
     snprintf(path, sizeof(path), "/tmp/cuc-soak-%ld.sock", (long)getpid());
@@ -393,6 +437,7 @@ static int server_main(const char *self, uint64_t total, uint32_t nclients,
     if (fd_count() != base) {
         fprintf(stderr, "soak_channel: server: %d fds open, %d at the start\n",
                 fd_count(), base);
+        fd_print_new();
         failed = 1;
     }
     if (maps_count() != maps) {
@@ -410,12 +455,43 @@ static int server_main(const char *self, uint64_t total, uint32_t nclients,
     return failed;
 }
 
+/* A crash prints where (addresses for addr2line: a soak's crash seldom
+ * repeats under a debugger), then dies of its signal. */
+static void on_crash(int sig, siginfo_t *si, void *uc)
+{
+    void *frames[48];
+    char line[96];
+    int n = backtrace(frames, 48), k;
+
+    (void)uc;
+    k = snprintf(line, sizeof(line), "soak_channel: pid %ld: signal %d at address %p\n",
+                 (long)getpid(), sig, si->si_addr);
+    if (k > 0 && write(2, line, (size_t)k) < 0)
+        _exit(128 + sig);
+    backtrace_symbols_fd(frames, n, 2);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_crashes(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_crash;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGBUS, &sa, NULL);
+    sigaction(SIGABRT, &sa, NULL);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t total = 1000000;
     uint32_t nclients = 16, nthreads = 8;
 
     signal(SIGPIPE, SIG_IGN);
+    catch_crashes();
     if (argc == 6 && !strcmp(argv[1], "--client"))
         return client_main((uint32_t)atoi(argv[2]), argv[3], (uint32_t)atoi(argv[4]),
                            (uint32_t)atoi(argv[5]));

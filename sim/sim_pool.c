@@ -12,11 +12,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* How long an imported pool's destroy lets other threads in first: an
+ * import of that pool meanwhile aborts, as the driver crashed (F47). */
+#define SIM_DESTROY_WINDOW_US 20
 
 #define SIM_POOL_MAGIC 0x504f4f4cu          /* "POOL", the handle */
 #define SIM_POOL_HDR_MAGIC 0x4c4f4f504d495343ull /* "CSIMPOOL" */
@@ -85,6 +90,10 @@ struct CUmemPoolHandle_st {
     size_t capacity;
     uint64_t uid;
     int exported; /* exported with cuMemPoolExportToShareableHandle */
+    int nimports;  /* imported: the imports this handle counts (F47) */
+    int destroying; /* imported: threads inside its cuMemPoolDestroy */
+    dev_t src_dev; /* imported: the exporter's memfd it maps */
+    ino_t src_ino;
     struct sim_block *blocks;
     struct sim_import *imports;
     size_t nlive; /* allocations or imported pointers outstanding */
@@ -536,8 +545,17 @@ SIM_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
         return rc;
     sim_lock();
     p = find_pool(pool);
+    if (p && p->imported) { /* a window for an import to race it (F47) */
+        p->destroying++;
+        sim_unlock();
+        usleep(SIM_DESTROY_WINDOW_US);
+        sim_lock();
+        p->destroying--;
+    }
     if (!p) {
         rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (p->imported && --p->nimports > 0) {
+        /* another import of it still counts (FACTS.md F47) */
     } else {
         /* Outstanding allocations keep the memory until they are freed,
          * as the driver documents. */
@@ -786,6 +804,26 @@ SIM_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(
     return rc;
 }
 
+/* A pool this process imported already from the memfd st describes: its
+ * handle again, the import counted (FACTS.md F47). 1 if so (sim lock). */
+static int import_again_locked(const struct stat *st, CUmemoryPool *out)
+{
+    for (struct CUmemPoolHandle_st *p = sim_pools; p; p = p->next)
+        if (p->imported && !p->destroyed && p->src_dev == st->st_dev &&
+            p->src_ino == st->st_ino) {
+            if (p->destroying) {
+                fprintf(stderr, "sim: cuMemPoolImportFromShareableHandle of a pool "
+                        "another thread is destroying; the real driver crashes "
+                        "(sim/FACTS.md F47)\n");
+                abort();
+            }
+            p->nimports++;
+            *out = p;
+            return 1;
+        }
+    return 0;
+}
+
 SIM_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
     CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType,
     unsigned long long flags)
@@ -822,12 +860,19 @@ SIM_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
             return CUDA_ERROR_INVALID_DEVICE; /* owner GPU not visible */
         }
     }
+    if (import_again_locked(&st, pool_out)) {
+        sim_unlock();
+        return CUDA_SUCCESS;
+    }
     sim_unlock();
 
     p = pool_new();
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     p->imported = 1;
+    p->nimports = 1;
+    p->src_dev = st.st_dev;
+    p->src_ino = st.st_ino;
     p->dev = dev;
     p->loc_type = dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE
                            : (CUmemLocationType)hdr.loc_type;
@@ -852,6 +897,11 @@ SIM_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
     }
     p->base = p->map + SIM_PAGE;
     sim_lock();
+    if (import_again_locked(&st, pool_out)) { /* another thread's, meanwhile */
+        sim_unlock();
+        pool_release(p);
+        return CUDA_SUCCESS;
+    }
     link_pool(p);
     *pool_out = p;
     sim_unlock();

@@ -330,9 +330,14 @@ static void test_sigkill(void)
 
 /* ---- a forged size (13.7) ---- */
 
+/* The forged record refused after the true one's import and free: its
+ * import undone (a free no synchronize follows), the pool's destroy must
+ * still give back its fd (sim/FACTS.md F46). The pool under a second id
+ * (its fd again) is the same pool, its second import undone (F47). */
 static int child_forged(int argc, char **argv)
 {
     cuc_channel *ch = ct_child_channel();
+    int fds = test_fd_count();
     cuc_msg *m = ct_recv(ch);
     cuc_buffer *b = (cuc_buffer *)0x1;
     cuc_pool *p;
@@ -340,16 +345,24 @@ static int child_forged(int argc, char **argv)
     CHECK(argc == 1);
     CHECK_OK(cuc_msg_get_pool(m, 0, &p));
     CHECK(!strcmp(cuc_device_uuid_string(cuc_pool_device(p)), argv[0]));
+    CHECK_OK(cuc_msg_get_buffer(m, 2, &b));
+    CHECK(cuc_buffer_size(b) == 64);
+    CHECK(holds_at(cuc_buffer_ptr(b), 64, 5, 0, cuc_pool_device(p)));
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    b = (cuc_buffer *)0x1;
     CHECK_RC(cuc_msg_get_buffer(m, 1, &b), CUC_E_BADMSG);
     CHECK_ERRMSG("6400-byte allocation");
     CHECK_ERRMSG("is 64 bytes");
     CHECK(b == (cuc_buffer *)0x1);
-    CHECK_OK(cuc_msg_get_buffer(m, 2, &b));
-    CHECK(cuc_buffer_size(b) == 64);
-    CHECK(holds_at(cuc_buffer_ptr(b), 64, 5, 0, cuc_pool_device(p)));
+    {
+        cuc_pool *again;
+        CHECK_OK(cuc_msg_get_pool(m, 3, &again));
+        CHECK(again == p);
+        cuc_pool_unref(again);
+    }
     cuc_msg_destroy(m);
-    CHECK_OK(cuc_buffer_unref_async(b, NULL));
     cuc_pool_unref(p);
+    CHECK(test_fd_count() == fds);
     ct_send_empty(ch);
     cuc_channel_destroy(ch);
     return test_finish();
@@ -362,7 +375,7 @@ static void test_forged(void)
     char env[512], uuid[CUC_UUID_STRLEN];
     const char *args[2] = {uuid, NULL};
     struct cuc__record r;
-    uint8_t pl[104];
+    uint8_t pl[104], pool_pl[40];
     cuc_buffer *b;
     cuc_channel *ch;
     cuc_msg *m, *tmp;
@@ -383,6 +396,11 @@ static void test_forged(void)
     CHECK_OK(cuc_msg_add_pool(m, p));
     CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_BUFFER, 1, pl, sizeof(pl), NULL, 0));
     CHECK_OK(cuc_msg_add_buffer(m, b)); /* the truth, leased */
+    CHECK_OK(cuc__msg_record(m, 0, &r)); /* the pool under another id */
+    CHECK(r.len == sizeof(pool_pl) && r.nfds == 1);
+    memcpy(pool_pl, r.payload, sizeof(pool_pl));
+    pool_pl[0] ^= 0xff;
+    CHECK_OK(cuc__msg_add_record(m, CUC_RECORD_POOL, 1, pool_pl, sizeof(pool_pl), r.fds, 1));
     CHECK_OK(cuc_channel_send(ch, m));
     cuc_msg_destroy(m);
     CHECK_OK(cuc_buffer_unref_async(b, NULL));

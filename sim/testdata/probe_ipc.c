@@ -1000,6 +1000,38 @@ static void child_import_twice(const char *name, CUmemoryPool pool,
     out("xpool.twice.%s.%s.free2 %s sync=%s\n", name, how, en(r), en(D.cuCtxSynchronize()));
 }
 
+/* One pool's fd imported twice: whether the two handles are equal; then
+ * the first destroyed, and a pointer (d) imported through the second. A
+ * second destroy only where that import worked or the handles differ (one
+ * handle destroyed twice may crash the driver). Each step's fd count. */
+static void child_pool_twice(const char *name, int fd, const CUmemPoolPtrExportData *d)
+{
+    CUmemoryPool p1 = NULL, p2 = NULL;
+    CUmemPoolPtrExportData d1 = *d;
+    CUdeviceptr a = 0;
+    int fds0 = nfds_open();
+    CUresult r1 = D.cuMemPoolImportFromShareableHandle(
+                 &p1, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+             r2 = D.cuMemPoolImportFromShareableHandle(
+                 &p2, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+             r;
+
+    out("xpool.pool-twice.%s import1=%s import2=%s same-handle=%d fds+%d\n", name, en(r1),
+        en(r2), r1 == CUDA_SUCCESS && r2 == CUDA_SUCCESS && p1 == p2, nfds_open() - fds0);
+    if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
+        return;
+    out("xpool.pool-twice.%s.destroy1 %s fds+%d\n", name, en(D.cuMemPoolDestroy(p1)),
+        nfds_open() - fds0);
+    r = D.cuMemPoolImportPointer(&a, p2, &d1);
+    out("xpool.pool-twice.%s.import-ptr-after-destroy1 %s\n", name, en(r));
+    if (r == CUDA_SUCCESS)
+        out("xpool.pool-twice.%s.free %s sync=%s\n", name, en(D.cuMemFreeAsync(a, NULL)),
+            en(D.cuCtxSynchronize()));
+    if (r == CUDA_SUCCESS || p1 != p2)
+        out("xpool.pool-twice.%s.destroy2 %s fds+%d\n", name, en(D.cuMemPoolDestroy(p2)),
+            nfds_open() - fds0);
+}
+
 static int child_pools(void)
 {
     struct cmd c;
@@ -1023,6 +1055,7 @@ static int child_pools(void)
         child_import_twice("device", dp, &c.d[1], 0);
         child_import_twice("device", dp, &c.d[1], 1);
         child_destroy("device", dp);
+        child_pool_twice("device", fds[0], &c.d[1]);
     }
     if (n >= 2 && (hp = child_import_pool("hostnuma0", fds[1]))) {
         access_dev0_steps("xaccess.hostpool", hp);

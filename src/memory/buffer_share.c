@@ -220,7 +220,8 @@ static int import_new_locked(cuc_pool *pool, const CUmemPoolPtrExportData *d, ui
         }
     }
     if (rc) {
-        CUC_DRV->cuMemFreeAsync(ptr, CU_STREAM_LEGACY);
+        if (CUC_DRV->cuMemFreeAsync(ptr, CU_STREAM_LEGACY) == CUDA_SUCCESS)
+            cuc__settle_freed(pool->dev);
         return rc;
     }
     *out = b;

@@ -16,6 +16,7 @@
  * id and by driver handle. A pool whose count has reached zero is on its
  * way out: it is skipped, never revived. */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t cuc__pool_import_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cuc__htab table;
 static struct cuc__htab by_handle;
 
@@ -390,6 +391,7 @@ int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
     int rc;
 
     if (!p) {
+        CUC_DRV->cuMemPoolDestroy(cu);
         close(fd);
         return cuc__seterr(CUC_E_NOMEM, "out of memory for an imported pool");
     }
@@ -401,7 +403,8 @@ int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
     if (!rc)
         rc = table_add(p, &had);
     if (rc || had) {
-        pool_free(p); /* closes fd; the caller destroys cu */
+        CUC_DRV->cuMemPoolDestroy(cu); /* this import's count (F47) */
+        pool_free(p); /* closes fd */
         if (rc)
             return rc;
         p = had;
@@ -460,9 +463,14 @@ void cuc_pool_unref(cuc_pool *p)
     /* Inherited through fork: the driver's pool is the parent's; an
      * adopted one its creator's. */
     if (p->creator == cuc__pid() && !p->adopted && cuc__device_activate(&guard, p->dev) == 0) {
-        if (p->imported) /* its frees synchronized, else its fd stays (settle.h) */
-            (void)cuc__settle_sync(p->dev);
-        CUC_DRV->cuMemPoolDestroy(p->cu);
+        if (p->imported) {
+            pthread_mutex_lock(&cuc__pool_import_lock);
+            (void)cuc__settle_wait(p->dev); /* else its fd stays (settle.h) */
+            CUC_DRV->cuMemPoolDestroy(p->cu);
+            pthread_mutex_unlock(&cuc__pool_import_lock);
+        } else {
+            CUC_DRV->cuMemPoolDestroy(p->cu);
+        }
     }
     pool_free(p);
 }

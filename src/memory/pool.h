@@ -59,12 +59,19 @@ static inline struct cuc__hex16 cuc__pool_id_hex(const uint8_t id[CUC_POOL_ID_LE
 /* "device", "pinned host" or "?". */
 const char *cuc__pool_kind_name(int kind);
 
-/* The object around a pool imported from fd (taken: kept, or closed on
- * failure), registered under id, one reference for the caller; or, when
- * a live pool has that id already, that pool with a new reference. The
- * caller destroys cu when *out is not the new object or on failure. */
+/* The object around pool cu imported from fd (both taken: kept, or
+ * destroyed and closed), registered under id, one reference for the
+ * caller; or, when a live pool has that id or handle already, that pool
+ * with a new reference (cu destroyed: the driver counts each import of
+ * one pool, sim/FACTS.md F47). Called with cuc__pool_import_lock held. */
 int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
                           const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **out);
+
+/* Held around a pool's import (find, cuMemPoolImportFromShareableHandle,
+ * registration) and an imported pool's destroy: the driver gives a second
+ * import of a pool the first one's handle, and one import running while
+ * another thread destroys that handle crashed it (F47). */
+extern pthread_mutex_t cuc__pool_import_lock;
 
 /* The pool that buffers of legacy-IPC memory of dev belong to (no driver
  * pool: cu NULL; bufs keyed by (exporter, generation), buffer_ipc.c),

@@ -10,7 +10,6 @@
 
 /* Find-or-import is one step: two threads getting the same new pool must
  * not import it twice. */
-static pthread_mutex_t import_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int cuc_msg_add_pool(cuc_msg *m, const cuc_pool *pool)
 {
@@ -59,8 +58,6 @@ static int import_new(const struct cuc_pool_record *rec, cuc_pool **out)
                              dev->uuid_str);
     }
     rc = cuc__pool_wrap_import(dev, cu, rec->kind, fd, rec->id, &p);
-    if (rc || p->cu != cu)
-        CUC_DRV->cuMemPoolDestroy(cu);
     if (!rc)
         *out = p;
     return rc;
@@ -83,7 +80,7 @@ static int check_known(const cuc_pool *p, const struct cuc_pool_record *rec, siz
 int cuc_msg_get_pool(const cuc_msg *m, size_t index, cuc_pool **out)
 {
     struct cuc_pool_record rec;
-    cuc_pool *p;
+    cuc_pool *p = NULL;
     int rc;
 
     if (!m || !out)
@@ -94,17 +91,13 @@ int cuc_msg_get_pool(const cuc_msg *m, size_t index, cuc_pool **out)
     if (rec.fd < 0)
         return cuc__seterr(CUC_E_INVALID, "the fd of pool record %zu was taken out of "
                            "the message", index);
-    pthread_mutex_lock(&import_lock);
+    pthread_mutex_lock(&cuc__pool_import_lock);
     p = cuc__pool_find(rec.id);
-    if (p) {
-        rc = check_known(p, &rec, index);
-        if (rc)
-            cuc_pool_unref(p);
-    } else {
-        rc = import_new(&rec, &p);
-    }
-    pthread_mutex_unlock(&import_lock);
+    rc = p ? check_known(p, &rec, index) : import_new(&rec, &p);
+    pthread_mutex_unlock(&cuc__pool_import_lock);
     if (!rc)
         *out = p;
+    else if (p)
+        cuc_pool_unref(p); /* perhaps the last: its destroy takes the lock */
     return rc;
 }

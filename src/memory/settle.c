@@ -157,6 +157,18 @@ int cuc__settle_freeing(cuc_device *dev)
     return q != NULL;
 }
 
+void cuc__settle_freed(cuc_device *dev)
+{
+    struct devq *q;
+
+    pthread_mutex_lock(&lock);
+    if ((q = devq_locked(dev)) != NULL)
+        q->added++;
+    pthread_mutex_unlock(&lock);
+    if (!q)
+        (void)cuc__settle_sync(dev); /* a failure here leaves the fd: F46 */
+}
+
 int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n)
 {
     void (*wake)(void *) = NULL;

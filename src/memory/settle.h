@@ -44,15 +44,20 @@ int cuc__settle_freeing(cuc_device *dev);
  * memory may still be in use). */
 int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n);
 /* cuStreamSynchronize of dev's legacy stream (dev made current meanwhile):
- * 0, or the failure, named. Also before an imported pool is destroyed: its
- * fd stays while a free of its memory has not been synchronized
- * (sim/FACTS.md F46). */
+ * 0, or the failure, named. */
 int cuc__settle_sync(cuc_device *dev);
+/* Right after a cuMemFreeAsync of imported memory on dev's legacy stream
+ * that nothing else synchronizes or counts (an import undone): counted as
+ * queued, so that cuc__settle_wait synchronizes; synchronized here when it
+ * cannot be counted (no memory). */
+void cuc__settle_freed(cuc_device *dev);
 
 /* Waits for the frees queued on dev since the last synchronize (one
  * cuStreamSynchronize; none when there are none): before a pool pointer
  * is imported there (a queued free of it would unmap the new import:
- * sim/FACTS.md F29). 0, or the failure. */
+ * sim/FACTS.md F29) and before an imported pool is destroyed (its fd stays
+ * while a free of its memory has not been synchronized: F46). 0, or the
+ * failure. */
 int cuc__settle_wait(cuc_device *dev);
 
 /* The settler's turn: an event recorded on each device with frees queued
