@@ -92,6 +92,7 @@ struct CUmemPoolHandle_st {
     int exported; /* exported with cuMemPoolExportToShareableHandle */
     int nimports;  /* imported: the imports this handle counts (F47) */
     int destroying; /* imported: threads inside its cuMemPoolDestroy */
+    int imported_again; /* its fd stays open for good once released (F47) */
     dev_t src_dev; /* imported: the exporter's memfd it maps */
     ino_t src_ino;
     struct sim_block *blocks;
@@ -147,7 +148,7 @@ static void pool_release(struct CUmemPoolHandle_st *p)
     }
     if (p->map)
         munmap(p->map, p->map_size);
-    if (p->fd >= 0)
+    if (p->fd >= 0 && !p->imported_again) /* F47: the driver keeps it */
         close(p->fd);
     p->magic = 0;
     free(p);
@@ -818,6 +819,7 @@ static int import_again_locked(const struct stat *st, CUmemoryPool *out)
                 abort();
             }
             p->nimports++;
+            p->imported_again = 1;
             *out = p;
             return 1;
         }

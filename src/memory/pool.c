@@ -451,28 +451,52 @@ cuc_pool *cuc_pool_ref(cuc_pool *p)
     return p;
 }
 
+/* Drops a reference unless it is the last one: 1 if dropped. */
+static int unref_unless_last(cuc_pool *p)
+{
+    int refs = __atomic_load_n(&p->refs, __ATOMIC_RELAXED);
+
+    while (refs > 1)
+        if (__atomic_compare_exchange_n(&p->refs, &refs, refs - 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            return 1;
+    return 0;
+}
+
 void cuc_pool_unref(cuc_pool *p)
 {
     CUC__CTX_RESTORE(guard);
-    if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0)
+    int locked = 0;
+
+    if (!p)
         return;
-    if (p->flags & CUC_POOL_IPC)
-        table_remove(p);
-    /* Buffers hold references, so none is left; the driver keeps an
-     * exported pool's memory while other processes still map it. */
-    /* Inherited through fork: the driver's pool is the parent's; an
-     * adopted one its creator's. */
-    if (p->creator == cuc__pid() && !p->adopted && cuc__device_activate(&guard, p->dev) == 0) {
-        if (p->imported) {
-            pthread_mutex_lock(&cuc__pool_import_lock);
-            (void)cuc__settle_wait(p->dev); /* else its fd stays (settle.h) */
-            CUC_DRV->cuMemPoolDestroy(p->cu);
-            pthread_mutex_unlock(&cuc__pool_import_lock);
-        } else {
+    /* An import's end and its destroy under the import lock: an import of
+     * that pool between the two would be a second one, which crashed the
+     * driver or kept an fd of it for good (sim/FACTS.md F47). */
+    if (p->imported && p->creator == cuc__pid()) {
+        if (unref_unless_last(p))
+            return;
+        pthread_mutex_lock(&cuc__pool_import_lock);
+        locked = 1;
+    }
+    if (__atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (p->flags & CUC_POOL_IPC)
+            table_remove(p);
+        /* Buffers hold references, so none is left; the driver keeps an
+         * exported pool's memory while other processes still map it.
+         * Inherited through fork: the driver's pool is the parent's; an
+         * adopted one its creator's. */
+        if (p->creator == cuc__pid() && !p->adopted && cuc__device_activate(&guard, p->dev) == 0) {
+            if (p->imported) /* its frees synchronized, else its fd stays (settle.h) */
+                (void)cuc__settle_wait(p->dev);
             CUC_DRV->cuMemPoolDestroy(p->cu);
         }
+        if (locked)
+            pthread_mutex_unlock(&cuc__pool_import_lock);
+        pool_free(p);
+    } else if (locked) {
+        pthread_mutex_unlock(&cuc__pool_import_lock);
     }
-    pool_free(p);
 }
 
 void cuc_pool_id(const cuc_pool *p, uint8_t id[CUC_POOL_ID_LEN])

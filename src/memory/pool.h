@@ -68,9 +68,10 @@ int cuc__pool_wrap_import(cuc_device *dev, CUmemoryPool cu, int kind, int fd,
                           const uint8_t id[CUC_POOL_ID_LEN], cuc_pool **out);
 
 /* Held around a pool's import (find, cuMemPoolImportFromShareableHandle,
- * registration) and an imported pool's destroy: the driver gives a second
- * import of a pool the first one's handle, and one import running while
- * another thread destroys that handle crashed it (F47). */
+ * registration) and around an imported pool's last reference and destroy:
+ * the driver gives a second import of a pool the first one's handle,
+ * counted; an import while another thread destroyed that handle crashed
+ * it, and a second import keeps an fd for good (sim/FACTS.md F47). */
 extern pthread_mutex_t cuc__pool_import_lock;
 
 /* The pool that buffers of legacy-IPC memory of dev belong to (no driver
