@@ -338,12 +338,20 @@ static void test_sigkill(void)
 static int child_forged(int argc, char **argv)
 {
     cuc_channel *ch = ct_child_channel();
-    int fds = test_fd_count();
-    cuc_msg *m = ct_recv(ch);
     cuc_buffer *b = (cuc_buffer *)0x1;
+    cuc_device *dev;
+    cuc_uuid u;
     cuc_pool *p;
+    cuc_msg *m;
+    int fds;
 
     CHECK(argc == 1);
+    /* the driver's own fds opened first (its context), then counted */
+    CHECK_OK(cuc_uuid_parse(argv[0], &u));
+    CHECK_OK(cuc_device_get_by_uuid(&u, &dev));
+    CHECK_OK(cuc_device_set_current(dev));
+    fds = test_fd_count();
+    m = ct_recv(ch);
     CHECK_OK(cuc_msg_get_pool(m, 0, &p));
     CHECK(!strcmp(cuc_device_uuid_string(cuc_pool_device(p)), argv[0]));
     CHECK_OK(cuc_msg_get_buffer(m, 2, &b));
@@ -363,6 +371,8 @@ static int child_forged(int argc, char **argv)
     }
     cuc_msg_destroy(m);
     cuc_pool_unref(p);
+    if (test_fd_count() != fds + 1)
+        fprintf(stderr, "child_forged: %d fds, %d before the message\n", test_fd_count(), fds);
     CHECK(test_fd_count() == fds + 1);
     ct_send_empty(ch);
     cuc_channel_destroy(ch);
