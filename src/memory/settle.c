@@ -25,10 +25,14 @@ struct batch {
     struct batch *next;
 };
 
+#define IDLE_EVENTS 4
+
 struct devq {
     cuc_device *dev;
     uint64_t added, synced; /* frees queued; of them, synchronized since */
     struct batch *queued; /* since the last turn */
+    CUevent idle[IDLE_EVENTS]; /* completed, to record again (the settler's) */
+    int nidle;
     struct devq *next;
 };
 
@@ -135,11 +139,13 @@ static void settled(struct cuc__upstream *up, size_t n, int ok)
         cuc__upstream_keep(up, n);
 }
 
-/* b's frees complete (ok) or unknown: its event destroyed, its leases
- * settled, b freed. */
-static void batch_end(struct batch *b, int ok)
+/* b's frees complete (ok) or unknown: its event kept for q's next batch
+ * (a completed one) or destroyed, its leases settled, b freed. */
+static void batch_end(struct devq *q, struct batch *b, int ok)
 {
-    if (b->ev)
+    if (b->ev && ok && q->nidle < IDLE_EVENTS)
+        q->idle[q->nidle++] = b->ev;
+    else if (b->ev)
         CUC_DRV->cuEventDestroy(b->ev);
     settled(b->up, b->n, ok);
     free(b->up);
@@ -225,19 +231,33 @@ int cuc__settle_wait(cuc_device *dev)
     return rc;
 }
 
-/* Records an event behind q's open batch b (taken out of q, lock not
- * held) and fences it; without an event, synchronizes and settles it. */
-static void fence(struct devq *q, struct batch *b)
+/* An event to record on q's device (current): one a batch of q completed,
+ * or a new one. */
+static int take_event(struct devq *q, CUevent *ev)
 {
-    CUC__CTX_RESTORE(guard);
+    if (q->nidle) {
+        *ev = q->idle[--q->nidle];
+        return 0;
+    }
+    return CUC_DRV->cuEventCreate(ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS ? 0 : CUC_E_DRIVER;
+}
+
+/* Records an event behind q's open batch b (taken out of q, lock not
+ * held) and fences it; without an event, synchronizes and settles it.
+ * own: on the settler's own thread, where q's device stays current after
+ * (no user code runs there: no set and restore a turn). */
+static void fence(struct devq *q, struct batch *b, int own)
+{
+    CUC__CTX_RESTORE(restore);
+    struct cuc__ctx_guard keep = {NULL, 0, NULL};
     struct fence *f = malloc(sizeof(*f));
     cuc_stream *s;
     int rc = f ? cuc__stream_or_legacy(q->dev, NULL, &s) : CUC_E_NOMEM;
 
     if (!rc)
-        rc = cuc__device_activate(&guard, q->dev);
-    if (!rc && CUC_DRV->cuEventCreate(&b->ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-        rc = CUC_E_DRIVER, b->ev = NULL;
+        rc = cuc__device_activate(own ? &keep : &restore, q->dev);
+    if (!rc && (rc = take_event(q, &b->ev)) != 0)
+        b->ev = NULL;
     if (!rc && CUC_DRV->cuEventRecord(b->ev, s->cu) != CUDA_SUCCESS)
         rc = CUC_E_DRIVER;
     if (!rc) {
@@ -254,7 +274,7 @@ static void fence(struct devq *q, struct batch *b)
     if (!rc)
         synced_locked(q, b->upto);
     pthread_mutex_unlock(&lock);
-    batch_end(b, rc == 0);
+    batch_end(q, b, rc == 0);
 }
 
 /* Releases what f kept if its event completed: 1 when settled (f to be
@@ -265,11 +285,12 @@ static int try_settle(struct fence *f)
 
     if (r == CUDA_ERROR_NOT_READY)
         return 0;
-    batch_end(f->b, r == CUDA_SUCCESS);
+    batch_end(f->q, f->b, r == CUDA_SUCCESS);
     return 1;
 }
 
-int cuc__settle_run(void)
+/* A turn (cuc__settle_run); own: on the settler's own thread. */
+static int run(int own)
 {
     struct fence **pf = &fenced, *f;
     struct devq *q;
@@ -288,7 +309,7 @@ int cuc__settle_run(void)
         pthread_mutex_unlock(&lock);
         if (!b)
             break;
-        fence(q, b);
+        fence(q, b, own);
     }
     while ((f = *pf) != NULL) {
         if (try_settle(f)) {
@@ -309,6 +330,11 @@ int cuc__settle_run(void)
     return pending;
 }
 
+int cuc__settle_run(void)
+{
+    return run(1);
+}
+
 void cuc__settle_start(void (*wake)(void *), void *arg)
 {
     pthread_mutex_lock(&lock);
@@ -324,13 +350,16 @@ void cuc__settle_stop(void)
     wake_arg = NULL;
     busy = 0;
     pthread_mutex_unlock(&lock);
-    (void)cuc__settle_run(); /* what was queued, fenced */
+    (void)run(0); /* what was queued, fenced */
     for (struct fence *f = fenced, *next; f; f = next) {
         next = f->next;
-        batch_end(f->b, CUC_DRV->cuEventSynchronize(f->b->ev) == CUDA_SUCCESS);
+        batch_end(f->q, f->b, CUC_DRV->cuEventSynchronize(f->b->ev) == CUDA_SUCCESS);
         free(f);
     }
     fenced = NULL;
+    for (struct devq *q = devs; q; q = q->next)
+        while (q->nidle)
+            CUC_DRV->cuEventDestroy(q->idle[--q->nidle]);
 }
 
 void cuc__settle_forget(void)

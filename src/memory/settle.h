@@ -61,17 +61,19 @@ void cuc__settle_freed(cuc_device *dev);
 int cuc__settle_wait(cuc_device *dev);
 
 /* The settler's turn: an event recorded on each device with frees queued
- * since the last turn, and the releases of those whose event completed.
- * Returns 1 while some still wait: the settler looks again soon, and is
- * not woken meanwhile (the frees queued meanwhile go with its next turn).
- * One thread only: the one that registered. */
+ * since the last turn (an event a completed batch used, or a new one), and
+ * the releases of those whose event completed. Returns 1 while some still
+ * wait: the settler looks again soon, and is not woken meanwhile (the
+ * frees queued meanwhile go with its next turn). One thread only, its own
+ * (no user code runs there): the last device it fenced stays current. */
 int cuc__settle_run(void);
 
 /* Registers the settler: wake(arg) is called (no lock held) when the
  * first release waits. */
 void cuc__settle_start(void (*wake)(void *), void *arg);
 /* Unregisters it, after waiting for every queued free (synchronize) and
- * releasing what they kept; on the settler's thread, or after it ended. */
+ * releasing what they kept, and destroys the events it kept; after the
+ * settler's thread ended (the caller's context is left as it was). */
 void cuc__settle_stop(void);
 /* In a forked child: forgets what the parent queued (its leases are the
  * parent's), and the settler. */
