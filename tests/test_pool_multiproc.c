@@ -14,6 +14,10 @@
  *  - two children importing the same buffers at once;
  *  - four threads of one child importing the same records at once, and no
  *    fd or mapping left in that child after a round;
+ *  - four threads of one child each getting and dropping one pool again
+ *    and again, so that its imports and destroys interleave: serialized
+ *    (the simulator aborts an import during a destroy, where the driver
+ *    crashed: sim/FACTS.md F47), and no fd left after a round;
  *  - SIGKILL: a child killed while holding leases; the parent's deferred
  *    frees then happen, and no fd or mapping stays (counted in
  *    /proc/self/fd and /proc/self/maps, around a second round).
@@ -824,6 +828,75 @@ static void test_four_threads(void)
     CHECK(wait_child(pid) == 0);
 }
 
+#define CHURN 200
+
+static void *churn_thread(void *arg)
+{
+    const cuc_msg *m = arg;
+
+    for (int k = 0; k < CHURN; k++) {
+        cuc_pool *p;
+        CHECK_OK(cuc_msg_get_pool(m, 0, &p));
+        cuc_pool_unref(p);
+    }
+    return NULL;
+}
+
+static void churn_round(const cuc_msg *m)
+{
+    pthread_t t[NTHREADS];
+
+    for (int k = 0; k < NTHREADS; k++)
+        CHECK(pthread_create(&t[k], NULL, churn_thread, (void *)m) == 0);
+    for (int k = 0; k < NTHREADS; k++)
+        CHECK(pthread_join(t[k], NULL) == 0);
+}
+
+/* Two rounds of churn on the one pool record it gets; the second leaves
+ * no fd the first did not. */
+static int child_churn(int argc, char **argv)
+{
+    cuc_channel *ch = ct_child_channel();
+    cuc_msg *m = ct_recv(ch);
+    int fds;
+
+    (void)argc;
+    (void)argv;
+    CHECK(cuc_msg_record_count(m) == 1);
+    churn_round(m);
+    fds = test_fd_count();
+    churn_round(m);
+    if (test_fd_count() != fds)
+        fprintf(stderr, "child: %d fds after the first round, %d after the second\n", fds,
+                test_fd_count());
+    CHECK(test_fd_count() == fds);
+    cuc_msg_destroy(m);
+    ct_send_empty(ch);
+    cuc_channel_destroy(ch);
+    return test_finish();
+}
+
+static void test_churn(void)
+{
+    cuc_device *d = devs[0];
+    char env[512];
+    cuc_channel *ch;
+    cuc_pool *p = new_pool(d, CUC_POOL_DEVICE);
+    cuc_msg *m;
+    pid_t pid;
+
+    pt_child_cvd(env, sizeof(env));
+    ch = ct_start("churn", NULL, env, &pid);
+    CHECK_OK(cuc_msg_create(&m));
+    CHECK_OK(cuc_msg_add_pool(m, p));
+    CHECK_OK(cuc_channel_send(ch, m));
+    cuc_msg_destroy(m);
+    ct_wait_empty(ch);
+    cuc_channel_destroy(ch);
+    CHECK(wait_child(pid) == 0);
+    cuc_pool_unref(p);
+}
+
 /* ---- SIGKILL while holding leases ---- */
 
 /* args: UUID, number of buffers. Imports, acks, waits to be killed. */
@@ -916,6 +989,8 @@ int main(int argc, char **argv)
             return child_threads(argc - 3, argv + 3);
         if (!strcmp(role, "hold"))
             return child_hold(argc - 3, argv + 3);
+        if (!strcmp(role, "churn"))
+            return child_churn(argc - 3, argv + 3);
         return 2;
     }
     unsetenv("CUDA_VISIBLE_DEVICES");
@@ -932,6 +1007,7 @@ int main(int argc, char **argv)
     test_batch_free();
     test_get_many();
     test_four_threads();
+    test_churn();
     FD_CHECK_NO_LEAK();
     return test_finish();
 }
