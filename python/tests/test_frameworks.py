@@ -12,8 +12,11 @@ import copyreg
 import gc
 import os
 import pickle
+import shutil
 import signal
 import struct
+import subprocess
+import sys
 import time
 from multiprocessing.reduction import ForkingPickler
 
@@ -179,6 +182,97 @@ def test_killed_receiver_ends_the_lease(uuids):
         assert "killed" in fa.FREED
     finally:
         c.close()
+
+
+ARRAY_CONSUMER = """
+import pickle, sys, cucore
+o = pickle.loads(bytes.fromhex(sys.stdin.readline()))
+data = o.mem.to_bytes(size=o.nbytes, offset=o.offset)
+print(type(o).__name__, o.device.uuid, o.shape, data.hex(), flush=True)
+"""
+
+
+NAMESPACE = ("unshare", "--pid", "--fork", "--mount-proc")
+
+
+def other_pid_namespace():
+    """Skips where unshare(1) is missing or refused."""
+    if not shutil.which("unshare"):
+        pytest.skip("no unshare(1) here")
+    probe = subprocess.run([*NAMESPACE, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("unshare refused: %s" % probe.stderr.strip())
+
+
+def consume_in_namespace(data):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=REVERSED)
+    return subprocess.run([*NAMESPACE, sys.executable, "-c", ARRAY_CONSUMER],
+                          input=data.hex() + "\n", capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+@pytest.mark.parametrize("kind", ["pool-ipc", "vmm-fd"])
+def test_consumer_in_another_pid_namespace(uuids, kind):
+    """An array of pool or VMM memory shared with share() and loaded by a
+    consumer in another PID and mount namespace (a container's view: the
+    socket directory shared, nothing else), its GPUs in reverse order:
+    bytes and UUID arrive, and the array is freed once the consumer has
+    gone."""
+    other_pid_namespace()
+    base = adopted()
+    tag = "namespace-" + kind
+    mem = fa.Memory(kind, DEV, MiB, tag=tag)
+    mem.write(pattern(MiB, 9))
+    data = pickle.dumps(cucore.share(fa.FakeCAI(mem, "|u1", shape=(4096,), offset=100)))
+    del mem
+    p = consume_in_namespace(data)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["ArrayView", uuids[DEV], "(4096,)",
+                                pattern(MiB, 9)[100:4196].hex()]
+    assert settle(adopted, base) == base
+    assert tag in fa.FREED
+
+
+LEGACY_PRODUCER = """
+import gc, pickle, sys, time
+import cucore, fake_array as fa
+mem = fa.Memory("legacy", %d, 1 << 20, tag="ns-legacy")
+mem.write(bytes(range(256)) * 4096)
+print(pickle.dumps(cucore.share(fa.FakeCAI(mem, "|u1", shape=(64,)))).hex(), flush=True)
+del mem
+sys.stdin.readline()  # the consumer has tried
+deadline = time.time() + 30
+while cucore._core.adopted_count() and time.time() < deadline:
+    gc.collect()
+    time.sleep(0.05)
+print(cucore._core.adopted_count(), "ns-legacy" in fa.FREED, flush=True)
+"""
+
+
+def test_legacy_memory_refused_in_another_pid_namespace():
+    """cuMemAlloc memory to a consumer in another PID namespace: refused,
+    as the driver refuses a legacy IPC open across PID namespaces, with
+    an error that says so and what to share instead; the producer's hold
+    waits for another receiver, and at its end (CUCORE_SHARE_HOLD_MS)
+    the array is freed."""
+    other_pid_namespace()
+    env = dict(os.environ, CUCORE_SHARE_HOLD_MS="500",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(fa.__file__),
+                                           os.environ.get("PYTHONPATH", "")]))
+    prod = subprocess.Popen([sys.executable, "-c", LEGACY_PRODUCER % DEV], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        data = bytes.fromhex(prod.stdout.readline().strip())
+        p = consume_in_namespace(data)
+        assert p.returncode != 0 and "another PID namespace" in p.stderr, p.stderr
+        assert "share IPC pool or VMM memory there" in p.stderr
+        out, _ = prod.communicate("\n", timeout=60)
+        assert out.split() == ["0", "True"]
+        assert prod.returncode == 0
+    finally:
+        if prod.poll() is None:
+            prod.kill()
+            prod.wait()
 
 
 def test_views_of_one_allocation_share_one_import(child, uuids):
