@@ -8,9 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Find-or-import is one step: two threads getting the same new pool must
- * not import it twice. */
-
 int cuc_msg_add_pool(cuc_msg *m, const cuc_pool *pool)
 {
     struct cuc_pool_record rec;
@@ -77,6 +74,8 @@ static int check_known(const cuc_pool *p, const struct cuc_pool_record *rec, siz
                        cuc__pool_kind_name(p->kind), p->dev->uuid_str);
 }
 
+/* Find-or-import is one step (cuc__pool_import_lock): two threads getting
+ * the same new pool must not import it twice (sim/FACTS.md F47). */
 int cuc_msg_get_pool(const cuc_msg *m, size_t index, cuc_pool **out)
 {
     struct cuc_pool_record rec;

@@ -107,6 +107,20 @@ int cuc__settle_sync(cuc_device *dev)
                                              "memory of device %s", dev->uuid_str);
 }
 
+/* cuc__settle_sync of dev; done, q's frees up to upto count as
+ * synchronized (q NULL: none counted). 0, or the failure. */
+static int sync_upto(cuc_device *dev, struct devq *q, uint64_t upto)
+{
+    int rc = cuc__settle_sync(dev);
+
+    if (!rc && q) {
+        pthread_mutex_lock(&lock);
+        synced_locked(q, upto);
+        pthread_mutex_unlock(&lock);
+    }
+    return rc;
+}
+
 void cuc__upstream_release(struct cuc__upstream *up, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -198,12 +212,7 @@ int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n)
     q = devq_locked(dev); /* counted by cuc__settle_freeing: there */
     upto = q ? q->added : 0;
     pthread_mutex_unlock(&lock);
-    rc = cuc__settle_sync(dev); /* the settler gone, or no memory to queue: here */
-    if (!rc && q) {
-        pthread_mutex_lock(&lock);
-        synced_locked(q, upto);
-        pthread_mutex_unlock(&lock);
-    }
+    rc = sync_upto(dev, q, upto); /* the settler gone, or no memory to queue: here */
     settled(up, n, rc == 0);
     return rc;
 }
@@ -212,7 +221,6 @@ int cuc__settle_wait(cuc_device *dev)
 {
     uint64_t upto = 0;
     struct devq *q;
-    int rc;
 
     pthread_mutex_lock(&lock);
     for (q = devs; q && q->dev != dev; q = q->next)
@@ -222,13 +230,7 @@ int cuc__settle_wait(cuc_device *dev)
     pthread_mutex_unlock(&lock);
     if (!upto)
         return 0; /* the usual case: no free queued since the last look */
-    rc = cuc__settle_sync(dev);
-    if (!rc) {
-        pthread_mutex_lock(&lock);
-        synced_locked(q, upto);
-        pthread_mutex_unlock(&lock);
-    }
-    return rc;
+    return sync_upto(dev, q, upto);
 }
 
 /* An event to record on q's device (current): one a batch of q completed,
@@ -249,7 +251,7 @@ static int take_event(struct devq *q, CUevent *ev)
 static void fence(struct devq *q, struct batch *b, int own)
 {
     CUC__CTX_RESTORE(restore);
-    struct cuc__ctx_guard keep = {NULL, 0, NULL};
+    CUC__CTX_KEEP(keep);
     struct fence *f = malloc(sizeof(*f));
     cuc_stream *s;
     int rc = f ? cuc__stream_or_legacy(q->dev, NULL, &s) : CUC_E_NOMEM;
@@ -269,11 +271,7 @@ static void fence(struct devq *q, struct batch *b, int own)
     if (b->ev)
         CUC_DRV->cuEventDestroy(b->ev);
     b->ev = NULL;
-    rc = cuc__settle_sync(q->dev);
-    pthread_mutex_lock(&lock);
-    if (!rc)
-        synced_locked(q, b->upto);
-    pthread_mutex_unlock(&lock);
+    rc = sync_upto(q->dev, q, b->upto);
     batch_end(q, b, rc == 0);
 }
 
