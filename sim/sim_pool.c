@@ -154,6 +154,15 @@ static void pool_release(struct CUmemPoolHandle_st *p)
     free(p);
 }
 
+/* A destroyed pool goes once nothing keeps it: no allocation or import
+ * outstanding, no freed import waiting for a synchronize (FACTS.md F46).
+ * Under the lock. */
+static void release_if_done_locked(struct CUmemPoolHandle_st *p)
+{
+    if (p->destroyed && p->nlive == 0 && p->nunretired == 0)
+        pool_release(p);
+}
+
 void sim_pool_retire_locked(void)
 {
     struct CUmemPoolHandle_st *p = sim_pools, *next;
@@ -161,8 +170,7 @@ void sim_pool_retire_locked(void)
     for (; p; p = next) {
         next = p->next;
         p->nunretired = 0;
-        if (p->destroyed && p->nlive == 0)
-            pool_release(p);
+        release_if_done_locked(p);
     }
 }
 
@@ -561,8 +569,7 @@ SIM_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
         /* Outstanding allocations keep the memory until they are freed,
          * as the driver documents. */
         p->destroyed = 1;
-        if (p->nlive == 0 && p->nunretired == 0)
-            pool_release(p);
+        release_if_done_locked(p);
     }
     sim_unlock();
     return rc;
@@ -1090,8 +1097,7 @@ SIM_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
             goto out;
         }
     }
-    if (p->destroyed && p->nlive == 0 && p->nunretired == 0)
-        pool_release(p);
+    release_if_done_locked(p);
 out:
     sim_unlock();
     return rc;
