@@ -2,6 +2,8 @@
 and children that receive cucore objects through multiprocessing."""
 import gc
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -24,6 +26,16 @@ def uuids():
 @pytest.fixture(scope="session")
 def simulated():
     return cucore.driver()["simulated"]
+
+
+def require_unshare(how):
+    """Skips the calling test where the unshare(1) command line how (a
+    tuple, run on `true`) is missing or refused."""
+    if not shutil.which(how[0]):
+        pytest.skip("no %s(1) here" % how[0])
+    probe = subprocess.run([*how, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("%s refused: %s" % (how[0], probe.stderr.strip()))
 
 
 def fd_count():

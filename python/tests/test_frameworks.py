@@ -12,7 +12,6 @@ import copyreg
 import gc
 import os
 import pickle
-import shutil
 import signal
 import struct
 import subprocess
@@ -24,6 +23,7 @@ import pytest
 
 import cucore
 import fake_array as fa
+from conftest import require_unshare
 from test_multiproc import Child, N, exit_with_a_lease
 from test_objects import PTX
 
@@ -195,15 +195,6 @@ print(type(o).__name__, o.device.uuid, o.shape, data.hex(), flush=True)
 NAMESPACE = ("unshare", "--pid", "--fork", "--mount-proc")
 
 
-def other_pid_namespace():
-    """Skips where unshare(1) is missing or refused."""
-    if not shutil.which("unshare"):
-        pytest.skip("no unshare(1) here")
-    probe = subprocess.run([*NAMESPACE, "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip("unshare refused: %s" % probe.stderr.strip())
-
-
 def consume_in_namespace(data):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=REVERSED)
     return subprocess.run([*NAMESPACE, sys.executable, "-c", ARRAY_CONSUMER],
@@ -218,7 +209,7 @@ def test_consumer_in_another_pid_namespace(uuids, kind):
     socket directory shared, nothing else), its GPUs in reverse order:
     bytes and UUID arrive, and the array is freed once the consumer has
     gone."""
-    other_pid_namespace()
+    require_unshare(NAMESPACE)
     base = adopted()
     tag = "namespace-" + kind
     mem = fa.Memory(kind, DEV, MiB, tag=tag)
@@ -255,10 +246,8 @@ def test_legacy_memory_refused_in_another_pid_namespace():
     an error that says so and what to share instead; the producer's hold
     waits for another receiver, and at its end (CUCORE_SHARE_HOLD_MS)
     the array is freed."""
-    other_pid_namespace()
-    env = dict(os.environ, CUCORE_SHARE_HOLD_MS="500",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(fa.__file__),
-                                           os.environ.get("PYTHONPATH", "")]))
+    require_unshare(NAMESPACE)
+    env = dict(os.environ, CUCORE_SHARE_HOLD_MS="500")  # PYTHONPATH has fake_array (conftest)
     prod = subprocess.Popen([sys.executable, "-c", LEGACY_PRODUCER % DEV], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

@@ -6,7 +6,6 @@ the share point at exit, fd starvation, timeouts, fork children, and
 receivers in other PID, mount and time namespaces."""
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,7 +16,7 @@ import pytest
 
 import cucore
 import workers
-from conftest import fd_count
+from conftest import fd_count, require_unshare
 from test_multiproc import (Child, Raw, exit_with_a_lease, token_of, wait_claimed,
                             warm_share_point)
 
@@ -768,11 +767,7 @@ def test_consumer_in_another_namespace(how):
     ahead, load a buffer pickled here and read its bytes; their leases end
     when they close it. Liveness is the socket's, never a pid or a clock
     (skipped where unshare is refused)."""
-    if not shutil.which("unshare"):
-        pytest.skip("no unshare(1) here")
-    probe = subprocess.run([*how, "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip("unshare refused: %s" % probe.stderr.strip())
+    require_unshare(how)
     pool = cucore.Pool(2 % N)
     buf = pool.allocate(48)
     buf.copy_from(bytes(range(48)))
