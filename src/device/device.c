@@ -421,7 +421,7 @@ static int current_context(CUcontext *cur)
 
 int cuc_device_context_save(void **saved)
 {
-    CUcontext cur;
+    CUcontext cur = NULL;
     int rc;
 
     if (!saved)
@@ -482,7 +482,7 @@ static int primary_found(CUcontext cur, cuc_device **found)
 int cuc_device_current(cuc_device **dev)
 {
     cuc_device *found = NULL;
-    CUcontext cur;
+    CUcontext cur = NULL;
     int i, rc;
 
     if (!dev)
