@@ -9,41 +9,50 @@
  * anonymous mapping until a block in it is first exported with
  * cuIpcGetMemHandle: then its bytes are copied into a file
  * /dev/shm/cucore-sim-ipc-<pid>-<uid> (mode 0600) of the chunk's size plus
- * a trailing page {magic, version, physical GPU, uid, chunk size, owner
- * UUID}, mapped over the same addresses, and its fd closed: exporting
+ * a trailing page {magic, version, physical GPU, uid, chunk size, live id,
+ * owner UUID}, mapped over the same addresses, and its fd closed: exporting
  * costs no fd (FACTS.md F35). The name goes
  * when the chunk's last block is freed, its context is released or the
  * process exits; a process killed before that leaves it, and the next
  * export of a chunk (in any process) removes the names of processes that
  * are gone.
  *
+ * A process is alive while it holds the lock of its live file,
+ * /dev/shm/cucore-sim-ipc-live-<live id>, made with its first chunk file,
+ * gone with its last, and locked (flock) through a mapping that a forked
+ * child does not inherit: no fd, and no pid, which another PID namespace
+ * does not see (F48).
+ *
  * A handle is bytes only, as the driver's: {magic, version, physical GPU,
- * exporter pid, 0, chunk uid, offset, size, owner UUID}. It names a place,
- * not an allocation, as the driver's does (FACTS.md F35, F36). The
- * importer opens the name (same user, as CUDA IPC needs), checks the uid
- * and the extent against the chunk's page, maps the block's pages and
- * closes the fd: an opened handle costs no fd (F36). A chunk that is gone (all its
- * blocks freed, its exporter gone) opens nothing. */
+ * exporter pid, 0, chunk uid, offset, size, owner UUID, live id}. It names
+ * a place, not an allocation, as the driver's does (FACTS.md F35, F36). The
+ * importer opens the name (same user, as CUDA IPC needs), checks the uid,
+ * live id and extent against the chunk's page and that the live file is
+ * locked, maps the block's pages and closes the fds: an opened handle
+ * costs no fd (F36). A chunk that is gone (all its blocks freed, its
+ * exporter gone) opens nothing. */
 #include "sim_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define SIM_IPC_MAGIC 0x4d435049u /* "IPCM" */
-#define SIM_IPC_VERSION 1
+#define SIM_IPC_VERSION 2
 #define SIM_ALLOC_MAX ((size_t)1 << 44)
 #define SIM_CHUNK ((size_t)2 << 20)
 #define SIM_ALLOC_ALIGN ((size_t)512)
 #define SIM_SHM_DIR "/dev/shm/"
 #define SIM_SHM_PREFIX "cucore-sim-ipc-"
+#define SIM_LIVE_PREFIX SIM_SHM_PREFIX "live-"
 
 enum dkind { D_MEMALLOC, D_MANAGED, D_HOST, D_OPENED };
 
@@ -52,8 +61,9 @@ struct sim_chunk {
     struct CUctx_st *ctx;
     uintptr_t base;
     size_t size;
-    uint64_t uid; /* its shared file's, once a block was exported; else 0 */
-    long owner;   /* the pid that made the file (not a forked child) */
+    uint64_t uid;  /* its shared file's, once a block was exported; else 0 */
+    long owner;    /* the pid that made the file: a name only */
+    uint64_t live; /* the live id of the process that made the file */
     size_t nblocks;
     struct sim_dalloc *blocks; /* its blocks by offset (their cnext) */
     struct sim_chunk *next;
@@ -68,7 +78,7 @@ struct sim_dalloc {
     struct CUctx_st *ctx;    /* where it was allocated or opened */
     uint64_t id;             /* BUFFER_ID */
     /* opened: the exporter's chunk and place, our pages, references */
-    long peer_pid;
+    uint64_t peer_live;
     uint64_t peer_uid;
     uint64_t peer_off;
     size_t peer_chunk_size;
@@ -85,6 +95,7 @@ struct sim_ipc_hdr { /* the shared file's trailing page */
     int32_t phys;
     uint64_t uid;
     uint64_t size;
+    uint64_t live; /* the maker's live file */
     CUuuid uuid;
 };
 
@@ -98,6 +109,7 @@ struct sim_ipc_handle {
     uint64_t offset;
     uint64_t size;
     CUuuid uuid;
+    uint64_t live;
 };
 _Static_assert(sizeof(struct sim_ipc_handle) <= sizeof(CUipcMemHandle),
                "IPC handle layout fits in 64 bytes");
@@ -134,6 +146,8 @@ static void shm_path(char *out, size_t cap, long pid, uint64_t uid)
              (unsigned long long)uid);
 }
 
+static void chunk_unshare(struct sim_chunk *c);
+
 static void chunk_destroy(struct sim_chunk *c)
 {
     struct sim_chunk **pp;
@@ -144,11 +158,7 @@ static void chunk_destroy(struct sim_chunk *c)
             break;
         }
     munmap((void *)c->base, c->size);
-    if (c->uid && c->owner == (long)getpid()) {
-        char path[96];
-        shm_path(path, sizeof(path), c->owner, c->uid);
-        unlink(path);
-    }
+    chunk_unshare(c);
     free(c);
 }
 
@@ -427,24 +437,177 @@ SIM_API CUresult CUDAAPI cuMemFreeHost(void *p)
 
 /* ---- legacy IPC ------------------------------------------------------------ */
 
-/* At exit, this process's shared files go (not a forked child's: they
- * are its parent's). Locked by the exit path alone. */
+/* This process's live id, the mapping that holds its lock, and its
+ * chunks with files: none before its first export, after its last such
+ * chunk went, and in a forked child (the mapping is MADV_DONTFORK: the
+ * child inherits no lock). */
+static uint64_t sim_live_id;
+static void *sim_live_map;
+static size_t sim_live_chunks;
+
+static void live_path(char *out, size_t cap, uint64_t id)
+{
+    snprintf(out, cap, SIM_SHM_DIR SIM_LIVE_PREFIX "%016llx", (unsigned long long)id);
+}
+
+/* The live file goes once no chunk file of ours names it. Locked. */
+static void live_release(void)
+{
+    char path[96];
+
+    if (!sim_live_id || sim_live_chunks)
+        return;
+    live_path(path, sizeof(path), sim_live_id);
+    unlink(path);
+    munmap(sim_live_map, SIM_PAGE); /* and its lock */
+    sim_live_id = 0;
+    sim_live_map = NULL;
+}
+
+/* Chunk c's file goes, if this process made it (not a forked child's
+ * parent). Locked. */
+static void chunk_unshare(struct sim_chunk *c)
+{
+    char path[96];
+
+    if (!c->uid || c->live != sim_live_id)
+        return;
+    shm_path(path, sizeof(path), c->owner, c->uid);
+    unlink(path);
+    sim_live_chunks--;
+    live_release();
+}
+
+/* At exit, this process's shared files go. Locked by the exit path
+ * alone. */
 static void shm_at_exit(void)
 {
     for (struct sim_chunk *c = sim_chunks; c; c = c->next)
-        if (c->uid && c->owner == (long)getpid()) {
-            char path[96];
-            shm_path(path, sizeof(path), c->owner, c->uid);
-            unlink(path);
-        }
+        chunk_unshare(c);
 }
 
-static int pid_alive(long pid)
+static void live_atfork_child(void)
 {
-    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+    sim_live_id = 0; /* the child makes its own at its first export */
+    sim_live_map = NULL;
+    sim_live_chunks = 0;
 }
 
-/* The names of processes that are gone (killed before their exit). */
+/* Makes live file id and locks it while this process has chunk files:
+ * the lock is held by a mapping, not an fd (exporting costs no fd:
+ * FACTS.md F35).
+ * 0 on success, 1 when the name is taken or a collector removed it before
+ * the lock (try another), -1 on failure. */
+static int live_try(uint64_t id)
+{
+    char path[96];
+    struct stat st;
+    void *m = MAP_FAILED;
+    int fd, r = -1;
+
+    live_path(path, sizeof(path), id);
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return errno == EEXIST ? 1 : -1;
+    if (flock(fd, LOCK_EX) == 0 && fstat(fd, &st) == 0) {
+        if (st.st_nlink == 0)
+            r = 1; /* collect_live took it while it was unlocked */
+        else
+            m = mmap(NULL, SIM_PAGE, PROT_NONE, MAP_SHARED, fd, 0);
+    }
+    close(fd); /* the mapping keeps the file and its lock */
+    if (m != MAP_FAILED && madvise(m, SIM_PAGE, MADV_DONTFORK) == 0) {
+        sim_live_id = id;
+        sim_live_map = m;
+        return 0;
+    }
+    if (m != MAP_FAILED)
+        munmap(m, SIM_PAGE);
+    if (r < 0)
+        unlink(path);
+    return r;
+}
+
+/* This process's live id, made at its first export of a chunk while it
+ * has none. Locked. */
+static CUresult live_ensure(void)
+{
+    static int registered;
+    int r = 1;
+
+    if (sim_live_id)
+        return CUDA_SUCCESS;
+    if (!registered) {
+        registered = 1;
+        atexit(shm_at_exit);
+        pthread_atfork(NULL, NULL, live_atfork_child);
+    }
+    for (int tries = 0; tries < 8 && r == 1; tries++)
+        r = live_try(sim_random64());
+    return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* 1 while the process of live id holds its live file's lock, 0 when it
+ * is gone (the lock is free or the file missing), -1 when that cannot be
+ * told. A lock, not a pid: an importer in another PID namespace does not
+ * see the exporter's pid, and the driver opens there (FACTS.md F48). */
+static int live_state(uint64_t id)
+{
+    char path[96];
+    int fd, got;
+
+    live_path(path, sizeof(path), id);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    got = flock(fd, LOCK_SH | LOCK_NB) == 0 ? 0 : errno == EWOULDBLOCK ? 1 : -1;
+    close(fd); /* drops a lock it took */
+    return got;
+}
+
+/* Reads and checks the header page of the chunk file open at fd. */
+static int hdr_read(int fd, struct sim_ipc_hdr *hdr)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= (off_t)SIM_PAGE ||
+        pread(fd, hdr, sizeof(*hdr), st.st_size - (off_t)SIM_PAGE) != (ssize_t)sizeof(*hdr))
+        return -1;
+    if (hdr->magic != SIM_IPC_MAGIC || hdr->version != SIM_IPC_VERSION ||
+        hdr->size != (uint64_t)st.st_size - SIM_PAGE)
+        return -1;
+    return 0;
+}
+
+/* Removes a live file nobody holds, unlinked under our lock so that a
+ * maker that locks it later sees it gone (live_try). */
+static void collect_live(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+    if (fd < 0)
+        return;
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+        unlink(path);
+    close(fd);
+}
+
+/* Removes a chunk file whose maker is gone. One without a valid header
+ * (still being made, or another version's) is left. */
+static void collect_chunk(const char *path)
+{
+    struct sim_ipc_hdr hdr;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), ok;
+
+    if (fd < 0)
+        return;
+    ok = hdr_read(fd, &hdr) == 0;
+    close(fd);
+    if (ok && live_state(hdr.live) == 0)
+        unlink(path);
+}
+
+/* The files of processes that are gone (killed before their exit). */
 static void shm_collect(void)
 {
     DIR *d = opendir(SIM_SHM_DIR);
@@ -454,13 +617,13 @@ static void shm_collect(void)
         return;
     while ((e = readdir(d)) != NULL) {
         char path[300];
-        long pid;
-        if (strncmp(e->d_name, SIM_SHM_PREFIX, strlen(SIM_SHM_PREFIX)) != 0 ||
-            sscanf(e->d_name + strlen(SIM_SHM_PREFIX), "%ld-", &pid) != 1 ||
-            pid <= 0 || pid_alive(pid))
+        if (strncmp(e->d_name, SIM_SHM_PREFIX, strlen(SIM_SHM_PREFIX)) != 0)
             continue;
         snprintf(path, sizeof(path), SIM_SHM_DIR "%s", e->d_name);
-        unlink(path);
+        if (strncmp(e->d_name, SIM_LIVE_PREFIX, strlen(SIM_LIVE_PREFIX)) == 0)
+            collect_live(path);
+        else
+            collect_chunk(path);
     }
     closedir(d);
 }
@@ -469,29 +632,31 @@ static void shm_collect(void)
  * blocks. Locked. */
 static CUresult chunk_materialize(struct sim_chunk *c)
 {
-    static int once;
     struct sim_ipc_hdr hdr;
     char path[96];
+    CUresult rc;
     int fd;
 
     if (c->uid)
         return CUDA_SUCCESS;
-    if (!once) {
-        once = 1;
-        atexit(shm_at_exit);
-    }
     shm_collect();
+    rc = live_ensure();
+    if (rc)
+        return rc;
     memset(&hdr, 0, sizeof(hdr));
     hdr.magic = SIM_IPC_MAGIC;
     hdr.version = SIM_IPC_VERSION;
     hdr.phys = sim.vis[c->ctx->dev];
     hdr.uid = sim_random64();
     hdr.size = c->size;
+    hdr.live = sim_live_id;
     hdr.uuid = sim.phys[hdr.phys].uuid;
     shm_path(path, sizeof(path), (long)getpid(), hdr.uid);
     fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
+    if (fd < 0) {
+        live_release();
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (ftruncate(fd, (off_t)(c->size + SIM_PAGE)) != 0 ||
         pwrite(fd, &hdr, sizeof(hdr), (off_t)c->size) != (ssize_t)sizeof(hdr) ||
         pwrite(fd, (void *)c->base, c->size, 0) != (ssize_t)c->size ||
@@ -499,11 +664,14 @@ static CUresult chunk_materialize(struct sim_chunk *c)
              MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
         close(fd);
         unlink(path);
+        live_release();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     close(fd); /* the mapping keeps it */
     c->uid = hdr.uid;
     c->owner = (long)getpid();
+    c->live = hdr.live;
+    sim_live_chunks++;
     return CUDA_SUCCESS;
 }
 
@@ -538,8 +706,9 @@ SIM_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle,
     h.magic = SIM_IPC_MAGIC;
     h.version = SIM_IPC_VERSION;
     h.phys = (int16_t)sim.vis[d->dev];
-    h.pid = (int32_t)getpid();
+    h.pid = (int32_t)d->chunk->owner; /* a name only: the file's */
     h.uid = d->chunk->uid;
+    h.live = d->chunk->live;
     h.offset = d->base - d->chunk->base;
     h.size = d->size;
     h.uuid = sim.phys[sim.vis[d->dev]].uuid;
@@ -554,27 +723,22 @@ out:
  * is not there (the exporter freed every block in it, or is gone): the
  * driver's answer for zeroes and garbage (FACTS.md F36), not measured for
  * these. Not locked:
- * it only reads the exporter's file. */
+ * it only reads the exporter's files. */
 static CUresult map_handle(const struct sim_ipc_handle *h, struct sim_dalloc *d)
 {
     struct sim_ipc_hdr hdr;
-    struct stat st;
     char path[96];
     size_t first, end;
     void *m;
     int fd;
 
-    if (!pid_alive(h->pid)) /* killed: its name may still be there */
-        return CUDA_ERROR_INVALID_VALUE;
     shm_path(path, sizeof(path), (long)h->pid, h->uid);
     fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= (off_t)SIM_PAGE ||
-        pread(fd, &hdr, sizeof(hdr), st.st_size - (off_t)SIM_PAGE) != (ssize_t)sizeof(hdr) ||
-        hdr.magic != SIM_IPC_MAGIC || hdr.version != SIM_IPC_VERSION ||
-        hdr.uid != h->uid || hdr.size != (uint64_t)st.st_size - SIM_PAGE ||
-        h->offset > hdr.size || h->size > hdr.size - h->offset) {
+    /* a killed exporter's file may still be there: its lock is not (F48) */
+    if (hdr_read(fd, &hdr) != 0 || hdr.uid != h->uid || hdr.live != h->live ||
+        h->offset > hdr.size || h->size > hdr.size - h->offset || live_state(hdr.live) != 1) {
         close(fd);
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -595,7 +759,7 @@ static CUresult map_handle(const struct sim_ipc_handle *h, struct sim_dalloc *d)
 static struct sim_dalloc *find_opened(const struct sim_ipc_handle *h)
 {
     for (struct sim_dalloc *d = sim_dallocs; d; d = d->next)
-        if (d->kind == D_OPENED && d->peer_pid == (long)h->pid &&
+        if (d->kind == D_OPENED && d->peer_live == h->live &&
             d->peer_uid == h->uid && d->peer_off == h->offset &&
             d->size == h->size)
             return d;
@@ -608,11 +772,12 @@ static CUresult check_handle(const struct sim_ipc_handle *h, int *dev)
 {
     /* zeroes or garbage (FACTS.md F36) */
     if (h->magic != SIM_IPC_MAGIC || h->version != SIM_IPC_VERSION ||
-        h->pid <= 0 || h->zero != 0 || h->size == 0 || h->uid == 0 ||
+        h->pid <= 0 || h->zero != 0 || h->size == 0 || h->uid == 0 || h->live == 0 ||
         h->size > SIM_ALLOC_MAX || h->offset > SIM_ALLOC_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    /* in the process that made it (F36) */
-    if (h->pid == (int32_t)getpid())
+    /* in the process that made it (F36), known by its live id: another
+     * PID namespace may give an importer the exporter's pid number */
+    if (h->live == sim_live_id)
         return CUDA_ERROR_INVALID_CONTEXT;
     *dev = sim_uuid_to_local(&h->uuid);
     if (*dev < 0)
@@ -686,7 +851,7 @@ SIM_API CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr,
     d->dev = dev;
     d->ctx = ctx;
     d->id = sim_next_buffer_id();
-    d->peer_pid = (long)h.pid;
+    d->peer_live = h.live;
     d->peer_uid = h.uid;
     d->peer_off = h.offset;
     d->refs = 1;

@@ -19,8 +19,10 @@
  *    starts in the directory;
  *  - a socket of another uid at the bytes' path: refused, naming the uid;
  *  - receivers in another PID namespace (with its own /proc: a mount
- *    namespace too) and another time namespace attach as any other
- *    (skipped, saying why, where unshare is refused). */
+ *    namespace too) and another time namespace attach as any other, and
+ *    in the PID namespace a cuc_buffer_wrap buffer of cuMemAlloc memory
+ *    (legacy CUDA IPC) too (skipped, saying why, where unshare is
+ *    refused). */
 #include <errno.h>
 #include <dirent.h>
 #include <signal.h>
@@ -32,6 +34,7 @@
 #include "pool_test.h"
 #include "share_test.h"
 #include "channel/channel.h"
+#include "driver/driver.h"
 #include "frame/frame.h"
 #include "wire/records.h"
 
@@ -659,6 +662,36 @@ static void scenario_other_uid(void)
     printf("another uid's socket: ok\n");
 }
 
+/* A cuc_buffer_wrap buffer of cuMemAlloc memory to a receiver under
+ * prefix: the driver opens legacy IPC there too (sim/FACTS.md F48); its
+ * lease ends with the receiver, then the memory is freed. */
+static void legacy_receiver(const char *const *prefix, int k)
+{
+    CUdeviceptr p = 0;
+    cuc_buffer *b;
+    cuc_pool *legacy;
+    void *bytes;
+    size_t len;
+    FILE *from;
+    pid_t pid;
+    int to;
+
+    CHECK_OK(cuc_device_set_current(devs[0]));
+    CHECK(CUC_DRV->cuMemAlloc(&p, BUF_BYTES) == CUDA_SUCCESS);
+    CHECK_OK(cuc_buffer_wrap(devs[0], (void *)(uintptr_t)p, BUF_BYTES, &b));
+    pt_fill(b, seed_of(k));
+    legacy = cuc_pool_ref(cuc_buffer_pool(b));
+    detach_one(b, &bytes, &len);
+    CHECK_OK(cuc_buffer_unref_async(b, NULL));
+    pid = receiver(prefix, k, 0, bytes, len, &to, &from);
+    expect_line(from, "ok");
+    finish_receiver(pid, to, from);
+    CHECK_OK(cuc_pool_lease_wait(legacy, NULL, 0, WAIT_MS));
+    cuc_pool_unref(legacy);
+    free(bytes);
+    CHECK(CUC_DRV->cuMemFree(p) == CUDA_SUCCESS);
+}
+
 /* Receivers in other namespaces: prefix is the unshare command. */
 static void scenario_namespaces(void)
 {
@@ -696,6 +729,10 @@ static void scenario_namespaces(void)
         CHECK_OK(cuc_pool_lease_wait(pool, NULL, 0, WAIT_MS));
         free(bytes);
         printf("receiver in %s: ok\n", names[i]);
+        if (prefixes[i] == pidns) {
+            legacy_receiver(pidns, 52);
+            printf("receiver of legacy IPC memory in %s: ok\n", names[i]);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 /* Simulator: cuMemAlloc / cuMemFree, managed and host allocations, legacy
  * IPC memory (cuIpcGetMemHandle / cuIpcOpenMemHandle / cuIpcCloseMemHandle)
- * within a process and across exec'd children, cuMemGetAddressRange and
+ * within a process and across exec'd children (some as pid 1 of PID
+ * namespaces of their own), cuMemGetAddressRange and
  * cuPointerGetAttribute(s) on every kind of memory the sim makes.
  *
  * Most of it is what the driver answers (sim/FACTS.md F33-F37; probe_ipc.c
@@ -649,7 +650,9 @@ struct peer {
     int sock;
 };
 
-static struct peer peer_start(const char *cvd)
+/* An ipc child with CUDA_VISIBLE_DEVICES cvd (NULL: unset), under args
+ * (NULL, or {"pidns", NULL}: in a PID namespace of its own). */
+static struct peer peer_start_in(const char *cvd, const char *const *args)
 {
     char ev[128];
     const char *env[] = {ev, NULL};
@@ -661,11 +664,16 @@ static struct peer peer_start(const char *cvd)
     else
         snprintf(ev, sizeof(ev), "CUDA_VISIBLE_DEVICES");
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-    pr.pid = spawn_self("ipc", NULL, env, sv[1]);
+    pr.pid = spawn_self("ipc", args, env, sv[1]);
     CHECK(pr.pid > 0);
     close(sv[1]);
     pr.sock = sv[0];
     return pr;
+}
+
+static struct peer peer_start(const char *cvd)
+{
+    return peer_start_in(cvd, NULL);
 }
 
 /* Sends a command, checks the reply is want. */
@@ -819,7 +827,8 @@ static void test_ipc_cross(void)
 }
 
 /* Child: exports a block, sends its handle, then exits, or (argv[3]
- * "wait") waits to be killed. */
+ * "wait") waits to be killed, or ("die") waits for the socket's end and
+ * goes without its exit handlers, leaving its files as a killed one. */
 static int child_export_exit(int argc, char **argv)
 {
     CUdeviceptr a;
@@ -833,6 +842,12 @@ static int child_export_exit(int argc, char **argv)
     if (argc > 3 && strcmp(argv[3], "wait") == 0)
         for (;;)
             pause();
+    if (argc > 3 && strcmp(argv[3], "die") == 0) {
+        char c;
+        while (read(fd, &c, 1) > 0)
+            ;
+        _exit(0); /* pid 1 of its namespace: a SIGKILL of its own is ignored */
+    }
     return 0;
 }
 
@@ -894,8 +909,71 @@ static void test_exporter_gone(void)
     }
 }
 
+static const char *const unshare_pid[] = {"/usr/bin/unshare", "--pid", "--fork",
+                                          "--mount-proc", "--kill-child", NULL};
+
+/* A child whose last argument is "pidns": run again without it, as pid 1
+ * of a PID (and mount) namespace of its own. */
+static int child_in_pidns(int argc, char **argv)
+{
+    const char *av[40];
+    int n = 0;
+
+    for (; unshare_pid[n]; n++)
+        av[n] = unshare_pid[n];
+    for (int i = 0; i < argc - 1 && n < 39; i++)
+        av[n++] = argv[i];
+    av[n] = NULL;
+    execv(av[0], (char *const *)av);
+    return 127;
+}
+
+/* An exporter and an importer, each pid 1 of a PID namespace of its own:
+ * the handle opens, as the driver opens it across PID namespaces
+ * (sim/FACTS.md F48), though the exporter's pid number is the
+ * importer's own; once the exporter is gone (its exit handlers skipped,
+ * as a killed one) it opens nothing; so for an exporter in ours. */
+static void test_pid_namespaces(void)
+{
+    static const char *const probe[] = {"/usr/bin/unshare", "--pid", "--fork", "--mount-proc",
+                                        "/bin/true", NULL};
+    static const char *const ns[] = {"pidns", NULL};
+    static const char *const ns_die[] = {"die", "pidns", NULL};
+    CUipcMemHandle h;
+    CUdeviceptr a;
+    struct peer pr;
+    char out[64];
+    int sv[2];
+    pid_t pid;
+
+    if (access(probe[0], X_OK) != 0 || run_capture(probe, NULL, out, sizeof(out)) != 0) {
+        printf("PID namespaces: skipped (unshare refused here)\n");
+        return;
+    }
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    pid = spawn_self("export_exit", ns_die, NULL, sv[1]);
+    close(sv[1]);
+    CHECK(read(sv[0], &h, sizeof(h)) == (ssize_t)sizeof(h));
+    pr = peer_start_in(NULL, ns);
+    ask(&pr, OP_OPEN, 0, &h, LAZY, 0, "ok same=-1");
+    ask(&pr, OP_CLOSE, 0, NULL, 0, 0, "ok");
+    close(sv[0]);
+    CHECK(wait_child(pid) == 0);
+    ask(&pr, OP_OPEN, 0, &h, LAZY, 0, "CUDA_ERROR_INVALID_VALUE");
+    a = dalloc(4096);
+    CU_OK(D.cuMemsetD8Async(a, 0x3c, 4096, NULL));
+    CU_OK(D.cuIpcGetMemHandle(&h, a));
+    ask(&pr, OP_OPEN, 0, &h, LAZY, 0, "ok same=-1");
+    ask(&pr, OP_READ, 0, NULL, 0, 7, "3c");
+    ask(&pr, OP_CLOSE, 0, NULL, 0, 0, "ok");
+    peer_end(&pr);
+    CU_OK(D.cuMemFree(a));
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && strcmp(argv[1], "--child") == 0 && strcmp(argv[argc - 1], "pidns") == 0)
+        return child_in_pidns(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "--child") == 0) {
         if (strcmp(argv[2], "ipc") == 0)
             return child_ipc();
@@ -914,6 +992,7 @@ int main(int argc, char **argv)
     test_ctx_release();
     test_ipc_cross();
     test_exporter_gone();
+    test_pid_namespaces();
     CU_OK(D.cuDevicePrimaryCtxRelease(0));
     FD_CHECK_NO_LEAK();
     return test_finish();

@@ -492,9 +492,7 @@ int cuc__ipc_open_locked(cuc_pool *pool, const struct cuc_ipc_buffer_record *rec
     r = CUC_DRV->cuIpcOpenMemHandle(&ptr, ib->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     if (r != CUDA_SUCCESS) {
         rc = cuc__cuda_err(r, "cuIpcOpenMemHandle", "%llu-byte allocation of device %s "
-                           "(generation %llu): the exporter freed it, exited, or runs in "
-                           "another PID namespace (legacy CUDA IPC, cuMemAlloc memory, does "
-                           "not cross one: share IPC pool or VMM memory there), or the "
+                           "(generation %llu): the exporter freed it, exited, or the "
                            "handle is not one", (unsigned long long)rec->base_size,
                            pool->dev->uuid_str, (unsigned long long)rec->generation);
         goto free_ib;
