@@ -1,25 +1,29 @@
 #!/usr/bin/env python3
 """Where a round of bench_python.py's pipe figure goes, phase by phase:
-n pool buffers (4096 B) pickled here (pickle.dumps: the driver's export and the
-reduce), sent through a multiprocessing Pipe to a spawned child, unpickled
-there (attaches: imports and claims), closed (each unmapped and its
-release sent), the answer back; then the lease end (the share point here
+n pool buffers (4096 B) pickled here as a Pipe pickles them
+(ForkingPickler.dumps: the buffers of the list detached together, the
+driver's exports), sent through a multiprocessing Pipe to a spawned
+child, unpickled there (the attach: imports and the claim), closed (each
+left to the share point's thread to free, its release sent after), the
+answer back; then the lease end (the share point here
 reads the releases, lease_wait returns). Each phase is timed on the
 host's monotonic clock, in whichever process it happens, and printed in
 µs a buffer, the mean over the rounds after one untimed:
 
-  dumps        pickle.dumps of the list, here
+  dumps        ForkingPickler.dumps of the list, here
   send->child  from the end of dumps to the child holding the bytes
-  loads        pickle.loads in the child
-  closes       the child's closes (each unmaps its buffer, sends its release)
+  loads        ForkingPickler.loads in the child
+  closes       the child's close() of each buffer (with --many one
+               Buffer.close_many of the list: freed and synchronized there)
   answer       the child's answer reaching this process
   lease end    from the closes to this process's lease_wait(0) returning
   total        from dumps to the lease end: bench_python's cucore+leases
 
-Run with PYTHONPATH=build/python (CUCORE_DRIVER=sim anywhere; the figures
+Run with PYTHONPATH=build/python [--many] (CUCORE_DRIVER=sim anywhere; the figures
 that matter are the GPU machine's)."""
 import multiprocessing as mp
-import pickle
+from multiprocessing.reduction import ForkingPickler
+import sys
 import time
 
 import cucore
@@ -29,17 +33,20 @@ SIZES = [64, 256, 1024, 4096]
 PHASES = ["dumps", "send->child", "loads", "closes", "answer", "lease end", "total"]
 
 
-def child(conn):
-    import cucore  # noqa: F401 (the unpickler needs it)
+def child(conn, many):
+    import cucore
     while True:
         blob = conn.recv_bytes()
         got = now()
         if blob == b"end":
             return
-        objs = pickle.loads(blob)
+        objs = ForkingPickler.loads(blob)
         loaded = now()
-        for b in objs:
-            b.close()
+        if many:
+            cucore.Buffer.close_many(objs)
+        else:
+            for b in objs:
+                b.close()
         closed = now()
         objs = None
         conn.send((got, loaded, closed))
@@ -48,7 +55,7 @@ def child(conn):
 def one_round(conn, pool, n):
     bufs = [pool.allocate(4096) for _ in range(n)]  # bench_python's size
     t0 = now()
-    blob = pickle.dumps(bufs)
+    blob = bytes(ForkingPickler.dumps(bufs))
     t1 = now()
     conn.send_bytes(blob)
     got, loaded, closed = conn.recv()
@@ -62,7 +69,8 @@ def one_round(conn, pool, n):
 def main():
     ctx = mp.get_context("spawn")
     conn, theirs = ctx.Pipe()
-    p = ctx.Process(target=child, args=(theirs,))
+    many = "--many" in sys.argv[1:]
+    p = ctx.Process(target=child, args=(theirs, many))
     p.start()
     theirs.close()
     pool = cucore.Pool(0)
@@ -74,7 +82,7 @@ def main():
             t = one_round(conn, pool, n)
             if r:
                 acc = [a + v for a, v in zip(acc, t)]
-        print("n=%d, us a buffer: " % n + "  ".join(
+        print("n=%d%s, us a buffer: " % (n, " (close_many)" if many else "") + "  ".join(
             "%s %.2f" % (k, v / rounds / n / 1000) for k, v in zip(PHASES, acc)), flush=True)
     conn.send_bytes(b"end")
     p.join()

@@ -1,17 +1,24 @@
 /* The settler (src/memory/settle.c) driven by hand on the simulator, as a
- * share point's thread drives it: ten frees, one a turn, are fenced by
- * the event the completed batch before gave back (one cuEventCreate in
- * all, one cuEventRecord a turn), the device's context is made current
- * once on the settler's thread, each first queued release wakes it, and
- * cuc__settle_stop destroys the event it kept. */
+ * share point's thread drives it: a dropped pointer is freed by the
+ * settler's turn, not by the caller; the pointers dropped between two
+ * turns are freed together behind one event; ten turns are fenced by the
+ * event the completed batch before gave back (one cuEventCreate in all),
+ * the device's context is made current once on the settler's thread, and
+ * each first queued free wakes it; an import's wait frees what is queued
+ * before it synchronizes; a failed free leaves the turn's others alone;
+ * cuc__settle_stop destroys the event it kept, and with no settler the
+ * caller's free is done and synchronized at once. */
 #include "check.h"
 #include "cucore.h"
+#include "driver/driver.h"
 #include "memory/settle.h"
 #include "sim_test.h"
 
 #define TURNS 10
+#define BATCH 5
 
 static int woken;
+static CUmemoryPool pool; /* a cucore pool's: its pointers go as imported ones do */
 
 static void wake(void *arg)
 {
@@ -19,34 +26,128 @@ static void wake(void *arg)
     woken++;
 }
 
-int main(void)
+static CUdeviceptr alloc(void)
+{
+    CUdeviceptr p = 0;
+
+    CHECK(CUC_DRV->cuMemAllocFromPoolAsync(&p, 4096, pool, CU_STREAM_LEGACY) == CUDA_SUCCESS);
+    return p;
+}
+
+/* Queues n dropped pointers of d with the settler: each taken (1). */
+static void drop_n(cuc_device *d, int n)
 {
     struct cuc__upstream none = {NULL, 0};
-    unsigned long long creates, records, sets, destroys;
-    cuc_device *d;
 
-    if (!test_on_sim())
-        SKIP("counts the simulator's driver calls");
-    CHECK_OK(cuc_device_get(0, &d));
-    cuc__settle_start(wake, NULL);
-    creates = sim_calls("cuEventCreate");
-    records = sim_calls("cuEventRecord");
-    sets = sim_calls("cuCtxSetCurrent");
+    for (int i = 0; i < n; i++)
+        CHECK(cuc__settle_free(d, alloc(), &none, NULL, 0) == 1);
+}
+
+/* The settler's turns until nothing waits (the simulator's work is done
+ * at once): how many looked again. */
+static int turns(void)
+{
+    int k = 0;
+
+    while (cuc__settle_run() && k < 100)
+        k++;
+    return k;
+}
+
+static void one_a_turn(cuc_device *d)
+{
+    unsigned long long creates = sim_calls("cuEventCreate");
+    unsigned long long records = sim_calls("cuEventRecord");
+    unsigned long long sets = sim_calls("cuCtxSetCurrent");
+
     for (int k = 0; k < TURNS; k++) {
-        int turns = 0;
-        CHECK(cuc__settle_freeing(d) == 1);
-        CHECK_OK(cuc__settle_release(d, &none, 1));
-        while (cuc__settle_run() && turns < 100) /* the simulator's work is done */
-            turns++;
-        CHECK(turns == 0);
+        unsigned long long frees = sim_calls("cuMemFreeAsync");
+        drop_n(d, 1);
+        CHECK(sim_calls("cuMemFreeAsync") == frees); /* not the caller's */
+        CHECK(turns() == 0);
+        CHECK(sim_calls("cuMemFreeAsync") - frees == 1);
     }
     CHECK(woken == TURNS);
     CHECK(sim_calls("cuEventCreate") - creates == 1);
     CHECK(sim_calls("cuEventRecord") - records == TURNS);
     CHECK(sim_calls("cuCtxSetCurrent") - sets <= 1);
+}
+
+static void together(cuc_device *d)
+{
+    unsigned long long frees = sim_calls("cuMemFreeAsync");
+    unsigned long long records = sim_calls("cuEventRecord");
+    int w = woken;
+
+    drop_n(d, BATCH);
+    CHECK(woken == w + 1); /* the first queued wakes */
+    CHECK(turns() == 0);
+    CHECK(sim_calls("cuMemFreeAsync") - frees == BATCH);
+    CHECK(sim_calls("cuEventRecord") - records == 1);
+}
+
+static void wait_frees_first(cuc_device *d)
+{
+    unsigned long long frees = sim_calls("cuMemFreeAsync");
+    unsigned long long syncs = sim_calls("cuStreamSynchronize");
+    unsigned long long records = sim_calls("cuEventRecord");
+
+    drop_n(d, 3);
+    CHECK_OK(cuc__settle_wait(d));
+    CHECK(sim_calls("cuMemFreeAsync") - frees == 3);
+    CHECK(sim_calls("cuStreamSynchronize") - syncs == 1);
+    CHECK_OK(cuc__settle_wait(d)); /* nothing queued since: no synchronize */
+    CHECK(sim_calls("cuStreamSynchronize") - syncs == 1);
+    CHECK(turns() == 0); /* the batch fenced, not freed again */
+    CHECK(sim_calls("cuMemFreeAsync") - frees == 3);
+    CHECK(sim_calls("cuEventRecord") - records == 1);
+}
+
+/* (sim_fail restarts the counts) */
+static void failed_free(cuc_device *d)
+{
+    drop_n(d, 3);
+    sim_fail("cuMemFreeAsync:2");
+    CHECK(turns() == 0);
+    CHECK(sim_calls("cuMemFreeAsync") == 3); /* the third after the failed one */
+    CHECK(sim_calls("cuEventRecord") == 1);  /* and fenced */
+    sim_fail(NULL);
+    drop_n(d, 1); /* the settler goes on */
+    CHECK(turns() == 0);
+    CHECK(sim_calls("cuMemFreeAsync") == 1);
+}
+
+int main(void)
+{
+    struct cuc__upstream none = {NULL, 0};
+    unsigned long long destroys, frees, syncs;
+    cuc_device *d;
+    struct cuc_pool_props props;
+    cuc_pool *p;
+
+    if (!test_on_sim())
+        SKIP("counts the simulator's driver calls");
+    CHECK_OK(cuc_device_get(0, &d));
+    CHECK_OK(cuc_device_set_current(d));
+    cuc_pool_props_init(&props);
+    CHECK_OK(cuc_pool_create(d, &props, &p));
+    pool = (CUmemoryPool)cuc_pool_handle(p);
+    CHECK(!cuc__settle_running());
+    cuc__settle_start(wake, NULL);
+    CHECK(cuc__settle_running());
+    one_a_turn(d);
+    together(d);
+    wait_frees_first(d);
+    failed_free(d);
     destroys = sim_calls("cuEventDestroy");
     cuc__settle_stop();
-    CHECK(sim_calls("cuEventDestroy") - destroys == 1);
-    CHECK(cuc__settle_freeing(d) == 0); /* no settler now: the caller synchronizes */
+    CHECK(sim_calls("cuEventDestroy") - destroys >= 1);
+    CHECK(!cuc__settle_running());
+    frees = sim_calls("cuMemFreeAsync");
+    syncs = sim_calls("cuStreamSynchronize");
+    CHECK(cuc__settle_free(d, alloc(), &none, NULL, 0) == 0); /* no settler: here */
+    CHECK(sim_calls("cuMemFreeAsync") - frees == 1);
+    CHECK(sim_calls("cuStreamSynchronize") - syncs == 1);
+    cuc_pool_unref(p);
     return test_finish();
 }

@@ -268,16 +268,18 @@ CUC_API cuc_buffer *cuc_buffer_ref(cuc_buffer *buf);
  * An imported buffer's last unref unmaps it, waits for stream (so that the
  * exporter never reuses memory this process still reads), then sends the
  * releases; on the legacy default stream while this process's share point
- * runs (cucore/share.h) the wait is not the caller's: the share point's
- * thread records one event behind the frees queued meanwhile and sends
- * their releases once it is complete, and an import of the same memory
- * waits for the free first. NULL buf is a no-op returning 0. On an error (a stream of
+ * runs (cucore/share.h) neither the free nor the wait is the caller's: the
+ * share point's thread frees the buffers dropped since its last turn
+ * together, records one event behind them and sends their releases once
+ * it is complete (the buffer is unusable from the call on; its mapping
+ * goes within a turn), and an import of the same memory frees what is
+ * queued and waits for it first. NULL buf is a no-op returning 0. On an error (a stream of
  * another context, a driver failure) the reference is dropped all the
  * same, and the memory may stay allocated. An imported buffer whose free
  * or synchronize failed sends no release (the memory may still be in use
  * here): its leases stay with the exporter until the channel closes, and
- * the message says so (a wait left to the share point's thread that fails
- * keeps them the same way, and nobody is told). A deferred free that cannot make its event waits
+ * the message says so (a free or wait left to the share point's thread
+ * that fails keeps them the same way, and nobody is told). A deferred free that cannot make its event waits
  * for the stream instead; one whose stream cannot wait for that event
  * waits on the host (cuEventSynchronize); if that fails too the memory is
  * left allocated and cuc_pool_lease_wait() reports it. */

@@ -1,6 +1,7 @@
 /* cucore.Buffer: a pool allocation, a view of one, or wrapped cuMemAlloc
  * memory. Closing (or the last Python reference) drops cucore's reference:
- * an importer's memory is unmapped then and its release sent, and an
+ * an importer's memory is freed (by the share point's thread, within a
+ * turn, on the legacy stream) and its release sent, and an
  * exporter's free waits for the leases. Every use of the memory waits
  * for an attached buffer's lease (buffer_ready). */
 #include "mem.h"

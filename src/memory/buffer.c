@@ -534,42 +534,40 @@ static int on_legacy(const cuc_buffer *b, const cuc_stream *stream)
 }
 
 /* The driver's part of releasing b, a pool allocation of this process or
- * imported: an import freed on its device's legacy stream, while a settler
- * runs, leaves the wait for its free to it (*settling, settle.h) instead
- * of synchronizing here. */
+ * imported: an import dropped on its device's legacy stream while a
+ * settler runs is left to it (*settling: cuc__settle_free once b can no
+ * longer be found), after the stream waits for b's deferred-free event. */
 static int free_own(cuc_buffer *b, cuc_stream *stream, int *settling)
 {
+    CUC__CTX_RESTORE(guard);
+    cuc_stream *s;
     int rc;
 
     *settling = 0;
-    if (!b->imported || !b->size || !on_legacy(b, stream))
+    if (!b->imported || !b->size || !on_legacy(b, stream) || !cuc__settle_running())
         return cuc__buffer_free_memory(b, stream, 1);
-    rc = cuc__buffer_free_memory(b, stream, 0);
-    if (!rc && !(*settling = cuc__settle_freeing(b->pool->dev)))
-        rc = cuc__settle_sync(b->pool->dev);
-    return rc;
+    *settling = 1;
+    if (!b->free_after)
+        return 0;
+    rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
+    if (!rc)
+        rc = cuc__device_activate(&guard, s->dev);
+    return rc ? rc : wait_free_after(b, s);
 }
 
 /* b's upstream leases (its anchor, and extra[0..nextra), freed here) once
- * its release is done: kept when the free failed (rc), left to the settler
- * (settling), else released. The settler's fallback's failure, or 0. */
-static int release_upstream(cuc_buffer *b, struct cuc__upstream *extra, size_t nextra, int rc,
-                            int settling)
+ * its release is done: kept when the free failed (rc), else released
+ * (those the settler took are NULL by now). */
+static void release_upstream(cuc_buffer *b, struct cuc__upstream *extra, size_t nextra, int rc)
 {
-    int rc2 = 0, rc3 = 0;
-
     if (rc && b->imported) { /* the memory may still be in use here: no release */
         cuc__upstream_keep(&b->anchor, 1);
         cuc__upstream_keep(extra, nextra);
-    } else if (settling) {
-        rc2 = cuc__settle_release(b->pool->dev, &b->anchor, 1);
-        rc3 = nextra ? cuc__settle_release(b->pool->dev, extra, nextra) : 0;
     } else {
         cuc__upstream_release(&b->anchor, 1);
         cuc__upstream_release(extra, nextra);
     }
     free(extra);
-    return rc2 ? rc2 : rc3;
 }
 
 static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
@@ -595,20 +593,16 @@ static int release_as(cuc_buffer *b, cuc_stream *stream, int has_caller)
     if (b->ipc)
         cuc__ipc_forget_locked(b);
     extra = take_extra_locked(b, &nextra);
+    if (settling && !rc && (rc2 = cuc__settle_free(pool->dev, b->ptr, &b->anchor, extra,
+                                                   nextra)) < 0) {
+        rc = rc2;
+        cuc__buffer_note_kept();
+    }
     if (rc && !has_caller)
         note_lost_locked(pool, b->size);
     pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->lock);
-    rc2 = release_upstream(b, extra, nextra, rc, settling);
-    if (rc2 && !rc) {
-        rc = rc2;
-        cuc__buffer_note_kept();
-        if (!has_caller) {
-            pthread_mutex_lock(&pool->lock);
-            note_lost_locked(pool, b->size);
-            pthread_mutex_unlock(&pool->lock);
-        }
-    }
+    release_upstream(b, extra, nextra, rc);
     free(b->ipc);
     cuc__buffer_obj_free(b);
     cuc_pool_unref(pool);

@@ -1,11 +1,12 @@
-/* An importer's releases after its frees complete (settle.c): the
- * exporter may reuse a pool allocation once an importer released it, and
- * the driver wants the importer's stream-ordered free complete by then
- * (cuda.h, cuMemPoolImportPointer). Without a settler each free on a
- * legacy stream is synchronized before its release; while a settler runs
- * (a share point's thread) the releases wait here instead, behind one
- * event a device a turn, and the caller's thread does not wait for the
- * GPU. */
+/* An importer's frees of imported pool memory and its releases after
+ * they complete (settle.c): the exporter may reuse a pool allocation once
+ * an importer released it, and the driver wants the importer's
+ * stream-ordered free complete by then (cuda.h, cuMemPoolImportPointer).
+ * Without a settler each free on a legacy stream is synchronized before
+ * its release; while a settler runs (a share point's thread) it frees the
+ * pointers dropped since its last turn together, and releases them behind
+ * one event a device a turn: the caller's thread neither frees nor waits
+ * for the GPU. */
 #ifndef CUC_MEMORY_SETTLE_H
 #define CUC_MEMORY_SETTLE_H
 
@@ -13,6 +14,7 @@
 #include <stdint.h>
 
 #include "cucore/device.h"
+#include "driver/driver.h"
 
 struct cuc__leases;
 
@@ -31,18 +33,20 @@ void cuc__upstream_release(struct cuc__upstream *up, size_t n);
  * stays with the exporter until the channel closes. */
 void cuc__upstream_keep(struct cuc__upstream *up, size_t n);
 
-/* Right after an imported buffer's cuMemFreeAsync on dev's legacy stream
- * (before the buffer can no longer be found): 1 when a settler runs, and
- * the free is counted as queued (imports of dev wait for it); 0 when none
- * does: the caller synchronizes (cuc__settle_sync) and releases. */
-int cuc__settle_freeing(cuc_device *dev);
-/* Then, for a free that cuc__settle_freeing counted: its upstream leases
- * up[0..n) are released once it is complete, by the settler, or here once
- * the stream is synchronized (the settler gone meanwhile, no memory to
- * queue them). The leases are taken over (up[i].leases set NULL). 0, or
- * the synchronize's failure, which keeps the leases (never released: the
- * memory may still be in use). */
-int cuc__settle_release(cuc_device *dev, struct cuc__upstream *up, size_t n);
+/* 1 while a settler runs: an imported buffer dropped on its device's
+ * legacy stream then goes to cuc__settle_free (a stream wait it needs put
+ * on that stream first); else the caller frees and synchronizes. */
+int cuc__settle_running(void);
+/* An imported pointer of dev, dropped on dev's legacy stream, under its
+ * pool's lock once the buffer can no longer be found there (imports of
+ * dev count it from here on, and wait for it: cuc__settle_wait). Returns
+ * 1: the settler frees it and releases anchor and extra[0..nextra) once
+ * the free is complete (taken over: their leases set NULL); 0: the
+ * settler is gone or there was no memory to queue, and ptr was freed and
+ * the stream synchronized here: the caller releases; or the failure,
+ * named: the caller keeps the leases (the memory may still be in use). */
+int cuc__settle_free(cuc_device *dev, CUdeviceptr ptr, struct cuc__upstream *anchor,
+                     struct cuc__upstream *extra, size_t nextra);
 /* cuStreamSynchronize of dev's legacy stream (dev made current meanwhile):
  * 0, or the failure, named. */
 int cuc__settle_sync(cuc_device *dev);
@@ -52,7 +56,8 @@ int cuc__settle_sync(cuc_device *dev);
  * cannot be counted (no memory). */
 void cuc__settle_freed(cuc_device *dev);
 
-/* Waits for the frees queued on dev since the last synchronize (one
+/* Waits for the frees queued on dev since the last synchronize (those
+ * the settler has not freed yet freed here first, then one
  * cuStreamSynchronize; none when there are none): before a pool pointer
  * is imported there (a queued free of it would unmap the new import:
  * sim/FACTS.md F29) and before an imported pool is destroyed (its fd stays
@@ -60,8 +65,8 @@ void cuc__settle_freed(cuc_device *dev);
  * failure. */
 int cuc__settle_wait(cuc_device *dev);
 
-/* The settler's turn: an event recorded on each device with frees queued
- * since the last turn (an event a completed batch used, or a new one), and
+/* The settler's turn: the pointers dropped on each device since the last
+ * turn freed and an event recorded behind them (an event a completed batch used, or a new one), and
  * the releases of those whose event completed. Returns 1 while some still
  * wait: the settler looks again soon, and is not woken meanwhile (the
  * frees queued meanwhile go with its next turn). One thread only, its own
