@@ -130,15 +130,22 @@ static int queue_locked(struct devq *q, CUdeviceptr ptr, struct cuc__upstream *a
     return 0;
 }
 
+/* dev's legacy stream in *s, dev made current under g: 0, or the
+ * failure. */
+static int legacy_current(cuc_device *dev, struct cuc__ctx_guard *g, cuc_stream **s)
+{
+    int rc = cuc__stream_or_legacy(dev, NULL, s);
+
+    return rc ? rc : cuc__device_activate(g, dev);
+}
+
 int cuc__settle_sync(cuc_device *dev)
 {
     CUC__CTX_RESTORE(guard);
     cuc_stream *s;
     CUresult r;
-    int rc = cuc__stream_or_legacy(dev, NULL, &s);
+    int rc = legacy_current(dev, &guard, &s);
 
-    if (!rc)
-        rc = cuc__device_activate(&guard, dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuStreamSynchronize(s->cu);
@@ -237,10 +244,8 @@ static int free_now(cuc_device *dev, CUdeviceptr ptr)
     CUC__CTX_RESTORE(guard);
     cuc_stream *s;
     CUresult r;
-    int rc = cuc__stream_or_legacy(dev, NULL, &s);
+    int rc = legacy_current(dev, &guard, &s);
 
-    if (!rc)
-        rc = cuc__device_activate(&guard, dev);
     if (rc)
         return rc;
     r = CUC_DRV->cuMemFreeAsync(ptr, s->cu);
@@ -296,9 +301,7 @@ static int issue_queued_locked(struct devq *q)
 
     if (!q->queued || q->queued->issued == q->queued->nfrees)
         return 0;
-    rc = cuc__stream_or_legacy(q->dev, NULL, &s);
-    if (!rc)
-        rc = cuc__device_activate(&guard, q->dev);
+    rc = legacy_current(q->dev, &guard, &s);
     if (!rc)
         issue(q->queued, s->cu);
     return rc;
@@ -348,10 +351,8 @@ static int fence(struct devq *q, struct batch *b, int own)
     CUC__CTX_KEEP(keep);
     struct fence *f = malloc(sizeof(*f));
     cuc_stream *s;
-    int rc = cuc__stream_or_legacy(q->dev, NULL, &s);
+    int rc = legacy_current(q->dev, own ? &keep : &restore, &s);
 
-    if (!rc)
-        rc = cuc__device_activate(own ? &keep : &restore, q->dev);
     if (!rc)
         issue(b, s->cu);
     if (!rc && !f)
