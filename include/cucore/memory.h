@@ -290,7 +290,9 @@ CUC_API int cuc_buffer_unref_async(cuc_buffer *buf, cuc_stream *stream);
  * stream is waited for once, and the releases go as one message per
  * channel, instead of one synchronize and one message per buffer. Buffers
  * this cannot batch (another reference left, leases of their own, not
- * imported) get an ordinary cuc_buffer_unref_async(). Every reference is
+ * imported) get an ordinary cuc_buffer_unref_async(), and so do imported
+ * pool buffers on the legacy default stream while the share point runs:
+ * its thread frees them together, and the caller waits for nothing. Every reference is
  * dropped whatever happens; the first failure is returned (as
  * cuc_buffer_unref_async()). CUC_E_INVALID: bufs is NULL with n > 0.
  * CUC_E_NOMEM: no memory for the batch (nothing was dropped). */

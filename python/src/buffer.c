@@ -119,8 +119,9 @@ static int drop_together(PyObject *t, cuc_stream *s)
 }
 
 /* Buffer.close_many(buffers, stream=None): close() of each, done together
- * (C's cuc_buffer_unref_many_async): an importer's memory is unmapped,
- * each stream waited for once, and one release sent an exporter. */
+ * (C's cuc_buffer_unref_many_async: pool buffers on the legacy stream go
+ * to the share point's thread as close() sends them; the others freed,
+ * each stream waited for once, one release sent an exporter). */
 static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"buffers", "stream", NULL};
@@ -271,8 +272,9 @@ static PyMethodDef buf_methods[] = {
      "close(stream=None): drop this object's reference"},
     {"close_many", (PyCFunction)(void (*)(void))buf_close_many,
      METH_VARARGS | METH_KEYWORDS | METH_STATIC,
-     "close_many(buffers, stream=None): close() each, together: one synchronize a stream "
-     "and the releases in one message an exporter; closed ones and repeats are skipped; if "
+     "close_many(buffers, stream=None): close() each, together (what close() leaves to the "
+     "share point's thread goes there; the rest with one synchronize a stream and the "
+     "releases in one message an exporter); closed ones and repeats are skipped; if "
      "any item cannot be closed (not a Buffer, DLPack capsules live) it raises and closes "
      "none"},
     {"__enter__", buf_enter, METH_NOARGS, NULL},

@@ -320,45 +320,55 @@ def held_by_child(k):
     return pool, child
 
 
-def test_close_many_unmaps_before_it_returns():
-    """A child holding imported buffers closes them with Buffer.close_many:
-    every import is unmapped (the simulator's cuMemFreeAsync counted in
-    the child) and their stream waited for once before the call returns;
-    their releases follow and the exporter's leases end."""
+@pytest.mark.parametrize("on_stream", [False, True])
+def test_close_many(on_stream):
+    """A child holding imported buffers closes them with Buffer.close_many.
+    On a stream of its own: every import is unmapped (the simulator's
+    cuMemFreeAsync counted in the child) and the stream waited for once
+    before the call returns. On the legacy stream (no stream given): the
+    call does not wait, the share point's thread frees them all (as after
+    close()) behind an event. Either way their releases follow and the
+    exporter's leases end."""
     k = 64
     pool, child = held_by_child(k)
     try:
-        closed, (frees, syncs) = child.call("close_many")
+        closed, (frees, syncs) = child.call("close_many", on_stream)
         assert closed == [True] * k
-        if frees is not None:
+        if frees is not None and on_stream:
             assert (frees, syncs) == (k, 1)
+        elif frees is not None:  # the frees are the share point thread's (counts are per process)
+            assert syncs == 0
         pool.lease_wait(0, timeout=30)
         assert pool.lease_count() == 0
+        if frees is not None and not on_stream:
+            assert child.call("count", "cuMemFreeAsync") >= k
     finally:
         child.close()
 
 
-@pytest.mark.parametrize("how", ["close_many", "stream", "close"])
+@pytest.mark.parametrize("how", ["close_many_stream", "stream", "close", "close_many"])
 def test_failed_free_keeps_the_exporters_lease(how):
     """A child whose wait for its frees of imported buffers fails (the
     simulator's fault injection) sends no release for them: the memory may
     still be in use there, so the exporter keeps it until the child's
     connection closes, as the C library keeps a channel's leases. Closed
-    by close_many (its synchronize fails: the error raised once), by
-    close(stream) (each synchronize fails, each raised) or by close() (it
-    does not wait: the share point's thread does, and its event and the
-    synchronize it falls back to fail; nothing raised); one more buffer
-    closed afterwards is released."""
+    by close_many on a stream (its synchronize fails: the error raised
+    once), by close(stream) (each synchronize fails, each raised) or by
+    close() or close_many() on the legacy stream (they do not wait: the
+    share point's thread does, and its event and the synchronize it falls
+    back to fail; nothing raised); one more buffer closed afterwards is
+    released."""
     if workers.sim_lib() is None:
         pytest.skip("injects a fault into the simulator")
     k = 8
-    spec = "cuEventRecord:1+,cuStreamSynchronize:1+" if how == "close" else "cuStreamSynchronize:1+"
+    settled = how in ("close", "close_many")
+    spec = "cuEventRecord:1+,cuStreamSynchronize:1+" if settled else "cuStreamSynchronize:1+"
     pool, child = held_by_child(k)
     try:
         closed, codes, faults = child.call("close_failing", how, spec)
         assert closed == [True] * k and faults > 0
-        assert codes == {"close_many": ["CUC_E_DRIVER"], "stream": ["CUC_E_DRIVER"] * k,
-                         "close": []}[how]
+        assert codes == {"close_many_stream": ["CUC_E_DRIVER"], "stream": ["CUC_E_DRIVER"] * k,
+                         "close": [], "close_many": []}[how]
         time.sleep(0.2)  # releases, had they been sent, would have arrived
         assert pool.lease_count() == k
         more = pool.allocate(64)

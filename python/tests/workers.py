@@ -223,10 +223,11 @@ def handle(op, objs):
                 o.close()
         HELD.clear()
         return 0
-    if op == "close_many":  # what we hold, together: the driver calls it made
+    if op == "close_many":  # (on_stream,): what we hold, together: the driver calls it made
         calls = ("cuMemFreeAsync", "cuStreamSynchronize")
+        stream = cucore.Stream(HELD[0].device) if objs[0] else None
         before = [sim_count(c) for c in calls]
-        cucore.Buffer.close_many(HELD)
+        cucore.Buffer.close_many(HELD, stream=stream)
         closed = [o.closed for o in HELD]
         HELD.clear()
         return closed, [None if b is None else sim_count(c) - b for c, b in zip(calls, before)]
@@ -248,9 +249,10 @@ def handle(op, objs):
         codes = []
         assert lib.cucore_sim_fail(spec.encode(), None, 0) == 0
         try:
-            if how == "close_many":
+            if how in ("close_many", "close_many_stream"):
                 try:
-                    cucore.Buffer.close_many(HELD)
+                    cucore.Buffer.close_many(HELD, stream=stream if how == "close_many_stream"
+                                             else None)
                 except cucore.Error as e:
                     codes.append(e.code)
             for o in HELD:
@@ -258,7 +260,7 @@ def handle(op, objs):
                     o.close(stream=stream if how == "stream" else None)
                 except cucore.Error as e:
                     codes.append(e.code)
-            if how == "close":
+            if how in ("close", "close_many"):
                 time.sleep(0.2)  # the share point's thread waits for the frees meanwhile
             lib.cucore_sim_faults.restype = ctypes.c_ulonglong
             faults = lib.cucore_sim_faults()

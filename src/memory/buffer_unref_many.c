@@ -6,7 +6,10 @@
  * left, leases of their own, a deferred free, not imported) take the
  * ordinary cuc_buffer_unref_async() path. A view in the batch frees no
  * memory: it drops its allocation (whose last reference unmaps it and
- * waits for the stream) before the releases go. */
+ * waits for the stream) before the releases go. While the share point
+ * runs, an imported pool buffer dropped on the legacy stream goes the
+ * ordinary way instead: the settler frees it with the others dropped
+ * since its last turn, and no thread here waits (memory/settle.h). */
 #include "memory/buffer.h"
 #include "os/proc.h"
 
@@ -14,11 +17,13 @@
 
 /* 1 if b's last reference frees it at once with exactly one upstream
  * lease (pool->lock held): it then joins the batch (refs 1 -> 0,
- * FREEING); 0 if it must go through cuc_buffer_unref_async(). */
-static int take_simple_locked(cuc_buffer *b)
+ * FREEING); 0 if it must go through cuc_buffer_unref_async() (also a
+ * pool allocation, when settled: the settler takes those). */
+static int take_simple_locked(cuc_buffer *b, int settled)
 {
     int take = b->imported && b->creator == cuc__pid() && b->refs == 1 && !b->holds &&
-               !b->leases && !b->nextra && b->state != CUC__BUF_FREEING;
+               !b->leases && !b->nextra && b->state != CUC__BUF_FREEING &&
+               !(settled && !b->ipc && !b->root);
 
     if (take) {
         b->refs = 0;
@@ -31,7 +36,7 @@ static int take_simple_locked(cuc_buffer *b)
  * (from the back: *nothers of them, in reverse), one lock a run of
  * buffers of one pool. Returns the batch's size. */
 static size_t take_batch(cuc_buffer *const *bufs, size_t n, cuc_buffer **out,
-                         size_t *nothers)
+                         size_t *nothers, int settled)
 {
     size_t nb = 0, no = 0;
 
@@ -44,7 +49,7 @@ static size_t take_batch(cuc_buffer *const *bufs, size_t n, cuc_buffer **out,
         pool = bufs[i]->pool;
         pthread_mutex_lock(&pool->lock);
         for (; i < n && bufs[i] && bufs[i]->pool == pool; i++) {
-            if (take_simple_locked(bufs[i]))
+            if (take_simple_locked(bufs[i], settled))
                 out[nb++] = bufs[i];
             else
                 out[n - 1 - no++] = bufs[i];
@@ -205,7 +210,9 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
     if (!batch)
         return cuc__seterr(CUC_E_NOMEM, "out of memory dropping %zu buffers", n);
     ids = (uint64_t *)(batch + n);
-    nb = take_batch(bufs, n, batch, &nothers);
+    nb = take_batch(bufs, n, batch, &nothers,
+                    cuc__settle_running() &&
+                        (!stream || stream->kind == CUC_STREAM_LEGACY_DEFAULT));
     for (size_t k = 0; k < nothers; k++) {
         int rc1 = cuc_buffer_unref_async(batch[n - 1 - k], stream);
         if (rc1 && !rc)
