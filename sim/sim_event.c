@@ -1,9 +1,11 @@
 /* Events and IPC event handles. Work is synchronous, so an event completes
  * when it is recorded; timing events keep the CLOCK_MONOTONIC time of the
- * record. An IPC handle names the event by (creator pid, per-process id,
+ * record. An IPC handle names the event by (creator, per-process id,
  * physical GPU); opening one in another process gives an always-complete
  * event (in the creating process the driver refuses, and so does the sim:
- * FACTS.md F10). The handle also carries the GPU's UUID: opening it where
+ * FACTS.md F10). The creator is a random tag of the process, not its pid:
+ * pid numbers repeat across PID namespaces, where another process with the
+ * creator's pid number opens the handle as any other (F48's setting). The handle also carries the GPU's UUID: opening it where
  * that GPU is not visible gives CUDA_ERROR_INVALID_DEVICE. A process's
  * first IPC event opens one fd that stays, as the driver's does (F11). */
 #include "sim_internal.h"
@@ -16,7 +18,7 @@
 
 #define SIM_EVENT_MAGIC 0x45564e54u /* "EVNT" */
 #define SIM_IPC_EVENT_MAGIC 0x43534556u /* "CSEV" */
-#define SIM_IPC_EVENT_VERSION 1
+#define SIM_IPC_EVENT_VERSION 2
 
 struct CUevent_st {
     uint32_t magic;
@@ -38,12 +40,24 @@ struct sim_ipc_event {
     uint32_t flags;
     uint64_t id;
     CUuuid uuid; /* the GPU, matched by UUID in the opener */
-    unsigned char zero[24];
+    uint64_t proc; /* the creating process's tag (proc_tag) */
+    unsigned char zero[16];
 };
 _Static_assert(sizeof(struct sim_ipc_event) == CU_IPC_HANDLE_SIZE,
                "IPC event handle layout");
 
 static struct CUevent_st *sim_events;
+static uint64_t sim_proc_tag; /* made at the first IPC event (locked) */
+
+/* This process's tag in the IPC event handles it makes (a forked child of
+ * a process that made one is refused every call: no fork handling).
+ * Locked. */
+static uint64_t proc_tag(void)
+{
+    while (!sim_proc_tag)
+        sim_proc_tag = sim_random64();
+    return sim_proc_tag;
+}
 static uint64_t sim_event_ids;
 static int sim_ipc_events_fd[SIM_MAX_GPUS] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                               -1, -1, -1, -1, -1, -1, -1, -1};
@@ -139,6 +153,7 @@ SIM_API CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
         h.version = SIM_IPC_EVENT_VERSION;
         h.phys = (uint16_t)sim.vis[cur->dev];
         h.pid = (uint32_t)getpid();
+        h.proc = proc_tag();
         h.flags = Flags;
         h.id = ++sim_event_ids;
         h.uuid = sim.phys[sim.vis[cur->dev]].uuid;
@@ -297,11 +312,11 @@ SIM_API CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent,
         goto out;
     /* garbage, and the process that created the event (FACTS.md F10) */
     if (h.magic != SIM_IPC_EVENT_MAGIC || h.version != SIM_IPC_EVENT_VERSION ||
-        h.id == 0 || !(h.flags & CU_EVENT_INTERPROCESS)) {
+        h.id == 0 || h.proc == 0 || !(h.flags & CU_EVENT_INTERPROCESS)) {
         rc = CUDA_ERROR_MAP_FAILED;
         goto out;
     }
-    if (h.pid == (uint32_t)getpid()) {
+    if (h.proc == sim_proc_tag) {
         rc = CUDA_ERROR_INVALID_CONTEXT;
         goto out;
     }

@@ -346,6 +346,12 @@ static int child_open(int argc, char **argv)
 
     CHECK(argc >= 5);
     hex_decode(argv[3], &h, sizeof(h));
+    if (argc >= 7 && strcmp(argv[6], "mypid") == 0) {
+        /* the creator's pid as a process of another PID namespace may
+         * have it: the sim's handle keeps the pid at bytes 8..11 */
+        uint32_t me = (uint32_t)getpid();
+        memcpy(h.reserved + 8, &me, sizeof(me));
+    }
     sim_t_load();
     CU_OK(D.cuInit(0));
     CU_OK(D.cuDeviceGetCount(&n));
@@ -371,10 +377,10 @@ static int child_open(int argc, char **argv)
     return 0;
 }
 
-static void expect_open(const char *hex, const char *cvd, const char *ctx,
-                        const char *ord, CUresult want)
+static void expect_open_as(const char *hex, const char *cvd, const char *ctx,
+                           const char *ord, const char *how, CUresult want)
 {
-    const char *args[] = {hex, ctx, ord, NULL};
+    const char *args[] = {hex, ctx, ord, how, NULL};
     char ev[128], out[64], w[16];
     const char *env[] = {ev, NULL};
 
@@ -389,6 +395,12 @@ static void expect_open(const char *hex, const char *cvd, const char *ctx,
                 cvd ? cvd : "unset", out, w);
         exit(1);
     }
+}
+
+static void expect_open(const char *hex, const char *cvd, const char *ctx,
+                        const char *ord, CUresult want)
+{
+    expect_open_as(hex, cvd, ctx, ord, "plain", want);
 }
 
 static void test_ipc_child(void)
@@ -421,6 +433,9 @@ static void test_ipc_child(void)
     expect_open(hex, "3,2,1,0", "ctx", "0", CUDA_ERROR_INVALID_DEVICE);
     expect_open(hex, NULL, "noctx", "0", CUDA_ERROR_INVALID_CONTEXT);
     expect_open(badhex, NULL, "ctx", "2", CUDA_ERROR_MAP_FAILED);
+    /* an opener whose pid number is the creator's (another PID
+     * namespace): another process all the same */
+    expect_open_as(hex, NULL, "ctx", "2", "mypid", CUDA_SUCCESS);
 
     CU_OK(D.cuEventDestroy(ipc));
     CU_OK(D.cuCtxSetCurrent(c0));
