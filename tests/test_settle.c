@@ -7,23 +7,39 @@
  * each first queued free wakes it; an import's wait frees what is queued
  * before it synchronizes; a failed free leaves the turn's others alone;
  * cuc__settle_stop destroys the event it kept, and with no settler the
- * caller's free is done and synchronized at once. */
+ * caller's free is done and synchronized at once. Then threads: four drop
+ * pointers while one waits as imports do and a settler thread turns:
+ * each wait passes every pointer dropped before it, and every pointer is
+ * freed exactly once (under TSan in CI). */
 #include "check.h"
 #include "cucore.h"
 #include "driver/driver.h"
 #include "memory/settle.h"
 #include "sim_test.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
 #define TURNS 10
 #define BATCH 5
+#define DROPPERS 4
+#define DROPS 300
 
-static int woken;
+static atomic_int woken;
+static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake_cond = PTHREAD_COND_INITIALIZER;
+static atomic_int dropping, settling, dropped;
+static unsigned long long frees_before; /* cuMemFreeAsync's count as threads() starts */
 static CUmemoryPool pool; /* a cucore pool's: its pointers go as imported ones do */
 
 static void wake(void *arg)
 {
     (void)arg;
+    pthread_mutex_lock(&wake_lock);
     woken++;
+    pthread_cond_signal(&wake_cond);
+    pthread_mutex_unlock(&wake_lock);
 }
 
 static CUdeviceptr alloc(void)
@@ -117,6 +133,78 @@ static void failed_free(cuc_device *d)
     CHECK(sim_calls("cuMemFreeAsync") == 1);
 }
 
+/* A share point's thread, in short: a turn, then a nap until woken
+ * (or 1 ms) while nothing waits. */
+static void *settler_main(void *arg)
+{
+    struct timespec t;
+
+    (void)arg;
+    while (atomic_load(&settling)) {
+        if (cuc__settle_run())
+            continue;
+        pthread_mutex_lock(&wake_lock);
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 1000000;
+        if (t.tv_nsec >= 1000000000) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&wake_cond, &wake_lock, &t);
+        pthread_mutex_unlock(&wake_lock);
+    }
+    return NULL;
+}
+
+static void *dropper_main(void *arg)
+{
+    cuc_device *d = arg;
+
+    CHECK_OK(cuc_device_set_current(d));
+    for (int i = 0; i < DROPS; i++) {
+        drop_n(d, 1);
+        atomic_fetch_add(&dropped, 1);
+    }
+    atomic_fetch_sub(&dropping, 1);
+    return NULL;
+}
+
+/* As an import: once the wait returns, every pointer dropped before it
+ * began has been freed (sim/FACTS.md F29). */
+static void *waiter_main(void *arg)
+{
+    cuc_device *d = arg;
+
+    while (atomic_load(&dropping) > 0) {
+        int before = atomic_load(&dropped);
+        CHECK_OK(cuc__settle_wait(d));
+        CHECK(sim_calls("cuMemFreeAsync") - frees_before >= (unsigned long long)before);
+    }
+    return NULL;
+}
+
+static void threads(cuc_device *d)
+{
+    pthread_t settler, waiter, droppers[DROPPERS];
+
+    frees_before = sim_calls("cuMemFreeAsync");
+    atomic_store(&settling, 1);
+    atomic_store(&dropping, DROPPERS);
+    CHECK(pthread_create(&settler, NULL, settler_main, NULL) == 0);
+    for (int i = 0; i < DROPPERS; i++)
+        CHECK(pthread_create(&droppers[i], NULL, dropper_main, d) == 0);
+    CHECK(pthread_create(&waiter, NULL, waiter_main, d) == 0);
+    for (int i = 0; i < DROPPERS; i++)
+        CHECK(pthread_join(droppers[i], NULL) == 0);
+    CHECK(pthread_join(waiter, NULL) == 0);
+    atomic_store(&settling, 0);
+    wake(NULL);
+    CHECK(pthread_join(settler, NULL) == 0);
+    turns(); /* what came after the settler's last turn */
+    CHECK(sim_calls("cuMemFreeAsync") - frees_before == DROPPERS * DROPS);
+    printf("threads: %d pointers dropped, each freed once\n", DROPPERS * DROPS);
+}
+
 int main(void)
 {
     struct cuc__upstream none = {NULL, 0};
@@ -139,6 +227,7 @@ int main(void)
     together(d);
     wait_frees_first(d);
     failed_free(d);
+    threads(d);
     destroys = sim_calls("cuEventDestroy");
     cuc__settle_stop();
     CHECK(sim_calls("cuEventDestroy") - destroys >= 1);
