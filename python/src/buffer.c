@@ -1,9 +1,9 @@
 /* cucore.Buffer: a pool allocation, a view of one, or wrapped cuMemAlloc
  * memory. Closing (or the last Python reference) drops cucore's reference:
- * an importer's memory is freed (by the share point's thread, within a
- * turn, on the legacy stream) and its release sent, and an
- * exporter's free waits for the leases. Every use of the memory waits
- * for an attached buffer's lease (buffer_ready). */
+ * an importer's memory is freed (by the share point's thread, a turn
+ * later) and its release sent, and an exporter's free waits for the
+ * leases. Every use of the memory waits for an attached buffer's lease
+ * (buffer_ready). */
 #include "mem.h"
 
 /* Takes the reference out of the object, which stays, closed. */
@@ -119,9 +119,7 @@ static int drop_together(PyObject *t, cuc_stream *s)
 }
 
 /* Buffer.close_many(buffers, stream=None): close() of each, done together
- * (C's cuc_buffer_unref_many_async: pool buffers on the legacy stream go
- * to the share point's thread as close() sends them; the others freed,
- * each stream waited for once, one release sent an exporter). */
+ * (C's cuc_buffer_unref_many_async, which says what it batches). */
 static PyObject *buf_close_many(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"buffers", "stream", NULL};
