@@ -418,9 +418,11 @@ static void note_lost_locked(cuc_pool *pool, size_t bytes)
     pool->lost_bytes += bytes;
 }
 
-/* The stream that drops the root waits for what the view's last unref
- * ordered the free after (the same wait as a deferred free's). */
-static int view_wait_free_after(cuc_buffer *v, cuc_stream *stream)
+/* stream (NULL: the legacy one) waits for what b's last unref ordered its
+ * free after, if anything: a view's before its root is dropped, an
+ * import's before the settler frees it (the same wait as a deferred
+ * free's). The event goes either way. */
+static int stream_wait_free_after(cuc_buffer *v, cuc_stream *stream)
 {
     CUC__CTX_RESTORE(guard);
     cuc_stream *s;
@@ -512,7 +514,7 @@ static int release_view_locked(cuc_buffer *v, cuc_stream *stream, int rc)
 
 static int release_view(cuc_buffer *v, cuc_stream *stream)
 {
-    int rc = view_wait_free_after(v, stream);
+    int rc = stream_wait_free_after(v, stream);
 
     pthread_mutex_lock(&v->pool->lock);
     return release_view_locked(v, stream, rc);
@@ -526,33 +528,18 @@ static int view_now(const cuc_buffer *b)
     return b->root && !b->free_after;
 }
 
-/* 1 if stream (NULL: the legacy one) is the legacy default stream of b's
- * device, which orders a later free there after what it has queued. */
-static int on_legacy(const cuc_buffer *b, const cuc_stream *stream)
-{
-    return !stream || (stream->kind == CUC_STREAM_LEGACY_DEFAULT && stream->dev == b->pool->dev);
-}
-
 /* The driver's part of releasing b, a pool allocation of this process or
  * imported: an import dropped on its device's legacy stream while a
  * settler runs is left to it (*settling: cuc__settle_free once b can no
  * longer be found), after the stream waits for b's deferred-free event. */
 static int free_own(cuc_buffer *b, cuc_stream *stream, int *settling)
 {
-    CUC__CTX_RESTORE(guard);
-    cuc_stream *s;
-    int rc;
-
     *settling = 0;
-    if (!b->imported || !b->size || !on_legacy(b, stream) || !cuc__settle_running())
+    if (!b->imported || !b->size || !cuc__buffer_on_legacy(b, stream) ||
+        !cuc__settle_running())
         return cuc__buffer_free_memory(b, stream, 1);
     *settling = 1;
-    if (!b->free_after)
-        return 0;
-    rc = cuc__stream_or_legacy(b->pool->dev, stream, &s);
-    if (!rc)
-        rc = cuc__device_activate(&guard, s->dev);
-    return rc ? rc : wait_free_after(b, s);
+    return stream_wait_free_after(b, stream);
 }
 
 /* b's upstream leases (its anchor, and extra[0..nextra), freed here) once
@@ -661,7 +648,7 @@ static int defer_free(cuc_buffer *b, cuc_stream *stream)
     /* The later free goes on this device's legacy stream, which orders it
      * after everything already queued there: only another stream needs an
      * event (two driver calls now, two more then, per buffer). */
-    if (!rc && !on_legacy(b, s))
+    if (!rc && !cuc__buffer_on_legacy(b, s))
         rc = order_after(b, s, &ev);
     pthread_mutex_lock(&pool->lock);
     if (!rc && b->refs == 0 && ev) {
@@ -740,7 +727,7 @@ int cuc_buffer_unref_async(cuc_buffer *b, cuc_stream *stream)
         b->state = CUC__BUF_FREEING;
         return release_view_locked(b, stream, 0);
     }
-    if (kept && on_legacy(b, stream)) {
+    if (kept && cuc__buffer_on_legacy(b, stream)) {
         /* the later free goes on a legacy stream, after all it has queued:
          * no event to make, nothing to do unlocked */
         b->state = CUC__BUF_DEFERRED;

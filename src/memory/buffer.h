@@ -135,6 +135,13 @@ int cuc__buffer_free_on(cuc_buffer *b, cuc_stream *s);
 /* Appends to this thread's message that the leases were kept. */
 void cuc__buffer_note_kept(void);
 
+/* 1 if stream (NULL: the legacy one) is the legacy default stream of b's
+ * device, which orders a later free there after what it has queued. */
+static inline int cuc__buffer_on_legacy(const cuc_buffer *b, const cuc_stream *stream)
+{
+    return !stream || (stream->kind == CUC_STREAM_LEGACY_DEFAULT && stream->dev == b->pool->dev);
+}
+
 /* buffer_share.c: b's pointer export data, computed by the driver the
  * first time and cached (b is then findable by it in its pool). */
 int cuc__buffer_export(const cuc_buffer *b, CUmemPoolPtrExportData *out);

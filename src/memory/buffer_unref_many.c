@@ -18,12 +18,13 @@
 /* 1 if b's last reference frees it at once with exactly one upstream
  * lease (pool->lock held): it then joins the batch (refs 1 -> 0,
  * FREEING); 0 if it must go through cuc_buffer_unref_async() (also a
- * pool allocation, when settled: the settler takes those). */
-static int take_simple_locked(cuc_buffer *b, int settled)
+ * pool allocation dropped on its legacy stream while the settler runs,
+ * settled: the settler takes those). */
+static int take_simple_locked(cuc_buffer *b, cuc_stream *stream, int settled)
 {
     int take = b->imported && b->creator == cuc__pid() && b->refs == 1 && !b->holds &&
                !b->leases && !b->nextra && b->state != CUC__BUF_FREEING &&
-               !(settled && !b->ipc && !b->root);
+               !(settled && !b->ipc && !b->root && cuc__buffer_on_legacy(b, stream));
 
     if (take) {
         b->refs = 0;
@@ -35,10 +36,11 @@ static int take_simple_locked(cuc_buffer *b, int settled)
 /* Sorts bufs[0..n) into the batch (from the front of out) and the others
  * (from the back: *nothers of them, in reverse), one lock a run of
  * buffers of one pool. Returns the batch's size. */
-static size_t take_batch(cuc_buffer *const *bufs, size_t n, cuc_buffer **out,
-                         size_t *nothers, int settled)
+static size_t take_batch(cuc_buffer *const *bufs, size_t n, cuc_stream *stream,
+                         cuc_buffer **out, size_t *nothers)
 {
     size_t nb = 0, no = 0;
+    int settled = cuc__settle_running();
 
     for (size_t i = 0; i < n;) {
         cuc_pool *pool;
@@ -49,7 +51,7 @@ static size_t take_batch(cuc_buffer *const *bufs, size_t n, cuc_buffer **out,
         pool = bufs[i]->pool;
         pthread_mutex_lock(&pool->lock);
         for (; i < n && bufs[i] && bufs[i]->pool == pool; i++) {
-            if (take_simple_locked(bufs[i], settled))
+            if (take_simple_locked(bufs[i], stream, settled))
                 out[nb++] = bufs[i];
             else
                 out[n - 1 - no++] = bufs[i];
@@ -210,9 +212,7 @@ int cuc_buffer_unref_many_async(cuc_buffer *const *bufs, size_t n, cuc_stream *s
     if (!batch)
         return cuc__seterr(CUC_E_NOMEM, "out of memory dropping %zu buffers", n);
     ids = (uint64_t *)(batch + n);
-    nb = take_batch(bufs, n, batch, &nothers,
-                    cuc__settle_running() &&
-                        (!stream || stream->kind == CUC_STREAM_LEGACY_DEFAULT));
+    nb = take_batch(bufs, n, stream, batch, &nothers);
     for (size_t k = 0; k < nothers; k++) {
         int rc1 = cuc_buffer_unref_async(batch[n - 1 - k], stream);
         if (rc1 && !rc)
